@@ -1,0 +1,1 @@
+"""The EGG state machine: builder, routing, checkpointing, runner and CLI."""

@@ -1,0 +1,37 @@
+"""Checkpointers: SQLite by default (a file path), with a serializer that allows exactly
+the project's state classes, so state comes back as those classes and a tampered
+checkpoint cannot name any other class."""
+from __future__ import annotations
+
+import os
+import sqlite3
+from contextlib import contextmanager
+from pathlib import Path
+
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
+from langgraph.checkpoint.sqlite import SqliteSaver
+
+from hardware_profiles import HardwareProfile
+from state import ALL_ENUMS, ALL_MODELS
+
+DEFAULT_CHECKPOINT = os.environ.get("EGG_CHECKPOINT", ".egg/checkpoints.sqlite")
+
+
+def serializer() -> JsonPlusSerializer:
+    return JsonPlusSerializer(allowed_msgpack_modules=[*ALL_MODELS, *ALL_ENUMS, HardwareProfile])
+
+
+@contextmanager
+def open_checkpointer(target: str | None = None, must_exist: bool = False):
+    target = target or DEFAULT_CHECKPOINT
+    path = Path(target)
+    if must_exist and not path.exists():
+        raise FileNotFoundError(f"no checkpoint file at {path} (start a run with `egg optimize` first)")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), check_same_thread=False)
+    try:
+        saver = SqliteSaver(conn, serde=serializer())
+        saver.setup()
+        yield saver
+    finally:
+        conn.close()

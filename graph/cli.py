@@ -1,0 +1,157 @@
+"""`egg`: optimize, resume, runs, history, hw. Bad input gets one clear line, never a traceback."""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from agents import UnknownAgentError
+from hardware_profiles import UnknownProfileError, detect, list_profiles, load_profile
+from state import Budget
+from tasks import TaskError
+
+
+class CliError(Exception):
+    pass
+
+
+def _fmt_ms(x) -> str:
+    return f"{x:.4f}" if x is not None else "-"
+
+
+def cmd_optimize(a) -> int:
+    from graph.runner import optimize
+    budget = Budget(candidates_per_stage=a.candidates_per_stage, total_candidates=a.total_candidates,
+                    algorithm_rounds=a.algorithm_rounds, tuning_rounds=a.tuning_rounds)
+    tid, st = optimize(a.task_file, agent=a.agent, profile=a.profile, budget=budget, out_dir=a.out,
+                       evaluator=a.evaluator, checkpoint=a.checkpoint, thread_id=a.thread)
+    _print_result(tid, st)
+    return 0 if st.result and st.result.status in ("verified", "unverified") else 1
+
+
+def _print_result(tid, st) -> None:
+    r = st.result
+    print(f"thread: {tid}")
+    if r is None:
+        print(f"status: interrupted at {st.stage} (resume with `egg resume {tid}`)")
+        return
+    print(f"status: {r.status}  {r.message}")
+    if r.best_ms is not None:
+        print(f"best: {r.best_id}  {r.best_ms:.4f} ms  x{r.speedup_vs_eager or 0:.2f} vs eager  "
+              f"x{r.speedup_vs_compile or 0:.2f} vs torch.compile")
+    for k in ("kernel_path", "module_path", "report_path"):
+        if getattr(r, k):
+            print(f"{k.removesuffix('_path')}: {getattr(r, k)}")
+
+
+def cmd_resume(a) -> int:
+    from graph.runner import resume
+    st = resume(a.thread, checkpoint=a.checkpoint)
+    _print_result(a.thread, st)
+    return 0 if st.result and st.result.status in ("verified", "unverified") else 1
+
+
+def cmd_runs(a) -> int:
+    from graph.runner import list_runs
+    runs = list_runs(a.checkpoint)
+    if not runs:
+        print("no runs")
+    for r in runs:
+        print(f"{r.thread_id:40s} {r.task:28s} {r.status:12s} {r.stage:20s} {_fmt_ms(r.best_ms)}")
+    return 0
+
+
+def cmd_history(a) -> int:
+    from graph.runner import get_run
+    st = get_run(a.thread, a.checkpoint)
+    an = st.analysis
+    print(f"thread {a.thread}: task {st.settings.task_path}")
+    if an:
+        print(f"  analysis: {an.roofline.bound}-bound, floor {an.roofline.floor_ms:.4f} ms, "
+              f"eager {_fmt_ms(an.eager_ms)} ms, torch.compile {_fmt_ms(an.compile_ms)} ms, on {an.device}")
+    decisions = {d.stage: d for d in st.design.decisions}
+    for stage in dict.fromkeys(at.stage for at in st.attempts):
+        d = decisions.get(stage)
+        head = (f"best {_fmt_ms(d.best_ms)} ms, {'improved' if d.improved else 'kept input'}, chosen {d.chosen_id}"
+                if d else "in progress")
+        print(f"  {stage}: {head}")
+        for at in st.stage_attempts(stage):
+            print(f"    {at.candidate_id:32s} {at.verdict:14s} {_fmt_ms(at.median_ms):>9s}  {at.params}  {at.reason[:80]}")
+    if st.failure:
+        print(f"  failure: {st.failure}")
+    if st.result:
+        print(f"  result: {st.result.status} {st.result.message}")
+    return 0
+
+
+def cmd_hw(a) -> int:
+    if a.profile:
+        p = load_profile(a.profile)
+        src = "named"
+    else:
+        try:
+            p, src = detect(), "detected"
+        except RuntimeError:
+            print(f"no CUDA device found; known profiles: {', '.join(list_profiles())}")
+            return 0
+    print(f"{src}: {p.name} (sm {p.compute_capability}, {p.arch}), {p.sms} SMs, "
+          f"{p.shared_per_block_optin // 1024} KiB smem/block, L2 {p.l2_bytes // 2**20} MiB, "
+          f"{p.bandwidth() / 1e12:.2f} TB/s, fp32 {p.flops('float32') / 1e12:.1f} TFLOP/s, "
+          f"bf16 {p.flops('bfloat16') / 1e12:.0f} TFLOP/s, features: {', '.join(p.features)}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="egg", description="EGG: turn a PyTorch reference into a verified, faster CUDA kernel.")
+    p.add_argument("--checkpoint", default=None, help="SQLite checkpoint file (default .egg/checkpoints.sqlite or $EGG_CHECKPOINT)")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    o = sub.add_parser("optimize", help="optimize one KernelBench-format task file")
+    o.add_argument("task_file")
+    o.add_argument("--agent", default="expert", help="expert (default) or module:factory")
+    o.add_argument("--profile", default=None, help=f"hardware profile ({', '.join(list_profiles())}); default: detect")
+    o.add_argument("--out", default="egg_out", help="folder for the kernel, module and report")
+    o.add_argument("--thread", default=None, help="thread id (default: task name + random suffix)")
+    o.add_argument("--evaluator", default="auto", choices=["auto", "gpu", "compile_only"])
+    o.add_argument("--candidates-per-stage", type=int, default=Budget().candidates_per_stage)
+    o.add_argument("--total-candidates", type=int, default=Budget().total_candidates)
+    o.add_argument("--algorithm-rounds", type=int, default=Budget().algorithm_rounds)
+    o.add_argument("--tuning-rounds", type=int, default=Budget().tuning_rounds)
+    o.set_defaults(fn=cmd_optimize)
+    r = sub.add_parser("resume", help="continue an interrupted run")
+    r.add_argument("thread")
+    r.set_defaults(fn=cmd_resume)
+    sub.add_parser("runs", help="list runs in the checkpoint file").set_defaults(fn=cmd_runs)
+    h = sub.add_parser("history", help="stages, candidates and verdicts of a run")
+    h.add_argument("thread")
+    h.set_defaults(fn=cmd_history)
+    w = sub.add_parser("hw", help="show the hardware profile of the live GPU (or a named one)")
+    w.add_argument("--profile", default=None)
+    w.set_defaults(fn=cmd_hw)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    from graph.runner import UnknownThreadError
+    args = parser().parse_args(argv)
+    for opt in ("candidates_per_stage", "total_candidates", "algorithm_rounds", "tuning_rounds"):
+        if getattr(args, opt, 1) < 1:
+            print(f"egg: error: --{opt.replace('_', '-')} must be at least 1", file=sys.stderr)
+            return 2
+    try:
+        return args.fn(args)
+    except (TaskError, UnknownProfileError, UnknownAgentError, UnknownThreadError, FileNotFoundError,
+            ValueError, CliError) as exc:
+        print(f"egg: error: {exc}", file=sys.stderr)
+        return 2
+    except Exception as exc:  # a bug of ours: one line, the traceback on request
+        if os.environ.get("EGG_DEBUG"):
+            raise
+        print(f"egg: internal error: {type(exc).__name__}: {exc} (set EGG_DEBUG=1 for the traceback)", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("egg: interrupted; the run is checkpointed (egg runs / egg resume THREAD)", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Everything that touches a GPU or a compiler. Never imports LangGraph."""

@@ -1,0 +1,59 @@
+"""Run the reference once (on meta tensors where it can) to learn shapes, FLOPs and bytes,
+and place it on the hardware profile's roofline."""
+from __future__ import annotations
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from runtime.correctness import as_list
+from runtime.guard import OpRecorder, classify
+from state import Roofline, TaskAnalysis, TensorSpec
+
+MATMUL_OPS = {"mm", "bmm", "addmm", "baddbmm", "convolution", "_scaled_dot_product_flash_attention",
+              "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention"}
+
+
+def _spec(t: torch.Tensor) -> TensorSpec:
+    return TensorSpec(shape=list(t.shape), dtype=str(t.dtype).removeprefix("torch."))
+
+
+def _nbytes(t) -> int:
+    return t.numel() * t.element_size() if isinstance(t, torch.Tensor) else 0
+
+
+def _run(model, inputs):
+    with torch.no_grad(), OpRecorder() as rec, FlopCounterMode(display=False) as fc:
+        out = model(*inputs)
+    return out, rec.ops, fc.get_total_flops()
+
+
+def analyze(task, profile) -> TaskAnalysis:
+    """Meta tensors give shapes and FLOPs without computing; a CPU run is the fallback."""
+    notes = []
+    model = task.make_model(42)
+    inputs = task.make_inputs(1)
+    try:
+        meta_model = task.make_model(42).to("meta")
+        meta_in = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs]
+        out, ops, mm_flops = _run(meta_model, meta_in)
+    except Exception as exc:
+        notes.append(f"meta run failed ({type(exc).__name__}); ran on the CPU")
+        out, ops, mm_flops = _run(model, inputs)
+    outs = [o for o in as_list(out) if isinstance(o, torch.Tensor)]
+    # FlopCounterMode counts matmul-like ops; charge one FLOP per output element of each other compute op
+    other = 0
+    compute = [o for o in ops if classify(o) == "compute"]
+    elems = max((o.numel() for o in outs), default=0)
+    other = sum(elems for o in compute if o.split("::")[-1].split(".")[0] not in MATMUL_OPS)
+    flops = float(mm_flops + other)
+    params = sum(_nbytes(p) for p in model.parameters()) + sum(_nbytes(b) for b in model.buffers())
+    nbytes = float(sum(_nbytes(x) for x in inputs) + sum(_nbytes(o) for o in outs) + params)
+    dtype = next((str(x.dtype).removeprefix("torch.") for x in inputs if isinstance(x, torch.Tensor)
+                  and x.is_floating_point()), "float32")
+    peak = profile.flops(dtype)
+    bw = profile.bandwidth()
+    t_mem, t_comp = nbytes / bw, flops / peak
+    roof = Roofline(flops=flops, bytes_moved=nbytes, bound="memory" if t_mem >= t_comp else "compute",
+                    floor_ms=max(t_mem, t_comp) * 1e3, peak_flops=peak, bandwidth_bytes_s=bw)
+    return TaskAnalysis(inputs=[_spec(x) for x in inputs if isinstance(x, torch.Tensor)],
+                        outputs=[_spec(o) for o in outs], ops=ops, roofline=roof, notes=notes)

@@ -1,0 +1,171 @@
+"""Compile CUDA source: CuPy RawModule on a GPU, NVRTC (or nvcc) compile-only without one.
+
+Errors come back as structured `CompileResult`s, never as exceptions; results are
+cached by a hash of (source, options, arch).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from state import CompileError, CompileResult, KernelResources
+
+SOURCE_NAME = "kern.cu"
+_ERR_RE = re.compile(r"^(?:.*?kern\.cu)\((\d+)\): (?:catastrophic )?error:?\s*(.*)$", re.M)
+_ENTRY_RE = re.compile(r"Compiling entry function '([^']+)'")
+_REGS_RE = re.compile(r"Used (\d+) registers")
+_SMEM_RE = re.compile(r"(\d+) bytes smem")
+_SPILL_RE = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+def cache_dir() -> Path:
+    d = Path(os.environ.get("EGG_CACHE_DIR", Path.home() / ".cache" / "egg")) / "compile"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def source_key(source: str, options: list[str], arch: str) -> str:
+    h = hashlib.sha256()
+    for part in (source, "\0".join(options), arch):
+        h.update(part.encode())
+        h.update(b"\1")
+    return h.hexdigest()
+
+
+def parse_errors(log: str) -> list[CompileError]:
+    errs = [CompileError(line=int(m.group(1)), message=m.group(2).strip()) for m in _ERR_RE.finditer(log)]
+    if not errs and "error" in log.lower():
+        first = next((ln for ln in log.splitlines() if "error" in ln.lower()), log.strip()[:300])
+        errs = [CompileError(line=None, message=first.strip())]
+    return errs
+
+
+def parse_resources(log: str) -> list[KernelResources]:
+    """Read ptxas's `-v` report: one block a kernel, starting at 'Compiling entry function'."""
+    out: list[KernelResources] = []
+    blocks = _ENTRY_RE.split(log)
+    # split gives [pre, name1, body1, name2, body2, ...]
+    for name, body in zip(blocks[1::2], blocks[2::2]):
+        r = KernelResources(name=name)
+        if m := _REGS_RE.search(body):
+            r.registers = int(m.group(1))
+        if m := _SMEM_RE.search(body):
+            r.shared_bytes = int(m.group(1))
+        if m := _SPILL_RE.search(body):
+            r.stack_bytes, r.spill_store_bytes, r.spill_load_bytes = map(int, m.groups())
+        out.append(r)
+    return out
+
+
+def _cached(key: str) -> CompileResult | None:
+    f = cache_dir() / f"{key}.json"
+    if f.exists():
+        try:
+            res = CompileResult.model_validate_json(f.read_text())
+            return res.model_copy(update={"cached": True})
+        except ValueError:
+            f.unlink(missing_ok=True)
+    return None
+
+
+def _store(key: str, res: CompileResult) -> None:
+    f = cache_dir() / f"{key}.json"
+    tmp = f.with_suffix(".tmp")
+    tmp.write_text(res.model_dump_json())
+    tmp.replace(f)
+
+
+def _nvrtc_compile(source: str, options: list[str], arch: str) -> CompileResult:
+    from cuda.bindings import nvrtc
+
+    t0 = time.perf_counter()
+    err, prog = nvrtc.nvrtcCreateProgram(source.encode(), SOURCE_NAME.encode(), 0, [], [])
+    opts = [f"-arch={arch}", "-Xptxas=-v", "--std=c++17", *options]
+    try:
+        (rc,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+        _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+        buf = b" " * n
+        nvrtc.nvrtcGetProgramLog(prog, buf)
+        log = buf.rstrip(b"\x00 ").decode(errors="replace")
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    ok = rc == nvrtc.nvrtcResult.NVRTC_SUCCESS
+    return CompileResult(ok=ok, backend="nvrtc", arch=arch, log=log[-20000:],
+                         errors=[] if ok else parse_errors(log),
+                         resources=parse_resources(log) if ok else [],
+                         seconds=time.perf_counter() - t0)
+
+
+def _nvcc_compile(source: str, options: list[str], arch: str) -> CompileResult:
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        raise RuntimeError("neither NVRTC (pip cuda-bindings, cuda-toolkit[nvrtc]) nor nvcc is available")
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory() as d:
+        src = Path(d) / SOURCE_NAME
+        src.write_text(source)
+        gencode = f"-gencode=arch=compute_{arch[3:]},code={arch}"
+        cmd = [nvcc, "-cubin", gencode, "-Xptxas", "-v", "-std=c++17", "-o", str(Path(d) / "k.cubin"),
+               *options, str(src)]
+        p = subprocess.run(cmd, capture_output=True, text=True, cwd=d)
+    log = (p.stdout + p.stderr).replace(str(src), SOURCE_NAME)
+    ok = p.returncode == 0
+    return CompileResult(ok=ok, backend="nvcc", arch=arch, log=log[-20000:],
+                         errors=[] if ok else parse_errors(log),
+                         resources=parse_resources(log) if ok else [], seconds=time.perf_counter() - t0)
+
+
+def compile_check(source: str, options: list[str] | None = None, arch: str = "sm_90a",
+                  use_cache: bool = True) -> CompileResult:
+    """Compile without a GPU; report errors and per-kernel resources."""
+    options = list(options or [])
+    key = source_key(source, options, arch)
+    if use_cache and (hit := _cached(key)) is not None:
+        return hit
+    try:
+        res = _nvrtc_compile(source, options, arch)
+    except ImportError:
+        res = _nvcc_compile(source, options, arch)
+    if use_cache:
+        _store(key, res)
+    return res
+
+
+def load_module(source: str, kernel_names: list[str], options: list[str] | None = None,
+                arch: str | None = None):
+    """Compile on the live GPU through CuPy. Returns (RawModule or None, CompileResult)."""
+    import cupy
+
+    options = list(options or [])
+    t0 = time.perf_counter()
+    opts = ("--std=c++17", *options)
+    if arch:
+        opts = (f"-arch={arch}", *opts)
+    try:
+        mod = cupy.RawModule(code=source, options=opts)
+        kernels = {n: mod.get_function(n) for n in kernel_names}
+    except cupy.cuda.compiler.CompileException as exc:
+        log = str(exc).replace("/tmp/", "")
+        log = re.sub(r"\S*?(\w+\.cu)\(", r"kern.cu(", log)
+        return None, CompileResult(ok=False, backend="cupy", arch=arch or "device", log=log[-20000:],
+                                   errors=parse_errors(log), seconds=time.perf_counter() - t0)
+    except Exception as exc:  # a missing kernel name, a driver error
+        return None, CompileResult(ok=False, backend="cupy", arch=arch or "device",
+                                   log=f"{type(exc).__name__}: {exc}",
+                                   errors=[CompileError(message=f"{type(exc).__name__}: {exc}")],
+                                   seconds=time.perf_counter() - t0)
+    res = [KernelResources(name=n, registers=k.num_regs, shared_bytes=k.shared_size_bytes,
+                           stack_bytes=k.local_size_bytes) for n, k in kernels.items()]
+    return mod, CompileResult(ok=True, backend="cupy", arch=arch or "device", resources=res,
+                              seconds=time.perf_counter() - t0)
+
+
+def resources_json(res: CompileResult) -> str:
+    return json.dumps([r.model_dump() for r in res.resources])

@@ -1,0 +1,22 @@
+"""Typed records that cross nodes and persist in checkpoints.
+
+Every class here is a pydantic model; `ALL_MODELS` lists them so the checkpoint
+serializer can allow exactly these classes (see graph/checkpointing.py).
+"""
+from state.task import TaskSpec, TensorSpec, Roofline, TaskAnalysis
+from state.candidate import KernelCandidate, Param
+from state.evaluation import (
+    CompileError, KernelResources, CompileResult, CorrectnessResult, Timing,
+    Evaluation, Verdict,
+)
+from state.records import StageAttempt, StageDecision, DesignRecord, Budget, VerifyTask, STAGES, TUNING_STAGES
+from state.run import RunState, RunSettings, FinalResult
+
+ALL_MODELS = [
+    TaskSpec, TensorSpec, Roofline, TaskAnalysis, KernelCandidate, CompileError,
+    KernelResources, CompileResult, CorrectnessResult, Timing, Evaluation,
+    StageAttempt, StageDecision, DesignRecord, Budget, VerifyTask, RunState, RunSettings, FinalResult,
+]
+ALL_ENUMS = [Verdict]
+
+__all__ = [m.__name__ for m in ALL_MODELS] + ["Verdict", "Param", "STAGES", "TUNING_STAGES", "ALL_MODELS", "ALL_ENUMS"]

@@ -1,0 +1,22 @@
+"""A kernel candidate: CUDA source, host code and the knobs that made it."""
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+Param = int | float | str | bool
+
+
+class KernelCandidate(BaseModel):
+    id: str
+    stage: str
+    parent_id: str | None = None
+    cuda_source: str
+    # Python source defining `ModelNew(torch.nn.Module)`; it reaches the compiled
+    # module and launch helpers through the injected global `egg` (runtime/kernel_api.py).
+    host_code: str
+    kernel_names: list[str]
+    params: dict[str, Param] = Field(default_factory=dict)
+    compile_options: list[str] = Field(default_factory=list)
+    description: str = ""
+    family: str = ""  # e.g. "pointwise", "row_reduction", "gemm"
+    guard_policy: str = "strict"  # "strict" or "mixed" (see shared/NOTES.md)

@@ -1,0 +1,66 @@
+"""The run state: one LangGraph thread's whole story."""
+from __future__ import annotations
+
+import operator
+from typing import Annotated
+
+from pydantic import BaseModel, Field
+
+from state.candidate import KernelCandidate
+from state.evaluation import Evaluation
+from state.records import Budget, DesignRecord, StageAttempt
+from state.task import TaskAnalysis, TaskSpec
+
+
+class RunSettings(BaseModel):
+    """What a run was started with; resume rebuilds the runtime context from it."""
+    task_path: str
+    agent: str = "expert"
+    profile: str | None = None  # None: detect the live device
+    budget: Budget = Field(default_factory=Budget)
+    out_dir: str = "egg_out"
+    review: bool = False
+    evaluator: str = "auto"  # "auto", "gpu" or "compile_only"
+
+
+class FinalResult(BaseModel):
+    status: str  # "verified", "unverified", "failed", "unsupported"
+    message: str = ""
+    best_id: str | None = None
+    best_ms: float | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    kernel_path: str | None = None
+    module_path: str | None = None
+    report_path: str | None = None
+
+
+class RunState(BaseModel):
+    settings: RunSettings
+    task: TaskSpec | None = None
+    analysis: TaskAnalysis | None = None
+    stage: str = "analysis"
+    round: int = 0
+    candidates: Annotated[list[KernelCandidate], operator.add] = Field(default_factory=list)
+    pending: list[str] = Field(default_factory=list)  # candidate ids awaiting verification
+    evaluations: Annotated[list[Evaluation], operator.add] = Field(default_factory=list)
+    attempts: Annotated[list[StageAttempt], operator.add] = Field(default_factory=list)
+    design: DesignRecord = Field(default_factory=DesignRecord)
+    stage_done: bool = False
+    failure: str | None = None  # set when the run cannot go on (unsupported, no correct kernel)
+    result: FinalResult | None = None
+
+    def candidate(self, cid: str) -> KernelCandidate:
+        for c in self.candidates:
+            if c.id == cid:
+                return c
+        raise KeyError(cid)
+
+    def evaluation(self, cid: str) -> Evaluation | None:
+        for e in reversed(self.evaluations):
+            if e.candidate_id == cid:
+                return e
+        return None
+
+    def stage_attempts(self, stage: str) -> list[StageAttempt]:
+        return [a for a in self.attempts if a.stage == stage]

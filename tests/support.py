@@ -1,0 +1,85 @@
+"""Test doubles: a scripted agent and a scripted evaluator, for running the graph on the CPU."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+from agents import Proposal, ProposedKernel, StageRequest
+from runtime.evaluator import Baselines
+from state import CompileResult, CorrectnessResult, Evaluation, Timing, Verdict
+
+SRC = 'extern "C" __global__ void k(float* y, const float* x, long long n) {}'
+
+
+def kernel(**params) -> ProposedKernel:
+    return ProposedKernel(cuda_source=SRC, host_code="class ModelNew: pass", kernel_names=["k"], params=params)
+
+
+class ScriptedAgent:
+    """Proposes kernels from a script: {stage: [round1_params_list, round2_params_list, ...]}."""
+    name = "scripted"
+
+    def __init__(self, script: dict, log: str | None = None, unsupported: str | None = None):
+        self.script, self.log, self.unsupported = script, log, unsupported
+        self.requests: list[StageRequest] = []
+
+    def propose(self, req: StageRequest) -> Proposal:
+        self.requests.append(req)
+        if self.log:
+            with open(self.log, "a") as f:
+                f.write(json.dumps({"stage": req.stage, "round": req.round, "pid": os.getpid()}) + "\n")
+        if self.unsupported:
+            return Proposal(unsupported=self.unsupported)
+        rounds = self.script.get(req.stage, [])
+        params = rounds[req.round - 1] if req.round - 1 < len(rounds) else []
+        return Proposal(kernels=[kernel(**p) for p in params], plan=f"plan for {req.stage}")
+
+
+class ScriptedEvaluator:
+    """Verdicts come from each candidate's params: verdict (default correct) and ms.
+
+    `kill_on`: a candidate param value `kill=True` makes the process exit (os._exit) the
+    first time, unless `marker` exists; used by the crash-and-resume test."""
+    kind = "gpu"
+
+    def __init__(self, log: str | None = None, marker: str | None = None):
+        self.log, self.marker = log, marker
+        self.lock = threading.Lock()
+
+    def baselines(self, task_path):
+        return Baselines(eager=Timing(median_ms=2.0, p10_ms=2.0, p90_ms=2.0, reps=1),
+                         compiled=Timing(median_ms=1.5, p10_ms=1.5, p90_ms=1.5, reps=1), device="scripted")
+
+    def evaluate(self, task_path, candidates, floor_ms):
+        out = []
+        with self.lock:  # one GPU: evaluations are sequential even when fanned out
+            for c in candidates:
+                if c.params.get("kill") and self.marker and not Path(self.marker).exists():
+                    time.sleep(1.0)  # let the checkpointer store the evaluations that finished
+                    Path(self.marker).write_text("killed")
+                    os._exit(17)
+                v = Verdict(c.params.get("verdict", "correct"))
+                ms = float(c.params.get("ms", 1.0))
+                ev = Evaluation(candidate_id=c.id, stage=c.stage, verdict=v,
+                                compile=CompileResult(ok=v != Verdict.compile_error, backend="scripted", arch="x"),
+                                reason="" if v == Verdict.correct else f"scripted {v.value}")
+                if v == Verdict.correct:
+                    ev.correctness = CorrectnessResult(passed=True, trials=3)
+                    ev.timing = Timing(median_ms=ms, p10_ms=ms, p90_ms=ms, reps=1)
+                    ev.speedup_vs_eager, ev.speedup_vs_compile = 2.0 / ms, 1.5 / ms
+                if self.log:
+                    with open(self.log, "a") as f:
+                        f.write(json.dumps({"candidate": c.id, "pid": os.getpid()}) + "\n")
+                out.append(ev)
+        return out
+
+    def close(self):
+        pass
+
+
+def read_log(path) -> list[dict]:
+    p = Path(path)
+    return [json.loads(line) for line in p.read_text().splitlines()] if p.exists() else []

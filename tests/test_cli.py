@@ -1,0 +1,108 @@
+"""`egg --help`, every subcommand, and every bad-input path: one clear line, never a traceback."""
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import ROOT
+
+
+def egg(*args, cwd=None, env_extra=None):
+    import os
+    env = {**os.environ, **(env_extra or {})}
+    return subprocess.run([sys.executable, "-m", "graph.cli", *args], capture_output=True, text=True,
+                          cwd=cwd or ROOT, env=env, timeout=300)
+
+
+def one_clear_line(r, *needles):
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("egg: error:"), r.stderr
+    for n in needles:
+        assert n in lines[0]
+
+
+def test_help_lists_subcommands():
+    r = egg("--help")
+    assert r.returncode == 0
+    for sub in ("optimize", "resume", "runs", "history", "hw"):
+        assert sub in r.stdout
+
+
+def test_missing_task_file(tmp_path):
+    one_clear_line(egg("--checkpoint", str(tmp_path / "c.sqlite"), "optimize", str(tmp_path / "nope.py")),
+                   "no such task file")
+
+
+def test_task_without_model(tmp_path):
+    f = tmp_path / "bad.py"
+    f.write_text("import torch\ndef get_inputs():\n    return [torch.randn(3)]\n")
+    one_clear_line(egg("--checkpoint", str(tmp_path / "c.sqlite"), "optimize", str(f)),
+                   "missing Model, get_init_inputs")
+
+
+def test_task_with_syntax_error(tmp_path):
+    f = tmp_path / "broken.py"
+    f.write_text("class Model(:\n")
+    one_clear_line(egg("--checkpoint", str(tmp_path / "c.sqlite"), "optimize", str(f)), "broken.py:1: syntax error")
+
+
+def test_task_whose_get_inputs_raises(tmp_path):
+    f = tmp_path / "raises.py"
+    f.write_text("import torch\nclass Model(torch.nn.Module):\n    def forward(self, x): return x\n"
+                 "def get_inputs():\n    raise RuntimeError('boom')\ndef get_init_inputs():\n    return []\n")
+    one_clear_line(egg("--checkpoint", str(tmp_path / "c.sqlite"), "optimize", str(f)),
+                   "get_inputs() raised RuntimeError: boom")
+
+
+def test_unknown_profile(tmp_path, relu_task):
+    one_clear_line(egg("--checkpoint", str(tmp_path / "c.sqlite"), "optimize", relu_task, "--profile", "tpu9"),
+                   "unknown hardware profile 'tpu9'")
+    one_clear_line(egg("hw", "--profile", "tpu9"), "unknown hardware profile")
+
+
+def test_unknown_agent(tmp_path, relu_task):
+    one_clear_line(egg("--checkpoint", str(tmp_path / "c.sqlite"), "optimize", relu_task, "--agent", "wizard"),
+                   "unknown agent 'wizard'")
+
+
+def test_bad_budget(tmp_path, relu_task):
+    one_clear_line(egg("optimize", relu_task, "--total-candidates", "0"), "--total-candidates must be at least 1")
+
+
+@pytest.mark.parametrize("cmd", [["resume", "ghost"], ["history", "ghost"]])
+def test_unknown_thread(tmp_path, relu_task, cmd):
+    cp = str(tmp_path / "c.sqlite")
+    one_clear_line(egg("--checkpoint", cp, *cmd), "no checkpoint file")
+    from graph.checkpointing import open_checkpointer
+    with open_checkpointer(cp):
+        pass  # an empty checkpoint file
+    one_clear_line(egg("--checkpoint", cp, *cmd), "unknown thread 'ghost'")
+
+
+def test_runs_without_checkpoint_file(tmp_path):
+    one_clear_line(egg("--checkpoint", str(tmp_path / "none.sqlite"), "runs"), "no checkpoint file")
+
+
+def test_hw_named_profile_and_no_device():
+    r = egg("hw", "--profile", "h200")
+    assert r.returncode == 0 and "h200" in r.stdout and "132 SMs" in r.stdout and "4.19 TB/s" in r.stdout
+    r = egg("hw")
+    assert r.returncode == 0 and ("no CUDA device found" in r.stdout or "detected" in r.stdout)
+
+
+def test_optimize_history_runs_on_cpu(tmp_path, relu_task):
+    """The main job on a machine without a GPU: expert kernels compile, nothing is claimed verified."""
+    cp = str(tmp_path / "c.sqlite")
+    env = {"EGG_CACHE_DIR": str(tmp_path / "cache")}
+    r = egg("--checkpoint", cp, "optimize", relu_task, "--thread", "cpu1", "--out", str(tmp_path / "out"),
+            "--evaluator", "compile_only", env_extra=env)
+    assert r.returncode == 0, r.stderr
+    assert "status: unverified" in r.stdout
+    h = egg("--checkpoint", cp, "history", "cpu1", env_extra=env)
+    assert h.returncode == 0 and "algorithm_design" in h.stdout and "compiled_only" in h.stdout
+    runs = egg("--checkpoint", cp, "runs", env_extra=env)
+    assert "cpu1" in runs.stdout and "unverified" in runs.stdout
+    one_clear_line(egg("--checkpoint", cp, "optimize", relu_task, "--thread", "cpu1", env_extra=env),
+                   "already exists")
