@@ -84,6 +84,34 @@ def cmd_history(a) -> int:
     return 0
 
 
+def cmd_bench(a) -> int:
+    from pathlib import Path
+
+    from artifacts.bench_report import compare
+    from graph.bench import bench
+    from state.bench import BenchResults
+    if a.compare:
+        if len(a.paths) != 2:
+            raise CliError("--compare takes two results.json files")
+        runs = []
+        for p in a.paths:
+            if not Path(p).is_file():
+                raise CliError(f"{p}: no such results file")
+            try:
+                runs.append(BenchResults.model_validate_json(Path(p).read_text()))
+            except ValueError as exc:
+                raise CliError(f"{p}: not an egg bench results.json ({str(exc).splitlines()[0]})") from None
+        print(compare(*runs))
+        return 0
+    budget = Budget(candidates_per_stage=a.candidates_per_stage, total_candidates=a.total_candidates)
+    res = bench(a.paths, agent=a.agent, profile=a.profile, budget=budget, out_dir=a.out, evaluator=a.evaluator,
+                checkpoint=a.checkpoint)
+    s = res.summary
+    print(f"correct {s.correct}/{s.tasks}; fast_1 vs eager {100 * s.fast_p_eager['1.0']:.1f}%; "
+          f"geomean x{s.geomean_speedup_eager or 0:.2f} vs eager; report: {a.out}/results.md")
+    return 0
+
+
 def cmd_hw(a) -> int:
     if a.profile:
         p = load_profile(a.profile)
@@ -124,6 +152,16 @@ def parser() -> argparse.ArgumentParser:
     h = sub.add_parser("history", help="stages, candidates and verdicts of a run")
     h.add_argument("thread")
     h.set_defaults(fn=cmd_history)
+    bn = sub.add_parser("bench", help="run every task under the paths (resumable); or --compare A.json B.json")
+    bn.add_argument("paths", nargs="+")
+    bn.add_argument("--compare", action="store_true", help="print the difference between two results.json files")
+    bn.add_argument("--agent", default="expert")
+    bn.add_argument("--profile", default=None)
+    bn.add_argument("--out", default="bench_out", help="folder for results.json/.md/.png, kernels and checkpoints")
+    bn.add_argument("--evaluator", default="auto", choices=["auto", "gpu", "compile_only"])
+    bn.add_argument("--candidates-per-stage", type=int, default=Budget().candidates_per_stage)
+    bn.add_argument("--total-candidates", type=int, default=Budget().total_candidates)
+    bn.set_defaults(fn=cmd_bench)
     w = sub.add_parser("hw", help="show the hardware profile of the live GPU (or a named one)")
     w.add_argument("--profile", default=None)
     w.set_defaults(fn=cmd_hw)

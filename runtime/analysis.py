@@ -30,14 +30,13 @@ def _run(model, inputs):
 def analyze(task, profile) -> TaskAnalysis:
     """Meta tensors give shapes and FLOPs without computing; a CPU run is the fallback."""
     notes = []
-    model = task.make_model(42)
-    inputs = task.make_inputs(1)
+    model = task.make_model(42).to("meta")
+    inputs = task.make_inputs(1, "meta")
     try:
-        meta_model = task.make_model(42).to("meta")
-        meta_in = [x.to("meta") if isinstance(x, torch.Tensor) else x for x in inputs]
-        out, ops, mm_flops = _run(meta_model, meta_in)
+        out, ops, mm_flops = _run(model, inputs)
     except Exception as exc:
         notes.append(f"meta run failed ({type(exc).__name__}); ran on the CPU")
+        model, inputs = task.make_model(42), task.make_inputs(1)
         out, ops, mm_flops = _run(model, inputs)
     outs = [o for o in as_list(out) if isinstance(o, torch.Tensor)]
     # FlopCounterMode counts matmul-like ops; charge one FLOP per output element of each other compute op

@@ -82,12 +82,22 @@ def _store(key: str, res: CompileResult) -> None:
     tmp.replace(f)
 
 
+def cuda_include_dirs() -> list[str]:
+    """Where cuda_bf16.h and friends live: the pip CUDA runtime wheel, or a local toolkit."""
+    import glob
+    import sysconfig
+    cands = [os.environ.get("CUDA_PATH", ""), os.environ.get("CUDA_HOME", ""), "/usr/local/cuda",
+             *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
+    dirs = [*cands, str(Path(sysconfig.get_paths()["purelib"]) / "nvidia" / "cu13")]
+    return [f"{d}/include" for d in dirs if d and Path(d, "include", "cuda_bf16.h").exists()][:1]
+
+
 def _nvrtc_compile(source: str, options: list[str], arch: str) -> CompileResult:
     from cuda.bindings import nvrtc
 
     t0 = time.perf_counter()
     err, prog = nvrtc.nvrtcCreateProgram(source.encode(), SOURCE_NAME.encode(), 0, [], [])
-    opts = [f"-arch={arch}", "-Xptxas=-v", "--std=c++17", *options]
+    opts = [f"-arch={arch}", "-Xptxas=-v", "--std=c++17", *[f"-I{d}" for d in cuda_include_dirs()], *options]
     try:
         (rc,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
         _, n = nvrtc.nvrtcGetProgramLogSize(prog)

@@ -6,6 +6,7 @@ reports errors and resources; its verdict `compiled_only` never counts as correc
 """
 from __future__ import annotations
 
+import threading
 from typing import Protocol
 
 from pydantic import BaseModel
@@ -65,44 +66,47 @@ class GpuEvaluator:
 
     def __init__(self, arch: str | None = None, timeout_s: float = 180.0, reps: int = 50, trials: int = 3):
         self.arch, self.timeout_s, self.reps, self.trials = arch, timeout_s, reps, trials
-        self.workers: dict[str, SandboxWorker] = {}
+        self.worker: SandboxWorker | None = None
+        self.lock = threading.Lock()  # one GPU, one worker: fanned-out verifications take turns
 
     def _worker(self, task_path: str) -> SandboxWorker:
-        if task_path not in self.workers:
-            self.workers[task_path] = SandboxWorker(task_path)
-        return self.workers[task_path]
+        if self.worker is None:
+            self.worker = SandboxWorker(task_path)
+        self.worker.switch(task_path)
+        return self.worker
 
     def baselines(self, task_path: str) -> Baselines:
-        w = self._worker(task_path)
-        r = w.request("baselines", self.reps, timeout=900)
+        with self.lock:
+            w = self._worker(task_path)
+            r = w.request("baselines", self.reps, timeout=900)
         if not r.get("ok"):
             raise RuntimeError(f"baseline timing failed: {r.get('error')}")
         return Baselines(eager=r["eager"], compiled=r["compiled"], device=w.info.get("device", "cuda"), note=r["note"])
 
     def evaluate(self, task_path, candidates, floor_ms):
-        out = []
-        for c in candidates:
-            req = {"candidate": c.model_dump(mode="json"), "reps": self.reps, "trials": self.trials,
-                   "floor_ms": floor_ms, "arch": self.arch}
-            try:
-                r = self._worker(task_path).request("evaluate", req, timeout=self.timeout_s)
-                if r.get("ok"):
-                    out.append(Evaluation.model_validate(r["evaluation"]))
-                    continue
-                ev = Evaluation(candidate_id=c.id, stage=c.stage, verdict=Verdict.crashed,
-                                reason=f"worker error: {r.get('error')}"[:500])
-            except WorkerTimeout as exc:
-                ev = Evaluation(candidate_id=c.id, stage=c.stage, verdict=Verdict.timed_out, reason=str(exc))
-            except WorkerDied as exc:
-                ev = Evaluation(candidate_id=c.id, stage=c.stage, verdict=Verdict.crashed, reason=str(exc))
-            ev.guard_policy = c.guard_policy
-            out.append(ev)
-        return out
+        with self.lock:
+            return [self._one(task_path, c, floor_ms) for c in candidates]
+
+    def _one(self, task_path, c, floor_ms) -> Evaluation:
+        req = {"candidate": c.model_dump(mode="json"), "reps": self.reps, "trials": self.trials,
+               "floor_ms": floor_ms, "arch": self.arch}
+        try:
+            r = self._worker(task_path).request("evaluate", req, timeout=self.timeout_s)
+            if r.get("ok"):
+                return Evaluation.model_validate(r["evaluation"])
+            ev = Evaluation(candidate_id=c.id, stage=c.stage, verdict=Verdict.crashed,
+                            reason=f"worker error: {r.get('error')}"[:500])
+        except WorkerTimeout as exc:
+            ev = Evaluation(candidate_id=c.id, stage=c.stage, verdict=Verdict.timed_out, reason=str(exc))
+        except WorkerDied as exc:
+            ev = Evaluation(candidate_id=c.id, stage=c.stage, verdict=Verdict.crashed, reason=str(exc))
+        ev.guard_policy = c.guard_policy
+        return ev
 
     def close(self) -> None:
-        for w in self.workers.values():
-            w.close()
-        self.workers.clear()
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
 
 
 def gpu_available() -> bool:

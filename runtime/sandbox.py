@@ -64,6 +64,19 @@ class SandboxWorker:
             self._start()
         return self._roundtrip(kind, payload, timeout)
 
+    def switch(self, task_path: str) -> None:
+        """Point a live worker at another task (no new process, no new imports)."""
+        if task_path == self.task_path:
+            return
+        self.task_path = task_path
+        if self.proc is None or not self.proc.is_alive():
+            return  # the next request starts one for this task
+        reply = self._roundtrip("setup", task_path, self.setup_timeout)
+        if not reply.get("ok"):
+            self.kill()
+            raise WorkerSetupError(f"evaluation worker could not set up the task: {reply.get('error')}")
+        self.info = reply
+
     def kill(self) -> None:
         if self.proc is not None and self.proc.is_alive():
             self.proc.kill()

@@ -57,10 +57,13 @@ class Worker:
 
     # -- requests -----------------------------------------------------------------------
     def setup(self, task_path: str) -> dict:
+        self.task = self.ref = self.compiled = None  # free the previous task's model first
+        self.compile_note = ""
+        torch.cuda.empty_cache()
         self.task = load_task(task_path)
         self.ref = self.task.make_model(42).cuda().eval()
-        self.flusher = L2Flusher()
-        inputs = _to_cuda(self.task.make_inputs(1))
+        self.flusher = self.flusher or L2Flusher()
+        inputs = self.task.make_inputs(1, 'cuda')
         with torch.no_grad(), guard.OpRecorder() as rec:
             out = self.ref(*inputs)
         self.ref_compute = guard.compute_ops(rec.ops)
@@ -75,14 +78,14 @@ class Worker:
             try:
                 self.compiled = torch.compile(self.ref)
                 with torch.no_grad():
-                    self.compiled(*_to_cuda(self.task.make_inputs(1)))
+                    self.compiled(*self.task.make_inputs(1, 'cuda'))
                 torch.cuda.synchronize()
             except Exception as exc:  # inductor may fail on some graphs; eager still stands
                 self.compiled, self.compile_note = None, f"torch.compile failed: {type(exc).__name__}: {exc}"[:300]
         return self.compiled
 
     def baselines(self, reps: int) -> dict:
-        inputs = _to_cuda(self.task.make_inputs(7))
+        inputs = self.task.make_inputs(7, 'cuda')
         fns = {"eager": lambda: self.ref(*inputs)}
         if (c := self._compiled_ref()) is not None:
             fns["compiled"] = lambda: c(*inputs)
@@ -144,7 +147,7 @@ class Worker:
         worst_abs = worst_rel = 0.0
         atol = rtol = None
         for t in range(trials):
-            inputs = _to_cuda(self.task.make_inputs(base + t))
+            inputs = self.task.make_inputs(base + t, 'cuda')
             if any(degenerate_input(x) for x in inputs):
                 ev.reason = "the task's get_inputs() gave a constant input; refusing to verify on it"
                 return
@@ -198,7 +201,7 @@ class Worker:
 
     def _time(self, cand, new, ev: Evaluation, req: dict, seed: int) -> None:
         reps = int(req.get("reps", 50))
-        inputs = _to_cuda(self.task.make_inputs(seed))
+        inputs = self.task.make_inputs(seed, 'cuda')
         fns = {"eager": lambda: self.ref(*inputs), "candidate": lambda: new(*inputs)}
         if (c := self._compiled_ref()) is not None:
             fns["compiled"] = lambda: c(*inputs)
@@ -207,7 +210,7 @@ class Worker:
             synced = time_interleaved({"candidate": fns["candidate"]}, reps=max(5, reps // 5), warmup=1,
                                       flusher=self.flusher, device_sync=True)["candidate"]
             # the timed inputs change in place: an output cached during timing now goes stale
-            fresh = _to_cuda(self.task.make_inputs(seed + 1))
+            fresh = self.task.make_inputs(seed + 1, 'cuda')
             for a, b in zip(inputs, fresh):
                 if isinstance(a, torch.Tensor):
                     a.copy_(b)

@@ -32,10 +32,19 @@ class LoadedTask:
         torch.manual_seed(seed)
         return self.module.Model(*self.module.get_init_inputs())
 
-    def make_inputs(self, seed: int) -> list:
+    def make_inputs(self, seed: int, device: str | None = None) -> list:
+        """Fresh inputs; `device` makes get_inputs() allocate there directly ("meta": shapes only,
+        "cuda": no multi-GB CPU round trip). Tensors it returns elsewhere are moved."""
         import torch
         torch.manual_seed(seed)
-        return list(self.module.get_inputs())
+        if device is None:
+            return list(self.module.get_inputs())
+        if device == "cuda":
+            torch.cuda.manual_seed(seed)
+        with torch.device(device):
+            xs = list(self.module.get_inputs())
+        return [x.to(device) if isinstance(x, torch.Tensor) and x.device.type != torch.device(device).type else x
+                for x in xs]
 
     def init_inputs(self) -> list:
         return list(self.module.get_init_inputs())
@@ -75,7 +84,8 @@ def load_task(path: str | Path, check_inputs: bool = True) -> LoadedTask:
     if check_inputs:
         for fn in ("get_inputs", "get_init_inputs"):
             try:
-                val = getattr(mod, fn)()
+                with torch.device("meta"):  # shapes and types only: no multi-GB allocation here
+                    val = getattr(mod, fn)()
             except Exception as exc:
                 raise TaskError(f"{p}: {fn}() raised {type(exc).__name__}: {exc}") from None
             if not isinstance(val, (list, tuple)):

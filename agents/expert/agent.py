@@ -1,0 +1,191 @@
+"""The expert agent: deterministic, offline. It reads the reference's op graph, picks a kernel
+family, and at each stage proposes variants of that stage's own knobs only."""
+from __future__ import annotations
+
+import math
+
+from agents import principles
+from agents.base import Proposal, ProposedKernel, StageRequest
+from agents.expert import host
+from agents.expert.opgraph import OpGraph, Unsupported, export_graph
+from agents.expert.templates import gemm, pointwise, rowwise
+from tasks import load_task
+
+
+def family_of(g: OpGraph) -> str:
+    kinds = {n.kind for n in g.nodes}
+    if "gemm" in kinds:
+        return "gemm"
+    if "reduce" in kinds:
+        return "rows"
+    if g.output.kind in ("input", "param"):
+        raise Unsupported("the reference returns an input unchanged")
+    return "pointwise"
+
+
+def _depends(n, target) -> bool:
+    if n is target:
+        return True
+    return any(_depends(a, target) for a in getattr(n, "args", []) if hasattr(a, "kind"))
+
+
+class ExpertAgent:
+    name = "expert"
+
+    def __init__(self):
+        self._graphs: dict[str, OpGraph | Unsupported] = {}
+
+    def graph(self, path: str) -> OpGraph:
+        if path not in self._graphs:
+            try:
+                self._graphs[path] = export_graph(load_task(path))
+            except Unsupported as exc:
+                self._graphs[path] = exc
+        g = self._graphs[path]
+        if isinstance(g, Unsupported):
+            raise g
+        return g
+
+    # -- the stage entry point --------------------------------------------------------
+    def propose(self, req: StageRequest) -> Proposal:
+        try:
+            g = self.graph(req.task.path)
+            fam = family_of(g)
+            if fam == "gemm":
+                plan = gemm.plan_gemm(g)
+            elif fam == "rows":
+                plan = rowwise.plan_rows(g)
+            else:
+                plan = None
+            variants = self._variants(req, fam, g, plan)
+        except Unsupported as exc:
+            return Proposal(unsupported=str(exc))
+        tried = {tuple(sorted(a.params.items())) for a in req.attempts}
+        if req.best is not None:
+            tried.add(tuple(sorted(req.best.params.items())))
+        kernels = []
+        for params in variants:
+            if tuple(sorted(params.items())) in tried or len(kernels) >= req.max_candidates:
+                continue
+            try:
+                kernels.append(self.emit(g, fam, plan, params, req.profile))
+            except Unsupported:
+                continue  # a knob combination the template cannot express
+            tried.add(tuple(sorted(params.items())))
+        return Proposal(kernels=kernels, plan=self._plan_text(g, fam, plan, req))
+
+    def _plan_text(self, g, fam, plan, req) -> str:
+        ops = " -> ".join(dict.fromkeys(o.removeprefix("aten::") for o in g.aten_ops)) or "identity"
+        bound = req.analysis.roofline.bound if req.analysis else "unknown"
+        if fam == "pointwise":
+            how = "one fused pointwise kernel, one pass over the output"
+        elif fam == "rows":
+            how = (f"a row program over (outer={plan.outer}, R={plan.R}, inner={plan.inner}) with "
+                   f"{len(plan.reductions)} reduction pass(es) [{', '.join(r.op for r in plan.reductions)}]"
+                   f"{' and a final write pass' if plan.full_output else ''}")
+        else:
+            how = (f"GEMM M={plan.M} N={plan.N} K={plan.K} batch={plan.batch} ({plan.dtype}, "
+                   f"{'tensor cores mma.sync' if plan.dtype != 'float32' else 'SIMT fp32'}) with the "
+                   f"pointwise epilogue fused into the store")
+        return f"ops: {ops}. {bound}-bound. Plan: {how}."
+
+    # -- knobs per stage ----------------------------------------------------------------
+    def _variants(self, req: StageRequest, fam: str, g: OpGraph, plan) -> list[dict]:
+        base = dict(req.best.params) if req.best is not None else {}
+        st = req.stage
+        kn = principles.knobs(st)
+        out: list[dict] = []
+        if st == "algorithm_design":
+            return [self._default(fam, g, plan, req)]
+        if fam == "pointwise":
+            if st == "parallel_mapping":
+                out = [{**base, "block": b} for b in kn["pointwise_block"]]
+            elif st == "tiling":
+                out = [{**base, "items": i, "waves": w} for i in kn["pointwise_items"] for w in kn["pointwise_waves"]]
+            elif st == "memory_optimization":
+                out = [{**base, "vec": v or pointwise.vec_width(g.output.dtype)} for v in kn["pointwise_vec"]]
+        elif fam == "rows":
+            if st == "parallel_mapping":
+                if plan.inner > 1:
+                    out = [{**base, "mapping": "thread", "block": b} for b in (128, 256)] + \
+                          [{**base, "mapping": "block", "block": 256}]
+                else:
+                    out = [{**base, "mapping": "block", "block": b} for b in kn["row_block"]
+                           if b <= max(128, 1 << math.ceil(math.log2(max(plan.R, 32))))]
+                    out += [{**base, "mapping": "warp", "block": b} for b in kn["warp_row_block"]]
+            elif st == "tiling":
+                out = [{**base, "waves": w} for w in kn["row_waves"]]
+            elif st == "memory_optimization":
+                out = [{**base, "cache": c} for c in kn["row_cache"]]
+        else:
+            tc = plan.dtype != "float32"
+            if st == "parallel_mapping":
+                if tc:
+                    out = [{**base, "WM": wm, "WN": wn} for wm, wn in kn["gemm_tc_warps"]]
+                else:
+                    out = [{**base, "BM": bm, "BN": bn, "TM": tm, "TN": tn} for bm, bn, tm, tn in kn["gemm_simt_tiles"]]
+            elif st == "tiling":
+                if tc:
+                    out = [{**base, "BM": bm, "BN": bn} for bm, bn in kn["gemm_tc_tiles"]]
+                else:
+                    out = [{**base, "BK": bk} for bk in kn["gemm_simt_bk"]]
+            elif st == "memory_optimization":
+                if tc:
+                    out = [{**base, "stages": s, "pad": p} for s in kn["gemm_tc_stages"] for p in kn["gemm_tc_pad"]]
+                else:
+                    out = [{**base, "pad": p} for p in kn["gemm_simt_pad"]]
+        return out
+
+    def _default(self, fam, g, plan, req) -> dict:
+        if fam == "pointwise":
+            return {"family": "pointwise", "block": 256, "items": 1, "vec": 1, "waves": 4}
+        if fam == "rows":
+            if plan.inner > 1:
+                return {"family": "rows", "mapping": "thread", "block": 256, "cache": False, "waves": 8}
+            return {"family": "rows", "mapping": "block", "block": 256 if plan.R >= 256 else 128,
+                    "cache": False, "waves": 8}
+        if plan.dtype == "float32":
+            return {"family": "gemm", "BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "pad": 4}
+        return {"family": "gemm_tc", "BM": 64, "BN": 64, "WM": 2, "WN": 2, "stages": 1, "pad": 8}
+
+    # -- emit one kernel ------------------------------------------------------------------
+    def emit(self, g: OpGraph, fam: str, plan, params: dict, profile) -> ProposedKernel:
+        sms, tpsm = profile.sms, profile.max_threads_per_sm
+        if fam == "pointwise":
+            k = pointwise.PointwiseKnobs(block=params["block"], items=params["items"], vec=params["vec"],
+                                         waves=params["waves"])
+            src = pointwise.render(g, k)
+            launch = host.Launch("egg_pointwise", (pointwise.grid(g, k, sms, tpsm),), (k.block,),
+                                 host.leaves(g), 0, align16=k.vec > 1)
+            desc = f"fused pointwise, block {k.block}, {k.items} item(s)/thread, vector width {k.vec}"
+        elif fam == "rows":
+            k = rowwise.RowKnobs(mapping=params["mapping"], block=params["block"], cache=params["cache"],
+                                 waves=params["waves"])
+            if k.cache and not (plan.main is not None and _depends(plan.reductions[0].args[0], plan.main)):
+                raise Unsupported("nothing to cache")
+            smem = rowwise.shared_bytes(plan, k)
+            if smem > profile.shared_per_block_optin:
+                raise Unsupported("row does not fit in shared memory")
+            src = rowwise.render(g, plan, k)
+            launch = host.Launch("egg_rows", (rowwise.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), smem)
+            desc = f"row program, {k.mapping} per row, block {k.block}{', row cached in shared memory' if k.cache else ''}"
+        else:
+            tc = plan.dtype != "float32"
+            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "BK", "TM", "TN", "WM", "WN", "stages", "pad")
+                                  if f in params})
+            if tc:
+                src = gemm.render_tc(g, plan, k)
+                smem = gemm.shared_bytes_tc(plan, k)
+                if smem > profile.shared_per_block_optin:
+                    raise Unsupported("tile does not fit in shared memory")
+            else:
+                if k.BM % k.TM or k.BN % k.TN or k.threads(False) > 1024:
+                    raise Unsupported("tile shape")
+                src, smem = gemm.render_simt(g, plan, k), 0
+            launch = host.Launch("egg_gemm", gemm.grid(plan, k), (k.threads(tc),), gemm.arg_order(g, plan), smem)
+            desc = (f"GEMM {'mma.sync bf16/fp16' if tc else 'SIMT fp32'} tile {k.BM}x{k.BN}"
+                    + (f", warps {k.WM}x{k.WN}, {k.stages} stage(s), pad {k.pad}" if tc else
+                       f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
+        return ProposedKernel(cuda_source=src, host_code=host.module_source(g, launch), kernel_names=[launch.kernel],
+                              params=params, description=desc, family=fam, guard_policy="strict",
+                              compile_options=["-lineinfo"])

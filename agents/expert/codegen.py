@@ -1,0 +1,192 @@
+"""C expressions for the lowered op graph: pointwise math in float, broadcast index maps,
+loads and stores in each tensor's own dtype. Statements are emitted once per (node, index)."""
+from __future__ import annotations
+
+import math
+
+from agents.expert.opgraph import Node, Unsupported
+
+CTYPE = {"float32": "float", "bfloat16": "__nv_bfloat16", "float16": "__half", "int64": "long long",
+         "int32": "int"}
+PRELUDE = r"""#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#ifndef INFINITY
+#define INFINITY __int_as_float(0x7f800000)
+#endif
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+template <typename T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half(x); }
+"""
+
+
+def lit(v) -> str:
+    if isinstance(v, bool):
+        return "1.0f" if v else "0.0f"
+    v = float(v)
+    if math.isinf(v):
+        return "INFINITY" if v > 0 else "(-INFINITY)"
+    return f"{v!r}f" if "e" in repr(v) or "." in repr(v) else f"{v!r}.0f"
+
+
+def _arg(args, i, default):
+    return args[i] if len(args) > i and args[i] is not None else default
+
+
+def pw_expr(op: str, a: list[str], raw: list) -> str:
+    """C expression of one pointwise op; `a` holds operand expressions, `raw` the original args."""
+    x = a[0]
+    if op in ("view", "cast"):
+        return x
+    def s(i, d):  # a scalar argument as a literal (the table is built eagerly: tolerate non-scalars)
+        v = _arg(raw, i, d)
+        return lit(v) if isinstance(v, (int, float)) else lit(d)
+    table = {
+        "relu": f"fmaxf({x}, 0.0f)",
+        "leaky_relu": f"({x} > 0.0f ? {x} : {x} * {s(1, 0.01)})",
+        "gelu": (f"(0.5f * {x} * (1.0f + tanhf(0.7978845608028654f * ({x} + 0.044715f * {x} * {x} * {x}))))"
+                 if _arg(raw, 1, "none") == "tanh" else f"(0.5f * {x} * (1.0f + erff({x} * 0.7071067811865476f)))"),
+        "selu": f"(1.0507009873554805f * ({x} > 0.0f ? {x} : 1.6732632423543772f * expm1f({x})))",
+        "elu": f"({x} > 0.0f ? {s(2, 1.0)} * {x} : {s(2, 1.0)} * {s(1, 1.0)} * expm1f({x} * {s(3, 1.0)}))",
+        "celu": f"({x} > 0.0f ? {x} : {s(1, 1.0)} * expm1f({x} / {s(1, 1.0)}))",
+        "softplus": f"(({x}) * {s(1, 1.0)} > {s(2, 20.0)} ? ({x}) : log1pf(expf(({x}) * {s(1, 1.0)})) / {s(1, 1.0)})",
+        "hardtanh": f"fminf(fmaxf({x}, {s(1, -1.0)}), {s(2, 1.0)})",
+        "hardsigmoid": f"fminf(fmaxf({x} / 6.0f + 0.5f, 0.0f), 1.0f)",
+        "hardswish": f"({x} * fminf(fmaxf({x} + 3.0f, 0.0f), 6.0f) / 6.0f)",
+        "silu": f"({x} / (1.0f + expf(-({x}))))",
+        "sigmoid": f"(1.0f / (1.0f + expf(-({x}))))",
+        "log_sigmoid": f"(fminf({x}, 0.0f) - log1pf(expf(-fabsf({x}))))",
+        "mish": f"({x} * tanhf(({x}) > 20.0f ? ({x}) : log1pf(expf({x}))))",
+        "tanh": f"tanhf({x})", "exp": f"expf({x})", "log": f"logf({x})", "sqrt": f"sqrtf({x})",
+        "rsqrt": f"rsqrtf({x})", "abs": f"fabsf({x})", "neg": f"(-({x}))", "sin": f"sinf({x})",
+        "cos": f"cosf({x})", "tan": f"tanf({x})", "atan": f"atanf({x})", "sinh": f"sinhf({x})",
+        "cosh": f"coshf({x})", "asinh": f"asinhf({x})", "erf": f"erff({x})", "log1p": f"log1pf({x})",
+        "expm1": f"expm1f({x})", "exp2": f"exp2f({x})", "log2": f"log2f({x})", "floor": f"floorf({x})",
+        "ceil": f"ceilf({x})", "round": f"rintf({x})", "trunc": f"truncf({x})", "frac": f"({x} - truncf({x}))",
+        "reciprocal": f"(1.0f / ({x}))", "square": f"({x} * {x})",
+        "sign": f"(float)(({x} > 0.0f) - ({x} < 0.0f))",
+        "tanhshrink": f"({x} - tanhf({x}))",
+        "hardshrink": f"(fabsf({x}) > {s(1, 0.5)} ? {x} : 0.0f)",
+        "softshrink": f"({x} > {s(1, 0.5)} ? {x} - {s(1, 0.5)} : ({x} < -{s(1, 0.5)} ? {x} + {s(1, 0.5)} : 0.0f))",
+        "threshold": f"({x} > {s(1, 0.0)} ? {x} : {s(2, 0.0)})",
+        "logit": f"logf(({x}) / (1.0f - ({x})))",
+    }
+    if op in table:
+        return table[op]
+    if op in ("clamp", "clamp_min", "clamp_max"):
+        lo = _arg(raw, 1, None) if op != "clamp_max" else None
+        hi = _arg(raw, 2, None) if op == "clamp" else (_arg(raw, 1, None) if op == "clamp_max" else None)
+        e = x
+        if lo is not None:
+            e = f"fmaxf({e}, {a[1] if isinstance(raw[1], Node) else lit(lo)})"
+        if hi is not None:
+            hi_e = a[2 if op == "clamp" else 1] if isinstance(raw[2 if op == "clamp" else 1], Node) else lit(hi)
+            e = f"fminf({e}, {hi_e})"
+        return e
+    if op == "pow":
+        p = raw[1]
+        if isinstance(p, Node):
+            return f"powf({x}, {a[1]})"
+        if isinstance(raw[0], (int, float)):
+            return f"powf({lit(raw[0])}, {a[1]})"
+        return {2: f"({x} * {x})", 3: f"({x} * {x} * {x})", 0.5: f"sqrtf({x})", 1: x, -1: f"(1.0f / ({x}))",
+                -0.5: f"rsqrtf({x})"}.get(p, f"powf({x}, {lit(p)})")
+    y = a[1] if len(a) > 1 else None
+    alpha = raw[2] if len(raw) > 2 and isinstance(raw[2], (int, float)) and raw[2] is not None else 1
+    if op == "add":
+        return f"({x} + {y})" if alpha == 1 else f"({x} + {lit(alpha)} * {y})"
+    if op == "sub":
+        return f"({x} - {y})" if alpha == 1 else f"({x} - {lit(alpha)} * {y})"
+    if op == "rsub":
+        return f"({y} - {x})" if alpha == 1 else f"({y} - {lit(alpha)} * {x})"
+    if op == "mul":
+        return f"({x} * {y})"
+    if op == "div":
+        return f"({x} / {y})"
+    if op == "maximum":
+        return f"fmaxf({x}, {y})"
+    if op == "minimum":
+        return f"fminf({x}, {y})"
+    raise Unsupported(f"aten::{op}")
+
+
+def strides(shape) -> list[int]:
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc *= s
+    return list(reversed(out))
+
+
+def bmap(src_shape: tuple, dst_shape: tuple, idx: str) -> str:
+    """Index into a contiguous tensor of `src_shape` broadcast to `dst_shape`, from linear `idx` of dst."""
+    src_shape, dst_shape = tuple(src_shape), tuple(dst_shape)
+    if src_shape == dst_shape:
+        return idx
+    n_src = math.prod(src_shape)
+    if n_src == 1:
+        return "0"
+    pad = (1,) * (len(dst_shape) - len(src_shape)) + src_shape
+    if len(pad) != len(dst_shape) or any(p not in (1, d) for p, d in zip(pad, dst_shape)):
+        raise Unsupported(f"broadcast of {src_shape} to {dst_shape}")
+    ds, ss = strides(dst_shape), strides(pad)
+    live = [i for i, (p, d) in enumerate(zip(pad, dst_shape)) if p == d and d != 1]
+    # contiguous run of live dims: one div and one mod
+    if live == list(range(live[0], live[-1] + 1)):
+        inner = ds[live[-1]]
+        q = f"({idx})" if inner == 1 else f"(({idx}) / {inner}LL)"
+        return q if live[0] == 0 else f"({q} % {n_src}LL)"
+    terms = []
+    for i in live:
+        terms.append(f"((({idx}) / {ds[i]}LL) % {dst_shape[i]}LL) * {ss[i]}LL")
+    return "(" + " + ".join(terms) + ")"
+
+
+class Emitter:
+    """Emits `float vN = ...;` statements for node values at linear indices.
+
+    `load(node, idx)` says how to read an input/param; `special(node)` returns an expression
+    for nodes whose value is given (a reduction's accumulator, the GEMM accumulator)."""
+
+    def __init__(self, load, special=None, prefix="v"):
+        self.load, self.special = load, special or (lambda n: None)
+        self.lines: list[str] = []
+        self.cache: dict[tuple[str, str], str] = {}
+        self.prefix = prefix
+        self.count = 0
+
+    def value(self, n: Node, idx: str) -> str:
+        if isinstance(n, (int, float, bool)):
+            return lit(n)
+        key = (n.name, idx)
+        if key in self.cache:
+            return self.cache[key]
+        sp = self.special(n)
+        if sp is not None:
+            return sp
+        if n.kind in ("input", "param"):
+            e = self.load(n, idx)
+        elif n.kind == "pw":
+            if n.op == "view":
+                src = n.args[0]
+                e = self.value(src, idx)  # same element count, contiguous: same linear index
+            else:
+                ops = [self.value(a, bmap(a.shape, n.shape, idx)) if isinstance(a, Node) else
+                       (lit(a) if isinstance(a, (int, float)) and not isinstance(a, bool) else "")
+                       for a in n.args]
+                e = pw_expr(n.op, ops, n.args)
+        else:
+            raise Unsupported(f"{n.kind} {n.op} inside a fused expression")
+        self.count += 1
+        var = f"{self.prefix}{self.count}"
+        self.lines.append(f"float {var} = {e};")
+        self.cache[key] = var
+        return var
+
+    def take(self, indent: str = "    ") -> str:
+        body = "\n".join(indent + ln for ln in self.lines)
+        self.lines, self.cache = [], {}
+        return body

@@ -1,0 +1,51 @@
+"""Host code for expert kernels: a ModelNew whose forward checks shapes, allocates the output
+through `egg.empty` and launches one kernel on torch's current stream."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agents.expert.opgraph import Node, OpGraph
+
+
+@dataclass
+class Launch:
+    kernel: str
+    grid: tuple
+    block: tuple
+    tensors: list  # Node order of the kernel's tensor arguments after `out`
+    shared_mem: int
+    align16: bool = False
+
+
+def leaves(g: OpGraph) -> list[Node]:
+    return g.inputs + g.params
+
+
+def module_source(g: OpGraph, launch: Launch) -> str:
+    names = {n.name: f"x{n.index}" for n in g.inputs}
+    names.update({n.name: f"self.p{n.index}" for n in g.params})
+    pmap = {n.target: f"p{n.index}" for n in g.params}
+    lines = ["class ModelNew(nn.Module):",
+             f"    PARAM_MAP = {pmap!r}  # reference parameter/buffer name -> attribute here",
+             "", "    def __init__(self, *init_inputs):", "        super().__init__()"]
+    for p in g.params:
+        lines.append(f"        self.register_buffer('p{p.index}', torch.empty({tuple(p.shape)!r}, "
+                     f"dtype=torch.{p.dtype}))")
+    args = ", ".join(f"x{n.index}" for n in g.inputs)
+    lines += ["", f"    def forward(self, {args}):"]
+    for n in g.inputs:
+        lines += [f"        if tuple(x{n.index}.shape) != {tuple(n.shape)!r} or x{n.index}.dtype != torch.{n.dtype}:",
+                  f"            raise ValueError('kernel specialised for input {n.index} of shape {tuple(n.shape)} "
+                  f"{n.dtype}, got %s %s' % (tuple(x{n.index}.shape), x{n.index}.dtype))",
+                  f"        x{n.index} = x{n.index}.contiguous()"]
+    if launch.align16:
+        for n in g.inputs:
+            lines.append(f"        assert x{n.index}.data_ptr() % 16 == 0")
+    out = g.output
+    dev = f"x{g.inputs[0].index}.device" if g.inputs else "'cuda'"
+    lines.append(f"        out = egg.empty({tuple(out.shape)!r}, torch.{out.dtype}, {dev})")
+    targs = ", ".join(["out"] + [names[t.name] for t in launch.tensors])
+    lines.append(f"        egg.launch({launch.kernel!r}, {launch.grid!r}, {launch.block!r}, [{targs}], "
+                 f"shared_mem={launch.shared_mem})")
+    lines.append("        return out")
+    return "\n".join(lines) + "\n"

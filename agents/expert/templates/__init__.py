@@ -1,0 +1,1 @@
+"""CUDA templates with tunable knobs; each returns (cuda_source, launch description)."""

@@ -1,0 +1,328 @@
+"""GEMM with a fused pointwise epilogue: C = A @ B (linear: B = W^T, plus bias), batched or not.
+
+fp32: SIMT tiles (BM x BN per block, TM x TN per thread, BK deep), A staged transposed in
+shared memory so the inner loop reads conflict-free rows.
+bf16/fp16: tensor cores through `mma.sync.m16n8k16` (fp32 accumulate); warps tile the block
+(WM x WN), 16-byte global loads, padded shared tiles, optional cp.async double buffering."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agents.expert.codegen import CTYPE, PRELUDE, Emitter
+from agents.expert.opgraph import Node, OpGraph, Unsupported
+
+
+@dataclass
+class GemmPlan:
+    gemm: Node
+    batch: int
+    M: int
+    N: int
+    K: int
+    b_layout: str  # "nk" (linear weight, k contiguous) or "kn" (row-major B)
+    a_batched: bool
+    b_batched: bool
+    bias: Node | None
+    dtype: str
+
+
+@dataclass
+class GemmKnobs:
+    BM: int = 64
+    BN: int = 64
+    BK: int = 16
+    TM: int = 4  # fp32 only
+    TN: int = 4
+    WM: int = 2  # tensor-core: warps along M and N
+    WN: int = 2
+    stages: int = 1  # 2: cp.async double buffering (tensor-core path)
+    pad: int = 4  # shared-memory row padding in elements (bank conflicts)
+
+    def threads(self, tc: bool) -> int:
+        return self.WM * self.WN * 32 if tc else (self.BM // self.TM) * (self.BN // self.TN)
+
+
+def plan_gemm(g: OpGraph) -> GemmPlan:
+    gs = [n for n in g.nodes if n.kind == "gemm"]
+    if len(gs) != 1:
+        raise Unsupported(f"{len(gs)} matmuls in one task")
+    gm = gs[0]
+    if any(n.kind == "reduce" for n in g.nodes):
+        raise Unsupported("a reduction after a matmul")
+    a, b, bias = gm.args
+    if a.kind not in ("input", "param") or b.kind not in ("input", "param"):
+        raise Unsupported("a matmul whose operands are computed (a prologue)")
+    if a.dtype != b.dtype or a.dtype not in ("float32", "bfloat16", "float16"):
+        raise Unsupported(f"matmul of {a.dtype} x {b.dtype}")
+    if gm.op == "linear":
+        if len(b.shape) != 2:
+            raise Unsupported("linear with a non-2-d weight")
+        N, K = b.shape
+        lead = a.shape[:-1]
+        batch, M = 1, 1
+        for s in lead:
+            M *= s
+        return GemmPlan(gm, 1, M, N, K, "nk", False, False, bias, a.dtype)
+    if len(a.shape) == 2 and len(b.shape) == 2:
+        (M, K), (K2, N) = a.shape, b.shape
+        return GemmPlan(gm, 1, M, N, K, "kn", False, False, None, a.dtype)
+    if len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] == b.shape[0]:
+        return GemmPlan(gm, a.shape[0], a.shape[1], b.shape[2], a.shape[2], "kn", True, True, None, a.dtype)
+    if len(a.shape) == 3 and len(b.shape) == 2:  # (B, M, K) @ (K, N): one big M
+        return GemmPlan(gm, 1, a.shape[0] * a.shape[1], b.shape[1], a.shape[2], "kn", False, False, None, a.dtype)
+    raise Unsupported(f"matmul of shapes {a.shape} x {b.shape}")
+
+
+def _epilogue(g: OpGraph, p: GemmPlan, acc: str, idx: str, indent: str) -> tuple[str, str]:
+    a, b, bias = p.gemm.args
+    others = [t for t in g.inputs + g.params if t is not a and t is not b]
+
+    def special(n):
+        if n is p.gemm:
+            return f"({acc} + to_f({bias.name}[n]))" if bias is not None else acc
+        return None
+    em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", special, prefix="e")
+    v = em.value(g.output, idx)
+    return em.take(indent), v
+
+
+def _args(g: OpGraph, p: GemmPlan) -> str:
+    out = g.output
+    a, b, _ = p.gemm.args
+    rest = [t for t in g.inputs + g.params if t is not a and t is not b]
+    return ", ".join([f"{CTYPE[out.dtype]}* __restrict__ out", f"const {CTYPE[a.dtype]}* __restrict__ A",
+                      f"const {CTYPE[b.dtype]}* __restrict__ B"] +
+                     [f"const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in rest])
+
+
+def arg_order(g: OpGraph, p: GemmPlan) -> list[Node]:
+    a, b, _ = p.gemm.args
+    return [a, b] + [t for t in g.inputs + g.params if t is not a and t is not b]
+
+
+def render_simt(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
+    M, N, K = p.M, p.N, p.K
+    T = k.threads(False)
+    bload = (f"B[(long long)(n0 + c) * {K}LL + (k0 + r)]" if p.b_layout == "nk" else
+             f"Bb[(long long)(k0 + r) * {N}LL + (n0 + c)]")
+    epi, v = _epilogue(g, p, "acc[i][j]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                ")
+    return f"""{PRELUDE}
+#define BM {k.BM}
+#define BN {k.BN}
+#define BK {k.BK}
+#define TM {k.TM}
+#define TN {k.TN}
+extern "C" __global__ void __launch_bounds__({T}) egg_gemm({_args(g, p)}) {{
+    __shared__ float As[BK][BM + {k.pad}];
+    __shared__ float Bs[BK][BN + {k.pad}];
+    const int tid = threadIdx.x, tx = tid % (BN / TN), ty = tid / (BN / TN);
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN, bz = blockIdx.z;
+    const auto* Ab = A + {"(long long)bz * " + str(M * K) + "LL" if p.a_batched else "0"};
+    const auto* Bb = B + {"(long long)bz * " + str(K * N) + "LL" if p.b_batched else "0"};
+    float acc[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+    for (int k0 = 0; k0 < {K}; k0 += BK) {{
+        for (int e = tid; e < BM * BK; e += {T}) {{
+            int r = e / BK, c = e % BK;  // A tile row r, k c; stored transposed
+            As[c][r] = (m0 + r < {M} && k0 + c < {K}) ? to_f(Ab[(long long)(m0 + r) * {K}LL + (k0 + c)]) : 0.0f;
+        }}
+        for (int e = tid; e < BK * BN; e += {T}) {{
+            int r = e / BN, c = e % BN;  // B tile k r, column c
+            Bs[r][c] = (n0 + c < {N} && k0 + r < {K}) ? to_f({bload}) : 0.0f;
+        }}
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < BK; ++kk) {{
+            float a[TM], b[TN];
+#pragma unroll
+            for (int i = 0; i < TM; ++i) a[i] = As[kk][ty * TM + i];
+#pragma unroll
+            for (int j = 0; j < TN; ++j) b[j] = Bs[kk][tx * TN + j];
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+        }}
+        __syncthreads();
+    }}
+#pragma unroll
+    for (int i = 0; i < TM; ++i) {{
+#pragma unroll
+        for (int j = 0; j < TN; ++j) {{
+            const long long m = m0 + ty * TM + i, n = n0 + tx * TN + j;
+            if (m < {M} && n < {N}) {{
+{epi}
+                out[((long long)bz * {M}LL + m) * {N}LL + n] = from_f<{CTYPE[g.output.dtype]}>({v});
+            }}
+        }}
+    }}
+}}
+"""
+
+
+def render_tc(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
+    M, N, K = p.M, p.N, p.K
+    BK = 32
+    T = k.threads(True)
+    TMW, TNW = k.BM // k.WM, k.BN // k.WN
+    MI, NI = TMW // 16, TNW // 8
+    if MI < 1 or NI < 1 or TMW % 16 or TNW % 8:
+        raise Unsupported("tensor-core tile shape")
+    ty = "bf16" if p.dtype == "bfloat16" else "f16"
+    ct = CTYPE[p.dtype]
+    lda = BK + k.pad
+    ldb = (BK + k.pad) if p.b_layout == "nk" else (k.BN + k.pad)
+    a_elems, b_elems = k.BM * lda, (k.BN * ldb if p.b_layout == "nk" else BK * ldb)
+    vec = K % 8 == 0 and (p.b_layout == "nk" or N % 8 == 0)
+    if k.stages == 2 and not vec:
+        raise Unsupported("cp.async needs K and N multiples of 8")
+    if p.b_layout == "nk":
+        b_chunks = f"{k.BN} * {BK // 8}"
+        b_rc = f"int r = c / {BK // 8}, kc = (c % {BK // 8}) * 8; long long gr = n0 + r, gk = k0 + kc; bool ok = gr < {N} && gk < {K};"
+        b_src = f"Bb + gr * {K}LL + gk"
+        b_dst = f"Bs_s + r * {ldb} + kc"
+        b_frag = (f"b[0] = *reinterpret_cast<const unsigned*>(Bs_s + (cb + g) * {ldb} + kk + 2 * t);\n"
+                  f"                b[1] = *reinterpret_cast<const unsigned*>(Bs_s + (cb + g) * {ldb} + kk + 2 * t + 8);")
+        b_scalar = f"for (int q = 0; q < 8; ++q) Bs_s[r * {ldb} + kc + q] = (gr < {N} && gk + q < {K}) ? Bb[gr * {K}LL + gk + q] : from_f<{ct}>(0.0f);"
+    else:
+        b_chunks = f"{BK} * {k.BN // 8}"
+        b_rc = f"int r = c / {k.BN // 8}, kc = (c % {k.BN // 8}) * 8; long long gr = k0 + r, gk = n0 + kc; bool ok = gr < {K} && gk < {N};"
+        b_src = f"Bb + gr * {N}LL + gk"
+        b_dst = f"Bs_s + r * {ldb} + kc"
+        b_frag = (f"b[0] = pack2(Bs_s[(kk + 2 * t) * {ldb} + cb + g], Bs_s[(kk + 2 * t + 1) * {ldb} + cb + g]);\n"
+                  f"                b[1] = pack2(Bs_s[(kk + 2 * t + 8) * {ldb} + cb + g], Bs_s[(kk + 2 * t + 9) * {ldb} + cb + g]);")
+        b_scalar = f"for (int q = 0; q < 8; ++q) Bs_s[r * {ldb} + kc + q] = (gr < {K} && gk + q < {N}) ? Bb[gr * {N}LL + gk + q] : from_f<{ct}>(0.0f);"
+    a_rc = f"int r = c / {BK // 8}, kc = (c % {BK // 8}) * 8; long long gr = m0 + r, gk = k0 + kc; bool ok = gr < {M} && gk < {K};"
+    a_scalar = f"for (int q = 0; q < 8; ++q) As_s[r * {lda} + kc + q] = (gr < {M} && gk + q < {K}) ? Ab[gr * {K}LL + gk + q] : from_f<{ct}>(0.0f);"
+
+    def tile_loader(async_: bool) -> str:
+        def one(rc, chunks, src, dst, scalar):
+            if async_:
+                body = (f"unsigned sa = (unsigned)__cvta_generic_to_shared({dst}); const {ct}* src = ok ? {src} : Ab;\n"
+                        f"                asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" :: \"r\"(sa), \"l\"(src), \"r\"(ok ? 16 : 0));")
+            elif vec:
+                body = (f"uint4 v = make_uint4(0, 0, 0, 0); if (ok) v = *reinterpret_cast<const uint4*>({src});\n"
+                        f"                *reinterpret_cast<uint4*>({dst}) = v;")
+            else:
+                body = scalar
+            return (f"            for (int c = tid; c < {chunks}; c += {T}) {{\n                {rc}\n                {body}\n            }}")
+        return (one(a_rc, f"{k.BM} * {BK // 8}", f"Ab + gr * {K}LL + gk", f"As_s + r * {lda} + kc", a_scalar) + "\n" +
+                one(b_rc, b_chunks, b_src, b_dst, b_scalar))
+
+    epi, v = _epilogue(g, p, "acc[mi][ni][2 * h + e]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                    ")
+    mma = (f"asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\\n\""
+           " : \"+f\"(acc[mi][ni][0]), \"+f\"(acc[mi][ni][1]), \"+f\"(acc[mi][ni][2]), \"+f\"(acc[mi][ni][3])"
+           " : \"r\"(a[mi][0]), \"r\"(a[mi][1]), \"r\"(a[mi][2]), \"r\"(a[mi][3]), \"r\"(b[0]), \"r\"(b[1]));")
+    compute = f"""            #pragma unroll
+            for (int kk = 0; kk < {BK}; kk += 16) {{
+                unsigned a[{MI}][4];
+                #pragma unroll
+                for (int mi = 0; mi < {MI}; ++mi) {{
+                    const int rb = wm * {TMW} + mi * 16;
+                    a[mi][0] = *reinterpret_cast<const unsigned*>(As_s + (rb + g) * {lda} + kk + 2 * t);
+                    a[mi][1] = *reinterpret_cast<const unsigned*>(As_s + (rb + g + 8) * {lda} + kk + 2 * t);
+                    a[mi][2] = *reinterpret_cast<const unsigned*>(As_s + (rb + g) * {lda} + kk + 2 * t + 8);
+                    a[mi][3] = *reinterpret_cast<const unsigned*>(As_s + (rb + g + 8) * {lda} + kk + 2 * t + 8);
+                }}
+                #pragma unroll
+                for (int ni = 0; ni < {NI}; ++ni) {{
+                    const int cb = wn * {TNW} + ni * 8;
+                    unsigned b[2];
+                    {b_frag}
+                    #pragma unroll
+                    for (int mi = 0; mi < {MI}; ++mi) {{
+                        {mma}
+                    }}
+                }}
+            }}"""
+    if k.stages == 2:
+        mainloop = f"""    const int KT = ({K} + {BK} - 1) / {BK};
+    {{
+        const int k0 = 0; {ct}* As_s = As; {ct}* Bs_s = Bs;
+{tile_loader(True)}
+        asm volatile("cp.async.commit_group;\\n" ::);
+    }}
+    for (int kt = 0; kt < KT; ++kt) {{
+        if (kt + 1 < KT) {{
+            const int k0 = (kt + 1) * {BK}; {ct}* As_s = As + ((kt + 1) & 1) * {a_elems}; {ct}* Bs_s = Bs + ((kt + 1) & 1) * {b_elems};
+{tile_loader(True)}
+            asm volatile("cp.async.commit_group;\\n" ::);
+            asm volatile("cp.async.wait_group 1;\\n" ::);
+        }} else {{
+            asm volatile("cp.async.wait_group 0;\\n" ::);
+        }}
+        __syncthreads();
+        {{
+            const {ct}* As_s = As + (kt & 1) * {a_elems}; const {ct}* Bs_s = Bs + (kt & 1) * {b_elems};
+{compute}
+        }}
+        __syncthreads();
+    }}"""
+    else:
+        mainloop = f"""    for (int k0 = 0; k0 < {K}; k0 += {BK}) {{
+        {{
+            {ct}* As_s = As; {ct}* Bs_s = Bs;
+{tile_loader(False)}
+        }}
+        __syncthreads();
+        {{
+            const {ct}* As_s = As; const {ct}* Bs_s = Bs;
+{compute}
+        }}
+        __syncthreads();
+    }}"""
+    return f"""{PRELUDE}
+__device__ __forceinline__ unsigned pack2({ct} lo, {ct} hi) {{
+    unsigned short l = *reinterpret_cast<unsigned short*>(&lo), h = *reinterpret_cast<unsigned short*>(&hi);
+    return (unsigned)l | ((unsigned)h << 16);
+}}
+extern "C" __global__ void __launch_bounds__({T}) egg_gemm({_args(g, p)}) {{
+    extern __shared__ __align__(16) unsigned char smem[];
+    {ct}* As = reinterpret_cast<{ct}*>(smem);
+    {ct}* Bs = As + {k.stages} * {a_elems};
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int wm = warp / {k.WN}, wn = warp % {k.WN};
+    const long long m0 = (long long)blockIdx.y * {k.BM}, n0 = (long long)blockIdx.x * {k.BN};
+    const int bz = blockIdx.z;
+    const {ct}* Ab = A + {"(long long)bz * " + str(M * K) + "LL" if p.a_batched else "0"};
+    const {ct}* Bb = B + {"(long long)bz * " + str(K * N) + "LL" if p.b_batched else "0"};
+    float acc[{MI}][{NI}][4];
+    #pragma unroll
+    for (int mi = 0; mi < {MI}; ++mi)
+        #pragma unroll
+        for (int ni = 0; ni < {NI}; ++ni)
+            #pragma unroll
+            for (int q = 0; q < 4; ++q) acc[mi][ni][q] = 0.0f;
+{mainloop}
+    #pragma unroll
+    for (int mi = 0; mi < {MI}; ++mi)
+        #pragma unroll
+        for (int ni = 0; ni < {NI}; ++ni)
+            #pragma unroll
+            for (int h = 0; h < 2; ++h)
+                #pragma unroll
+                for (int e = 0; e < 2; ++e) {{
+                    const long long m = m0 + wm * {TMW} + mi * 16 + g + 8 * h;
+                    const long long n = n0 + wn * {TNW} + ni * 8 + 2 * t + e;
+                    if (m < {M} && n < {N}) {{
+{epi}
+                    out[((long long)bz * {M}LL + m) * {N}LL + n] = from_f<{CTYPE[g.output.dtype]}>({v});
+                    }}
+                }}
+}}
+"""
+
+
+def shared_bytes_tc(p: GemmPlan, k: GemmKnobs) -> int:
+    BK = 32
+    lda = BK + k.pad
+    ldb = (BK + k.pad) if p.b_layout == "nk" else (k.BN + k.pad)
+    b = k.BN * ldb if p.b_layout == "nk" else BK * ldb
+    return k.stages * (k.BM * lda + b) * 2
+
+
+def grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
+    return (-(-p.N // k.BN), -(-p.M // k.BM), p.batch)

@@ -1,0 +1,174 @@
+"""Row programs: reductions over a contiguous range of dims, and the normalizations built on
+them (softmax, log-softmax, layer/RMS norm, L1/L2 norm, x - mean, ...).
+
+The tensor the reductions read is viewed as (outer, R, inner). A row is one (outer, inner)
+pair; each reduction is one pass over the row's R elements, and a full-size output is
+written in a last pass. Mappings: a block per row, a warp per row, or a thread per row
+(coalesced across rows when inner > 1)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from agents.expert.codegen import CTYPE, PRELUDE, Emitter
+from agents.expert.opgraph import Node, OpGraph, Unsupported
+
+
+@dataclass
+class RowPlan:
+    shape: tuple
+    dims: tuple
+    outer: int
+    R: int
+    inner: int
+    reductions: list  # Node, in order
+    full_output: bool
+    main: Node | None  # the input read at the row's index in every pass (candidate for caching)
+
+
+@dataclass
+class RowKnobs:
+    mapping: str = "block"  # block, warp, thread
+    block: int = 256
+    cache: bool = False  # keep the main input's row in shared memory across passes (block mapping)
+    waves: int = 8
+
+
+INIT = {"sum": "0.0f", "prod": "1.0f", "amax": "-INFINITY", "amin": "INFINITY",
+        "argmax": "-INFINITY", "argmin": "INFINITY"}
+
+
+def _combine(op: str, a: str, b: str) -> str:
+    return {"sum": f"{a} + {b}", "prod": f"{a} * {b}", "amax": f"fmaxf({a}, {b})", "amin": f"fminf({a}, {b})"}[op]
+
+
+def plan_rows(g: OpGraph) -> RowPlan:
+    reds = [n for n in g.nodes if n.kind == "reduce"]
+    shape, dims = tuple(reds[0].args[0].shape), tuple(reds[0].dims)
+    for r in reds:
+        if tuple(r.args[0].shape) != shape or tuple(r.dims) != dims:
+            raise Unsupported("reductions over different shapes or dims in one task")
+    if list(dims) != list(range(dims[0], dims[-1] + 1)):
+        raise Unsupported(f"reduction over non-adjacent dims {dims}")
+    outer = math.prod(shape[: dims[0]])
+    R = math.prod(shape[dims[0]: dims[-1] + 1])
+    inner = math.prod(shape[dims[-1] + 1:])
+    if outer * inner < 132 and R > (1 << 20):
+        raise Unsupported(f"a reduction of {R} elements into {outer * inner} output(s) (needs a grid-level reduction)")
+    out = g.output
+    full = tuple(out.shape) == shape
+    if not full and math.prod(out.shape) != outer * inner:
+        raise Unsupported(f"output shape {out.shape} is neither the input's nor the reduced one")
+    if any(n.kind == "gemm" for n in g.nodes):
+        raise Unsupported("a matmul feeding a reduction")
+    if any(r.op in ("argmax", "argmin") for r in reds) and not (len(reds) == 1 and out is reds[0]):
+        raise Unsupported("argmax/argmin inside a larger expression")
+    mains = [t for t in g.inputs if tuple(t.shape) == shape]
+    return RowPlan(shape, dims, outer, R, inner, reds, full, mains[0] if len(mains) == 1 else None)
+
+
+def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
+    out = g.output
+    tensors = g.inputs + g.params
+    args = ", ".join([f"{CTYPE[out.dtype]}* __restrict__ out"] +
+                     [f"const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in tensors])
+    rows = p.outer * p.inner
+    cache = k.cache and k.mapping == "block" and p.main is not None
+    done: dict[str, str] = {}
+
+    def special(n):
+        return done.get(n.name)
+
+    def loader(first_pass):
+        def load(t, idx):
+            if cache and t is p.main and idx == "i":
+                return f"(srow[r] = to_f({t.name}[i]))" if first_pass else "srow[r]"
+            return f"to_f({t.name}[{idx}])"
+        return load
+
+    if k.mapping == "block":
+        lane, nl, row0, rstep = "threadIdx.x", "blockDim.x", "blockIdx.x", "gridDim.x"
+    elif k.mapping == "warp":
+        lane, nl = "(threadIdx.x & 31)", "32"
+        row0, rstep = "(blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5))", "(gridDim.x * (blockDim.x >> 5))"
+    else:
+        lane, nl = "0", "1"
+        row0, rstep = "(blockIdx.x * blockDim.x + threadIdx.x)", "(gridDim.x * blockDim.x)"
+    idx = f"((o * {p.R}LL + r) * {p.inner}LL + j)"
+    parts = []
+    for ri, red in enumerate(p.reductions):
+        em = Emitter(loader(ri == 0), special, prefix=f"a{ri}_")
+        v = em.value(red.args[0], "i")
+        body = em.take("            ")
+        arg = red.op in ("argmax", "argmin")
+        acc, ai = f"acc{ri}", f"ai{ri}"
+        if arg:
+            better = ">" if red.op == "argmax" else "<"
+            step = f"if ({v} {better} {acc}) {{ {acc} = {v}; {ai} = r; }}"
+            wcomb = (f"{{ float ov = __shfl_xor_sync(0xffffffffu, {acc}, s); long long oi = __shfl_xor_sync(0xffffffffu, {ai}, s);"
+                     f" if (ov {better} {acc} || (ov == {acc} && oi < {ai})) {{ {acc} = ov; {ai} = oi; }} }}")
+        else:
+            step = f"{acc} = {_combine(red.op, acc, v)};"
+            wcomb = f"{acc} = {_combine(red.op, acc, f'__shfl_xor_sync(0xffffffffu, {acc}, s)')};"
+        code = [f"        float {acc} = {INIT[red.op]};" + (f" long long {ai} = 0;" if arg else ""),
+                f"        for (long long r = {lane}; r < {p.R}LL; r += {nl}) {{",
+                f"            long long i = {idx};", body, f"            {step}", "        }"]
+        if k.mapping in ("block", "warp"):
+            code.append(f"        for (int s = 16; s > 0; s >>= 1) {wcomb}")
+        if k.mapping == "block":
+            if arg:
+                code += ["        if ((threadIdx.x & 31) == 0) { sred[threadIdx.x >> 5] = " + acc + "; sidx[threadIdx.x >> 5] = " + ai + "; }",
+                         "        __syncthreads();",
+                         f"        {acc} = sred[0]; {ai} = sidx[0];",
+                         "        for (int w = 1; w < (blockDim.x >> 5); ++w) "
+                         f"if (sred[w] {better} {acc} || (sred[w] == {acc} && sidx[w] < {ai})) {{ {acc} = sred[w]; {ai} = sidx[w]; }}",
+                         "        __syncthreads();"]
+            else:
+                code += ["        if ((threadIdx.x & 31) == 0) sred[threadIdx.x >> 5] = " + acc + ";",
+                         "        __syncthreads();",
+                         f"        {acc} = sred[0];",
+                         f"        for (int w = 1; w < (blockDim.x >> 5); ++w) {acc} = {_combine(red.op, acc, 'sred[w]')};",
+                         "        __syncthreads();"]
+        done[red.name] = ai if arg else acc
+        parts.append("\n".join(code))
+    if p.full_output:
+        em = Emitter(loader(False), special, prefix="o_")
+        v = em.value(out, "i")
+        parts.append("\n".join([f"        for (long long r = {lane}; r < {p.R}LL; r += {nl}) {{",
+                                f"            long long i = {idx};", em.take("            "),
+                                f"            out[i] = from_f<{CTYPE[out.dtype]}>({v});", "        }"]))
+    else:
+        if out.op in ("argmax", "argmin") and out.kind == "reduce":
+            store = f"out[row] = {done[out.name]};"
+            pre = ""
+        else:
+            em = Emitter(loader(False), special, prefix="o_")
+            v = em.value(out, "row")
+            pre = em.take("            ")
+            store = f"out[row] = from_f<{CTYPE[out.dtype]}>({v});"
+        parts.append(f"        if ({lane} == 0) {{\n{pre}\n            {store}\n        }}")
+    shared = ""
+    if k.mapping == "block":
+        shared = "    __shared__ float sred[32];\n    __shared__ long long sidx[32];\n"
+        if cache:
+            shared += "    extern __shared__ float srow[];\n"
+    body = "\n".join(parts)
+    return f"""{PRELUDE}
+extern "C" __global__ void __launch_bounds__({k.block}) egg_rows({args}) {{
+{shared}    for (long long row = {row0}; row < {rows}LL; row += {rstep}) {{
+        const long long o = row / {p.inner}LL, j = row % {p.inner}LL;
+{body}
+    }}
+}}
+"""
+
+
+def grid(p: RowPlan, k: RowKnobs, sms: int, max_threads_per_sm: int) -> int:
+    rows = p.outer * p.inner
+    per_block = {"block": 1, "warp": k.block // 32, "thread": k.block}[k.mapping]
+    need = max(1, -(-rows // per_block))
+    return int(min(need, sms * max(1, max_threads_per_sm // k.block) * k.waves))
+
+
+def shared_bytes(p: RowPlan, k: RowKnobs) -> int:
+    return p.R * 4 if (k.cache and k.mapping == "block" and p.main is not None) else 0

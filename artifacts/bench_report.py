@@ -1,0 +1,120 @@
+"""results.json, results.md and results.png for a bench, and the comparison of two runs."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from state.bench import BenchResults, BenchSummary, TaskResult
+
+P_VALUES = (0.0, 1.0, 1.5, 2.0)
+STAGES = ("algorithm_design", "parallel_mapping", "tiling", "memory_optimization")
+
+
+def _geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x and x > 0]
+    return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
+
+
+def summarize(results: list[TaskResult]) -> BenchSummary:
+    n = len(results)
+    ok = [r for r in results if r.correct]
+
+    def fast(attr, p):
+        return sum(1 for r in ok if (getattr(r, attr) or 0) > p) / n if n else 0.0
+    pol: dict[str, int] = {}
+    for r in ok:
+        pol[r.guard_policy or "strict"] = pol.get(r.guard_policy or "strict", 0) + 1
+    return BenchSummary(tasks=n, correct=len(ok), correctness_rate=len(ok) / n if n else 0.0,
+                        fast_p_eager={str(p): fast("speedup_vs_eager", p) for p in P_VALUES},
+                        fast_p_compile={str(p): fast("speedup_vs_compile", p) for p in P_VALUES},
+                        geomean_speedup_eager=_geomean([r.speedup_vs_eager for r in ok]),
+                        geomean_speedup_compile=_geomean([r.speedup_vs_compile for r in ok]), by_policy=pol)
+
+
+def _f(x, nd=3) -> str:
+    return "-" if x is None else f"{x:.{nd}f}"
+
+
+def markdown(res: BenchResults) -> str:
+    s = res.summary
+    lines = [f"# EGG bench: {res.device}, {res.date}, commit {res.commit}, agent {res.agent}", "",
+             f"- correct: {s.correct}/{s.tasks} ({100 * s.correctness_rate:.1f}%); by guard policy: {s.by_policy}",
+             f"- geometric-mean speedup over correct tasks: x{_f(s.geomean_speedup_eager, 2)} vs eager, "
+             f"x{_f(s.geomean_speedup_compile, 2)} vs torch.compile", "",
+             "| fast_p (share of all tasks correct and faster than p x) | " + " | ".join(f"p={p}" for p in s.fast_p_eager) + " |",
+             "|---|" + "---|" * len(s.fast_p_eager),
+             "| vs eager | " + " | ".join(f"{100 * v:.1f}%" for v in s.fast_p_eager.values()) + " |",
+             "| vs torch.compile | " + " | ".join(f"{100 * v:.1f}%" for v in s.fast_p_compile.values()) + " |", "",
+             "| task | status | eager ms | compile ms | EGG ms | x eager | x compile | % of roofline | bound | family |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in res.results:
+        lines.append(f"| {r.task} | {r.status} | {_f(r.eager_ms, 4)} | {_f(r.compile_ms, 4)} | {_f(r.egg_ms, 4)} | "
+                     f"{_f(r.speedup_vs_eager, 2)} | {_f(r.speedup_vs_compile, 2)} | "
+                     f"{'-' if r.roofline_fraction is None else f'{100 * r.roofline_fraction:.0f}%'} | {r.bound or '-'} | "
+                     f"{r.family or '-'} |")
+    bad = [r for r in res.results if not r.correct]
+    if bad:
+        lines += ["", "## Not verified", ""] + [f"- {r.task}: {r.status}: {r.message}" for r in bad]
+    lines += ["", "## Best time after each stage (ms)", "", "| task | " + " | ".join(STAGES) + " |",
+              "|---|" + "---|" * len(STAGES)]
+    for r in res.results:
+        if r.correct:
+            lines.append(f"| {r.task} | " + " | ".join(_f(r.stage_best_ms.get(s), 4) for s in STAGES) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(res: BenchResults, path: Path) -> bool:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    ok = [r for r in res.results if r.correct]
+    fig, (a1, a2) = plt.subplots(2, 1, figsize=(max(8, 0.35 * len(res.results)), 9))
+    names = [r.task for r in res.results]
+    x = range(len(names))
+    a1.bar([i - 0.2 for i in x], [r.speedup_vs_eager or 0 for r in res.results], 0.4, label="vs eager")
+    a1.bar([i + 0.2 for i in x], [r.speedup_vs_compile or 0 for r in res.results], 0.4, label="vs torch.compile")
+    a1.axhline(1.0, color="k", lw=0.8)
+    a1.set_xticks(list(x), names, rotation=75, fontsize=7)
+    a1.set_ylabel("speedup (0 = not verified)")
+    a1.set_title(f"EGG speedup per task ({res.device}, {res.date}, {res.commit})")
+    a1.legend()
+    for r in ok:
+        base = r.stage_best_ms.get("algorithm_design")
+        ys = [base / r.stage_best_ms[s] if base and r.stage_best_ms.get(s) else None for s in STAGES]
+        a2.plot(range(len(STAGES)), [y or float("nan") for y in ys], marker="o", alpha=0.5, lw=1)
+    a2.set_xticks(range(len(STAGES)), STAGES)
+    a2.set_ylabel("speedup over the first correct kernel")
+    a2.set_title("improvement stage by stage (one line per verified task)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def write_reports(res: BenchResults, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "results.json").write_text(res.model_dump_json(indent=2))
+    (out / "results.md").write_text(markdown(res))
+    plot(res, out / "results.png")
+
+
+def compare(a: BenchResults, b: BenchResults) -> str:
+    """What changed from run A to run B, task by task, and in the summary."""
+    ra = {r.task: r for r in a.results}
+    lines = [f"A: {a.device} {a.date} {a.commit}   B: {b.device} {b.date} {b.commit}",
+             f"correct: {a.summary.correct}/{a.summary.tasks} -> {b.summary.correct}/{b.summary.tasks}",
+             f"geomean vs eager: {_f(a.summary.geomean_speedup_eager, 2)} -> {_f(b.summary.geomean_speedup_eager, 2)}",
+             f"{'task':36s} {'A status':12s} {'B status':12s} {'A x eager':>9s} {'B x eager':>9s}"]
+    for r in b.results:
+        o = ra.get(r.task)
+        if o is None:
+            lines.append(f"{r.task:36s} {'(new)':12s} {r.status:12s} {'':>9s} {_f(r.speedup_vs_eager, 2):>9s}")
+        elif o.status != r.status or o.speedup_vs_eager != r.speedup_vs_eager:
+            lines.append(f"{r.task:36s} {o.status:12s} {r.status:12s} {_f(o.speedup_vs_eager, 2):>9s} "
+                         f"{_f(r.speedup_vs_eager, 2):>9s}")
+    for t in ra.keys() - {r.task for r in b.results}:
+        lines.append(f"{t:36s} (only in A)")
+    return "\n".join(lines)

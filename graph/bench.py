@@ -1,0 +1,110 @@
+"""`egg bench`: every task under the given paths, each its own checkpointed thread, so an
+interrupted bench resumes where it stopped and a finished task is not run again."""
+from __future__ import annotations
+
+import datetime as dt
+import subprocess
+import sys
+from pathlib import Path
+
+from graph.runner import get_run, optimize, resume
+from graph.checkpointing import open_checkpointer
+from graph.builder import build
+from state import Budget, RunState
+from state.bench import BenchResults, TaskResult
+from tasks import TaskError, find_task_files
+
+
+def task_key(path: Path, roots: list[Path]) -> str:
+    for r in roots:
+        r = r.resolve()
+        if r.is_dir() and r in path.parents:
+            return str(path.relative_to(r).with_suffix(""))
+    return path.stem
+
+
+def thread_for(key: str) -> str:
+    return "bench-" + key.replace("/", "-")
+
+
+def _status(checkpoint: str | None, tid: str) -> str:
+    """'new', 'done' or 'interrupted'."""
+    with open_checkpointer(checkpoint) as saver:
+        snap = build(saver).get_state({"configurable": {"thread_id": tid}})
+    if not snap.values:
+        return "new"
+    return "interrupted" if snap.next else "done"
+
+
+def result_of(key: str, tid: str, st: RunState) -> TaskResult:
+    r, a = st.result, st.analysis
+    best = st.evaluation(st.design.best_id) if st.design.best_id else None
+    ok = bool(r and r.status == "verified")
+    tr = TaskResult(task=key, thread_id=tid, status=r.status if r else "interrupted",
+                    message=(r.message if r else "")[:300], correct=ok,
+                    eager_ms=best.eager.median_ms if ok and best.eager else (a.eager_ms if a else None),
+                    compile_ms=best.compiled.median_ms if ok and best.compiled else (a.compile_ms if a else None),
+                    egg_ms=r.best_ms if ok else None, speedup_vs_eager=r.speedup_vs_eager if ok else None,
+                    speedup_vs_compile=r.speedup_vs_compile if ok else None,
+                    roofline_fraction=best.roofline_fraction if ok else None,
+                    bound=a.roofline.bound if a else None, floor_ms=a.roofline.floor_ms if a else None,
+                    guard_policy=best.guard_policy if best else None,
+                    family=st.candidate(st.design.best_id).family if st.design.best_id else None,
+                    kernel_path=r.kernel_path if r else None)
+    tr.stage_best_ms = {d.stage: d.best_ms for d in st.design.decisions}
+    return tr
+
+
+def _commit() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parent.parent).stdout.strip() or "unknown"
+    except OSError:
+        return "unknown"
+
+
+def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None, budget: Budget | None = None,
+          out_dir: str = "bench_out", evaluator: str = "auto", checkpoint: str | None = None,
+          agent_obj=None, evaluator_obj=None, stream=sys.stderr) -> BenchResults:
+    from artifacts.bench_report import summarize, write_reports
+    roots = [Path(p) for p in paths]
+    files = find_task_files(paths)
+    if not files:
+        raise TaskError(f"no task files under {', '.join(paths)}")
+    out = Path(out_dir)
+    checkpoint = checkpoint or str(out / "checkpoints.sqlite")
+    results: list[TaskResult] = []
+    device = "cpu"
+    for i, f in enumerate(files, 1):
+        key = task_key(f, roots)
+        tid = thread_for(key)
+        done = sum(r.correct for r in results)
+        bar = "#" * int(20 * (i - 1) / len(files))
+        print(f"[bench] [{bar:<20s}] {i - 1}/{len(files)} done, {done} correct | {key}", file=stream, flush=True)
+
+        def on_event(node, update, key=key):
+            if node not in ("verify_candidate", "verification"):  # one line per stage, not per candidate
+                print(f"[bench]   {key}: {node}", file=stream, flush=True)
+        try:
+            state = _status(checkpoint, tid)
+            if state == "done":
+                st = get_run(tid, checkpoint)
+            elif state == "interrupted":
+                st = resume(tid, checkpoint=checkpoint, agent_obj=agent_obj, evaluator_obj=evaluator_obj,
+                            on_event=on_event)
+            else:
+                _, st = optimize(f, agent=agent, profile=profile, budget=budget, out_dir=str(out / "kernels"),
+                                 evaluator=evaluator, checkpoint=checkpoint, thread_id=tid, agent_obj=agent_obj,
+                                 evaluator_obj=evaluator_obj, on_event=on_event)
+            results.append(result_of(key, tid, st))
+            if st.analysis and st.analysis.device != "cpu":
+                device = st.analysis.device
+        except TaskError as exc:
+            results.append(TaskResult(task=key, thread_id=tid, status="error", message=str(exc)[:300]))
+        print(f"[bench]   {key}: {results[-1].status} {results[-1].message[:100]}", file=stream, flush=True)
+    res = BenchResults(date=dt.date.today().isoformat(), device=device, commit=_commit(), agent=agent,
+                       results=results, summary=summarize(results))
+    write_reports(res, out)
+    print(f"[bench] [{'#' * 20}] {len(files)}/{len(files)} done, {res.summary.correct} correct -> {out}/results.md",
+          file=stream, flush=True)
+    return res

@@ -1,0 +1,44 @@
+"""Records of a suite run (`egg bench`): one per task, and the summary."""
+from __future__ import annotations
+
+from pydantic import BaseModel, Field
+
+
+class TaskResult(BaseModel):
+    task: str  # path relative to the suite root, e.g. level1/03_gelu
+    thread_id: str
+    status: str  # verified, unverified, failed, unsupported, error
+    message: str = ""
+    correct: bool = False
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    egg_ms: float | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    roofline_fraction: float | None = None
+    bound: str | None = None
+    floor_ms: float | None = None
+    guard_policy: str | None = None
+    family: str | None = None
+    stage_best_ms: dict[str, float | None] = Field(default_factory=dict)
+    kernel_path: str | None = None
+
+
+class BenchSummary(BaseModel):
+    tasks: int
+    correct: int
+    correctness_rate: float
+    fast_p_eager: dict[str, float]
+    fast_p_compile: dict[str, float]
+    geomean_speedup_eager: float | None
+    geomean_speedup_compile: float | None
+    by_policy: dict[str, int] = Field(default_factory=dict)
+
+
+class BenchResults(BaseModel):
+    date: str
+    device: str
+    commit: str
+    agent: str
+    results: list[TaskResult]
+    summary: BenchSummary

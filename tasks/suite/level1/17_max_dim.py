@@ -1,0 +1,20 @@
+"""Max over the last dim (values)."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+D0 = 16384
+D1 = 8192
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.max(x, dim=-1)[0]
+
+
+def get_inputs():
+    return [torch.randn(D0, D1)]
+
+
+def get_init_inputs():
+    return []

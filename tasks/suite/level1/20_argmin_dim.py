@@ -1,0 +1,21 @@
+"""Argmin over dim 1."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+D0 = 128
+D1 = 256
+D2 = 4096
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.argmin(x, dim=1)
+
+
+def get_inputs():
+    return [torch.randn(D0, D1, D2)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,20 @@
+"""L2 normalisation of rows."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+D0 = 16384
+D1 = 8192
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x / torch.norm(x, p=2, dim=1, keepdim=True)
+
+
+def get_inputs():
+    return [torch.randn(D0, D1)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,19 @@
+"""Square bf16 matmul, 8192, on tensor cores."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+M = N = K = 8192
+
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b)
+
+
+def get_inputs():
+    return [torch.randn(M, K, dtype=torch.bfloat16), torch.randn(K, N, dtype=torch.bfloat16)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,23 @@
+"""Conv2d + ReLU (outside the expert's families)."""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+SHAPE = (16, 32, 128, 128)
+
+
+class Model(nn.Module):
+    def __init__(self, cin, cout):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, 3)
+
+    def forward(self, x):
+        return torch.relu(self.conv(x))
+
+
+def get_inputs():
+    return [torch.randn(*SHAPE)]
+
+
+def get_init_inputs():
+    return [32, 64]
