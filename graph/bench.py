@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from graph.runner import get_run, optimize, resume
@@ -64,7 +65,7 @@ def _commit() -> str:
 
 
 def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None, budget: Budget | None = None,
-          out_dir: str = "bench_out", evaluator: str = "auto", checkpoint: str | None = None,
+          out_dir: str = "bench_out", evaluator: str = "auto", checkpoint: str | None = None, timing_reps: int = 50,
           agent_obj=None, evaluator_obj=None, stream=sys.stderr) -> BenchResults:
     from artifacts.bench_report import summarize, write_reports
     roots = [Path(p) for p in paths]
@@ -85,6 +86,7 @@ def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None
         def on_event(node, update, key=key):
             if node not in ("verify_candidate", "verification"):  # one line per stage, not per candidate
                 print(f"[bench]   {key}: {node}", file=stream, flush=True)
+        t0 = time.perf_counter()
         try:
             state = _status(checkpoint, tid)
             if state == "done":
@@ -95,16 +97,18 @@ def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None
             else:
                 _, st = optimize(f, agent=agent, profile=profile, budget=budget, out_dir=str(out / "kernels"),
                                  evaluator=evaluator, checkpoint=checkpoint, thread_id=tid, agent_obj=agent_obj,
-                                 evaluator_obj=evaluator_obj, on_event=on_event)
+                                 evaluator_obj=evaluator_obj, on_event=on_event, timing_reps=timing_reps)
             results.append(result_of(key, tid, st))
+            results[-1].wall_s = None if state == "done" else round(time.perf_counter() - t0, 1)
             if st.analysis and st.analysis.device != "cpu":
                 device = st.analysis.device
         except TaskError as exc:
             results.append(TaskResult(task=key, thread_id=tid, status="error", message=str(exc)[:300]))
         print(f"[bench]   {key}: {results[-1].status} {results[-1].message[:100]}", file=stream, flush=True)
-    res = BenchResults(date=dt.date.today().isoformat(), device=device, commit=_commit(), agent=agent,
-                       results=results, summary=summarize(results))
-    write_reports(res, out)
+        # after every task, so an interrupted bench still leaves its table
+        res = BenchResults(date=dt.date.today().isoformat(), device=device, commit=_commit(), agent=agent,
+                           results=results, summary=summarize(results))
+        write_reports(res, out)
     print(f"[bench] [{'#' * 20}] {len(files)}/{len(files)} done, {res.summary.correct} correct -> {out}/results.md",
           file=stream, flush=True)
     return res

@@ -24,7 +24,7 @@ def cmd_optimize(a) -> int:
     budget = Budget(candidates_per_stage=a.candidates_per_stage, total_candidates=a.total_candidates,
                     algorithm_rounds=a.algorithm_rounds, tuning_rounds=a.tuning_rounds)
     tid, st = optimize(a.task_file, agent=a.agent, profile=a.profile, budget=budget, out_dir=a.out,
-                       evaluator=a.evaluator, checkpoint=a.checkpoint, thread_id=a.thread)
+                       evaluator=a.evaluator, checkpoint=a.checkpoint, thread_id=a.thread, timing_reps=a.reps)
     _print_result(tid, st)
     return 0 if st.result and st.result.status in ("verified", "unverified") else 1
 
@@ -105,7 +105,7 @@ def cmd_bench(a) -> int:
         return 0
     budget = Budget(candidates_per_stage=a.candidates_per_stage, total_candidates=a.total_candidates)
     res = bench(a.paths, agent=a.agent, profile=a.profile, budget=budget, out_dir=a.out, evaluator=a.evaluator,
-                checkpoint=a.checkpoint)
+                checkpoint=a.checkpoint, timing_reps=a.reps)
     s = res.summary
     print(f"correct {s.correct}/{s.tasks}; fast_1 vs eager {100 * s.fast_p_eager['1.0']:.1f}%; "
           f"geomean x{s.geomean_speedup_eager or 0:.2f} vs eager; report: {a.out}/results.md")
@@ -144,6 +144,7 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--total-candidates", type=int, default=Budget().total_candidates)
     o.add_argument("--algorithm-rounds", type=int, default=Budget().algorithm_rounds)
     o.add_argument("--tuning-rounds", type=int, default=Budget().tuning_rounds)
+    o.add_argument("--reps", type=int, default=50, help="timed repetitions per kernel and baseline")
     o.set_defaults(fn=cmd_optimize)
     r = sub.add_parser("resume", help="continue an interrupted run")
     r.add_argument("thread")
@@ -161,6 +162,7 @@ def parser() -> argparse.ArgumentParser:
     bn.add_argument("--evaluator", default="auto", choices=["auto", "gpu", "compile_only"])
     bn.add_argument("--candidates-per-stage", type=int, default=Budget().candidates_per_stage)
     bn.add_argument("--total-candidates", type=int, default=Budget().total_candidates)
+    bn.add_argument("--reps", type=int, default=50, help="timed repetitions per kernel and baseline")
     bn.set_defaults(fn=cmd_bench)
     w = sub.add_parser("hw", help="show the hardware profile of the live GPU (or a named one)")
     w.add_argument("--profile", default=None)
@@ -171,7 +173,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from graph.runner import UnknownThreadError
     args = parser().parse_args(argv)
-    for opt in ("candidates_per_stage", "total_candidates", "algorithm_rounds", "tuning_rounds"):
+    for opt in ("candidates_per_stage", "total_candidates", "algorithm_rounds", "tuning_rounds", "reps"):
         if getattr(args, opt, 1) < 1:
             print(f"egg: error: --{opt.replace('_', '-')} must be at least 1", file=sys.stderr)
             return 2

@@ -43,7 +43,8 @@ def make_context(settings: RunSettings, agent=None, evaluator=None) -> EggContex
         except RuntimeError:
             profile = load_profile(DEFAULT_PROFILE)
     return EggContext(agent=agent or make_agent(settings.agent),
-                      evaluator=evaluator or make_evaluator(settings.evaluator, profile.arch),
+                      evaluator=evaluator or make_evaluator(settings.evaluator, profile.arch,
+                                                               reps=settings.timing_reps),
                       profile=profile)
 
 
@@ -83,7 +84,7 @@ def _state(app, config) -> RunState | None:
 
 def optimize(task_path: str | Path, *, agent: str = "expert", profile: str | None = None,
              budget: Budget | None = None, out_dir: str = "egg_out", evaluator: str = "auto",
-             checkpoint: str | None = None, thread_id: str | None = None, agent_obj=None,
+             checkpoint: str | None = None, thread_id: str | None = None, timing_reps: int = 50, agent_obj=None,
              evaluator_obj=None, on_event: Callable[[str, dict], None] | None = None,
              quiet: bool = False) -> tuple[str, RunState]:
     """Optimize one task file; returns (thread id, final state)."""
@@ -91,7 +92,8 @@ def optimize(task_path: str | Path, *, agent: str = "expert", profile: str | Non
     if profile:
         load_profile(profile)
     settings = RunSettings(task_path=str(task.path), agent=agent, profile=profile, budget=budget or Budget(),
-                           out_dir=str(Path(out_dir).resolve()), evaluator=evaluator)
+                           out_dir=str(Path(out_dir).resolve()), evaluator=evaluator,
+                           timing_reps=timing_reps)
     ctx = make_context(settings, agent_obj, evaluator_obj)
     thread_id = thread_id or f"{task.name}-{uuid.uuid4().hex[:8]}"
     config = {"configurable": {"thread_id": thread_id}}

@@ -117,11 +117,11 @@ def gpu_available() -> bool:
         return False
 
 
-def make_evaluator(kind: str, arch: str, **kw) -> Evaluator:
+def make_evaluator(kind: str, arch: str, reps: int = 50, **kw) -> Evaluator:
     if kind == "auto":
         kind = "gpu" if gpu_available() else "compile_only"
     if kind == "gpu":
-        return GpuEvaluator(arch=arch, **kw)
+        return GpuEvaluator(arch=arch, reps=reps, **kw)
     if kind == "compile_only":
         return CompileOnlyEvaluator(arch=arch)
     raise ValueError(f"unknown evaluator {kind!r} (auto, gpu, compile_only)")

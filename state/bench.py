@@ -22,6 +22,7 @@ class TaskResult(BaseModel):
     family: str | None = None
     stage_best_ms: dict[str, float | None] = Field(default_factory=dict)
     kernel_path: str | None = None
+    wall_s: float | None = None  # this session's wall time on the task (None when it came from a checkpoint)
 
 
 class BenchSummary(BaseModel):

@@ -19,8 +19,8 @@ class RunSettings(BaseModel):
     profile: str | None = None  # None: detect the live device
     budget: Budget = Field(default_factory=Budget)
     out_dir: str = "egg_out"
-    review: bool = False
     evaluator: str = "auto"  # "auto", "gpu" or "compile_only"
+    timing_reps: int = 50  # timed repetitions per candidate and baseline (median reported)
 
 
 class FinalResult(BaseModel):

@@ -57,7 +57,7 @@ def test_hang_times_out_and_the_next_runs(evaluator):
     ev = GpuEvaluator(arch=None, timeout_s=20, reps=10)
     try:
         e = run(ev, planted.cand("spin", planted.HANGS, names=["spin"]))
-        assert e.verdict.value == "timed_out"
+        assert e.verdict.value == "timed_out", e.reason
         after = run(ev, planted.cand("honest3", planted.HONEST))
         assert after.verdict.value == "correct", after.reason
     finally:
