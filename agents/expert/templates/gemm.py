@@ -274,10 +274,10 @@ def render_tc(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
         }}
         __syncthreads();
     }}"""
+    bits = "__bfloat16_as_ushort" if p.dtype == "bfloat16" else "__half_as_ushort"
     return f"""{PRELUDE}
 __device__ __forceinline__ unsigned pack2({ct} lo, {ct} hi) {{
-    unsigned short l = *reinterpret_cast<unsigned short*>(&lo), h = *reinterpret_cast<unsigned short*>(&hi);
-    return (unsigned)l | ((unsigned)h << 16);
+    return (unsigned){bits}(lo) | ((unsigned){bits}(hi) << 16);
 }}
 extern "C" __global__ void __launch_bounds__({T}) egg_gemm({_args(g, p)}) {{
     extern __shared__ __align__(16) unsigned char smem[];

@@ -1,0 +1,69 @@
+"""egg bench on the CPU with scripted agent/evaluator: one thread per task, resumable, reports."""
+import json
+import subprocess
+import sys
+
+from graph.bench import bench
+from state.bench import BenchResults
+from tests.conftest import ROOT
+from tests.support import ScriptedAgent, ScriptedEvaluator, read_log
+
+SCRIPT = {"algorithm_design": [[{"ms": 1.0}]], "parallel_mapping": [[{"ms": 0.5}]],
+          "tiling": [[{"ms": 0.6}]], "memory_optimization": [[{"ms": 0.4}]]}
+
+
+def make_suite(tmp_path, n=3):
+    d = tmp_path / "suite" / "level1"
+    d.mkdir(parents=True)
+    src = (ROOT / "tests" / "tasks" / "relu_small.py").read_text()
+    for i in range(n):
+        (d / f"{i:02d}_task.py").write_text(src)
+    (d / "99_broken.py").write_text("class Model(:\n")
+    return tmp_path / "suite"
+
+
+def test_bench_runs_each_task_once_and_reports(tmp_path):
+    suite = make_suite(tmp_path)
+    log = str(tmp_path / "eval.log")
+    res = bench([str(suite)], out_dir=str(tmp_path / "out"), agent_obj=ScriptedAgent(SCRIPT),
+                evaluator_obj=ScriptedEvaluator(log=log), profile="h200")
+    keys = [r.task for r in res.results]
+    assert keys == ["level1/00_task", "level1/01_task", "level1/02_task", "level1/99_broken"]
+    assert [r.status for r in res.results] == ["verified"] * 3 + ["error"]
+    s = res.summary
+    assert s.tasks == 4 and s.correct == 3 and s.correctness_rate == 0.75
+    assert s.fast_p_eager["1.0"] == 0.75 and s.fast_p_eager["2.0"] == 0.75  # 2.0 / 0.4 = 5x
+    assert abs(s.geomean_speedup_eager - 5.0) < 1e-9
+    r0 = res.results[0]
+    assert r0.stage_best_ms == {"algorithm_design": 1.0, "parallel_mapping": 0.5, "tiling": 0.5,
+                                "memory_optimization": 0.4}
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert "| level1/00_task | verified |" in md and "99_broken" in md and "fast_p" in md
+    assert (tmp_path / "out" / "results.png").stat().st_size > 1000
+    n_evals = len(read_log(log))
+    # a second bench over the same checkpoint runs nothing again
+    again = bench([str(suite)], out_dir=str(tmp_path / "out"), agent_obj=ScriptedAgent(SCRIPT),
+                  evaluator_obj=ScriptedEvaluator(log=log), profile="h200")
+    assert len(read_log(log)) == n_evals
+    assert [r.status for r in again.results] == [r.status for r in res.results]
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["summary"]["correct"] == 3
+
+
+def test_bench_compare_and_bad_input(tmp_path):
+    suite = make_suite(tmp_path, n=2)
+    a = bench([str(suite)], out_dir=str(tmp_path / "a"), agent_obj=ScriptedAgent(SCRIPT),
+              evaluator_obj=ScriptedEvaluator(), profile="h200")
+    slower = {**SCRIPT, "memory_optimization": [[{"ms": 0.8}]]}
+    bench([str(suite)], out_dir=str(tmp_path / "b"), agent_obj=ScriptedAgent(slower),
+          evaluator_obj=ScriptedEvaluator(), profile="h200")
+    r = subprocess.run([sys.executable, "-m", "graph.cli", "bench", "--compare", str(tmp_path / "a" / "results.json"),
+                        str(tmp_path / "b" / "results.json")], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "level1/00_task" in r.stdout and "5.00" in r.stdout and "4.00" in r.stdout
+    assert BenchResults.model_validate_json((tmp_path / "a" / "results.json").read_text()).summary.correct == 2
+    bad = subprocess.run([sys.executable, "-m", "graph.cli", "bench", "--compare", str(tmp_path / "nope.json"),
+                          str(tmp_path / "a" / "results.json")], capture_output=True, text=True, cwd=ROOT)
+    assert bad.returncode == 2 and "no such results file" in bad.stderr and "Traceback" not in bad.stderr
+    empty = subprocess.run([sys.executable, "-m", "graph.cli", "bench", str(tmp_path / "nothing")],
+                           capture_output=True, text=True, cwd=ROOT)
+    assert empty.returncode == 2 and "no such file or folder" in empty.stderr

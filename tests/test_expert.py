@@ -1,0 +1,59 @@
+"""The expert agent on the CPU: coverage of the bundled suite, plans, and kernels that compile."""
+import pytest
+
+from agents.base import StageRequest
+from agents.expert import ExpertAgent
+from agents.expert.opgraph import export_graph
+from hardware_profiles import load_profile
+from runtime.compile import compile_check
+from state import DesignRecord, KernelCandidate, StageAttempt
+from tasks import SUITE_DIR, find_task_files, load_task, task_spec
+
+PROFILE = load_profile("h200")
+UNSUPPORTED = {"33_cumsum": "aten::cumsum", "34_mse_loss": "grid-level reduction", "35_conv2d": "aten::conv2d",
+               "17_conv2d_relu": "aten::conv2d", "18_linear_layernorm": "a reduction after a matmul"}
+
+
+def request(path, stage="algorithm_design", best=None, attempts=()):
+    return StageRequest(stage=stage, round=1, task=task_spec(load_task(path)), analysis=None, profile=PROFILE,
+                        design=DesignRecord(), attempts=list(attempts), best=best, max_candidates=4)
+
+
+@pytest.mark.parametrize("path", find_task_files([SUITE_DIR]), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_suite_task_compiles_or_is_declared_unsupported(path, tmp_egg):
+    agent = ExpertAgent()
+    prop = agent.propose(request(path))
+    if path.stem in UNSUPPORTED:
+        assert prop.unsupported and UNSUPPORTED[path.stem] in prop.unsupported and not prop.kernels
+        return
+    assert prop.unsupported is None and len(prop.kernels) == 1 and prop.plan.startswith("ops: ")
+    k = prop.kernels[0]
+    res = compile_check(k.cuda_source, k.compile_options, PROFILE.arch)
+    assert res.ok, res.log[-2000:]
+    assert {r.name for r in res.resources} == set(k.kernel_names)
+    assert all(r.spill_store_bytes <= 16 for r in res.resources)  # bmm bf16: 4 bytes (noted)
+    assert "class ModelNew" in k.host_code and "egg.launch(" in k.host_code
+
+
+def test_tuning_stage_touches_only_its_knobs_and_skips_tried():
+    path = SUITE_DIR / "level1" / "22_softmax.py"
+    agent = ExpertAgent()
+    first = agent.propose(request(path)).kernels[0]
+    best = KernelCandidate(id="a", stage="algorithm_design", **first.model_dump())
+    pm = agent.propose(request(path, "parallel_mapping", best)).kernels
+    assert pm and all(set(k.params) == set(first.params) for k in pm)
+    changed = {key for k in pm for key in k.params if k.params[key] != first.params[key]}
+    assert changed <= {"mapping", "block"}
+    mem = agent.propose(request(path, "memory_optimization", best)).kernels
+    assert [k.params["cache"] for k in mem] == [True]  # only the untried knob value
+    tried = [StageAttempt(stage="memory_optimization", round=1, candidate_id="x", params=mem[0].params,
+                          verdict="correct")]
+    assert agent.propose(request(path, "memory_optimization", best, tried)).kernels == []
+
+
+def test_reading_the_reference():
+    g = export_graph(load_task(SUITE_DIR / "level2" / "03_linear_swish_bias_bf16.py"))
+    assert [n.op for n in g.nodes if n.kind == "gemm"] == ["linear"]
+    assert {p.target for p in g.params} == {"linear.weight", "linear.bias", "bias"}
+    g = export_graph(load_task(SUITE_DIR / "level1" / "17_max_dim.py"))
+    assert [n.op for n in g.nodes if n.kind == "reduce"] == ["amax"]  # the unused indices are pruned
