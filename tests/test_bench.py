@@ -51,7 +51,7 @@ def test_bench_runs_each_task_once_and_reports(tmp_path):
 
 def test_bench_compare_and_bad_input(tmp_path):
     suite = make_suite(tmp_path, n=2)
-    a = bench([str(suite)], out_dir=str(tmp_path / "a"), agent_obj=ScriptedAgent(SCRIPT),
+    bench([str(suite)], out_dir=str(tmp_path / "a"), agent_obj=ScriptedAgent(SCRIPT),
               evaluator_obj=ScriptedEvaluator(), profile="h200")
     slower = {**SCRIPT, "memory_optimization": [[{"ms": 0.8}]]}
     bench([str(suite)], out_dir=str(tmp_path / "b"), agent_obj=ScriptedAgent(slower),

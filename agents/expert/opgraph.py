@@ -79,7 +79,7 @@ def export_graph(task) -> OpGraph:
         try:
             ep = torch.export.export(task.make_model(42).eval(), tuple(task.make_inputs(1)))
         except Exception as exc:
-            raise Unsupported(f"torch.export could not trace the reference ({type(exc).__name__}: {str(exc)[:120]})")
+            raise Unsupported(f"torch.export could not trace the reference ({type(exc).__name__}: {str(exc)[:120]})") from None
     sig = ep.graph_signature
     to_param = {**getattr(sig, "inputs_to_parameters", {}), **getattr(sig, "inputs_to_buffers", {})}
     env: dict[str, object] = {}

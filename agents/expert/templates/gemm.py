@@ -59,12 +59,14 @@ def plan_gemm(g: OpGraph) -> GemmPlan:
             raise Unsupported("linear with a non-2-d weight")
         N, K = b.shape
         lead = a.shape[:-1]
-        batch, M = 1, 1
+        M = 1
         for s in lead:
             M *= s
         return GemmPlan(gm, 1, M, N, K, "nk", False, False, bias, a.dtype)
     if len(a.shape) == 2 and len(b.shape) == 2:
         (M, K), (K2, N) = a.shape, b.shape
+        if K != K2:
+            raise Unsupported(f"matmul of shapes {a.shape} x {b.shape}")
         return GemmPlan(gm, 1, M, N, K, "kn", False, False, None, a.dtype)
     if len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] == b.shape[0]:
         return GemmPlan(gm, a.shape[0], a.shape[1], b.shape[2], a.shape[2], "kn", True, True, None, a.dtype)
@@ -74,8 +76,7 @@ def plan_gemm(g: OpGraph) -> GemmPlan:
 
 
 def _epilogue(g: OpGraph, p: GemmPlan, acc: str, idx: str, indent: str) -> tuple[str, str]:
-    a, b, bias = p.gemm.args
-    others = [t for t in g.inputs + g.params if t is not a and t is not b]
+    bias = p.gemm.args[2]
 
     def special(n):
         if n is p.gemm:

@@ -1,7 +1,6 @@
 """SELU."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 BATCH, DIM = 8192, 8192
 

@@ -1,7 +1,6 @@
 """Mean over the middle dim of a 3-d tensor (strided reduction)."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 D0 = 64
 D1 = 1024

@@ -1,7 +1,6 @@
 """Min over dim 1 of a 3-d tensor."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 D0 = 128
 D1 = 256

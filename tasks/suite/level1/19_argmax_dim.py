@@ -1,7 +1,6 @@
 """Argmax over the last dim."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 D0 = 16384
 D1 = 8192

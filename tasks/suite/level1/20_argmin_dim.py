@@ -1,7 +1,6 @@
 """Argmin over dim 1."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 D0 = 128
 D1 = 256

@@ -1,7 +1,6 @@
 """Product over a short last dim (16: no overflow)."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 D0 = 4194304
 D1 = 16

@@ -1,7 +1,6 @@
 """Softmax over rows of 16384."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 D0 = 8192
 D1 = 16384

@@ -1,7 +1,6 @@
 """RMS norm over the channel dim of (B, C, H, W), KernelBench style."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 D0 = 16
 D1 = 64

@@ -1,7 +1,6 @@
 """Softmax in bf16 over rows of 32768."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 D0 = 4096
 D1 = 32768

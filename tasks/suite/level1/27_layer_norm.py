@@ -1,7 +1,6 @@
 """LayerNorm over the last dim with affine weights."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 BATCH, DIM = 16384, 4096
 

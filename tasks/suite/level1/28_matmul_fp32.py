@@ -1,7 +1,6 @@
 """Square fp32 matmul, 4096 (no TF32)."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 M = N = K = 4096
 

@@ -1,7 +1,6 @@
 """Square bf16 matmul, 8192, on tensor cores."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 M = N = K = 8192
 

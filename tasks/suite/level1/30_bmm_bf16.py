@@ -1,7 +1,6 @@
 """Batched bf16 matmul."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 B, M, N, K = 32, 1024, 1024, 1024
 

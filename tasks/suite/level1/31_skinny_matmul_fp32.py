@@ -1,7 +1,6 @@
 """Tall-skinny fp32 matmul (M large, N small)."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 M, N, K = 65536, 64, 1024
 

@@ -1,7 +1,6 @@
 """bf16 matmul with sizes that are not tile multiples."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 M, N, K = 3000, 5000, 2056
 

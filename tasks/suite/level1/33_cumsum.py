@@ -1,7 +1,6 @@
 """Cumulative sum over rows (outside the expert's families today)."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 D0 = 8192
 D1 = 8192

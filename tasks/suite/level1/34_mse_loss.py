@@ -1,7 +1,6 @@
 """Mean squared error over everything (a full reduction)."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 N = 1 << 26
 

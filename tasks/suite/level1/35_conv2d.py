@@ -1,7 +1,6 @@
 """A 3x3 convolution (outside the expert's families: needs implicit GEMM)."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 
 

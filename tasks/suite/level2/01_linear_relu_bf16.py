@@ -1,7 +1,6 @@
 """Linear + ReLU in bf16."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 
 

@@ -1,7 +1,6 @@
 """Linear + Swish + a second bias + scale, bf16 (KernelBench level-2 style)."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 
 

@@ -1,7 +1,6 @@
 """Matmul, sigmoid, scale and add a residual."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 M, N, K = 4096, 4096, 1024
 

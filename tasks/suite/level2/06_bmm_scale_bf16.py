@@ -1,7 +1,6 @@
 """Batched bf16 matmul, scale and tanh."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 B, M, N, K = 16, 2048, 2048, 512
 

@@ -1,7 +1,6 @@
 """RMS norm over the last dim, ReLU, scale."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 SHAPE = (16384, 4096)
 

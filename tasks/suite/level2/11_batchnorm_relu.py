@@ -1,7 +1,6 @@
 """BatchNorm2d in eval mode, then ReLU."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 SHAPE = (32, 64, 256, 256)
 

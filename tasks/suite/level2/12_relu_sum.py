@@ -1,7 +1,6 @@
 """ReLU, scale, then a sum over rows."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 SHAPE = (16384, 8192)
 

@@ -1,7 +1,6 @@
 """Mean over the last dim, then tanh."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 SHAPE = (16384, 8192)
 

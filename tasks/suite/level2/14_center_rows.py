@@ -1,7 +1,6 @@
 """Subtract the row mean, then divide by the row std (population)."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 SHAPE = (16384, 4096)
 

@@ -1,7 +1,6 @@
 """Conv2d + ReLU (outside the expert's families)."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 SHAPE = (16, 32, 128, 128)
 

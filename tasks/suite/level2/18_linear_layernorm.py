@@ -1,7 +1,6 @@
 """Linear then LayerNorm (a matmul feeding a reduction: outside the expert's families today)."""
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 
 
