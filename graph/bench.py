@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from graph.runner import get_run, optimize, resume
+from runtime.evaluator import make_evaluator
 from graph.checkpointing import open_checkpointer
 from graph.builder import build
 from state import Budget, RunState
@@ -67,7 +68,6 @@ def _commit() -> str:
 def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None, budget: Budget | None = None,
           out_dir: str = "bench_out", evaluator: str = "auto", checkpoint: str | None = None, timing_reps: int = 50,
           agent_obj=None, evaluator_obj=None, stream=sys.stderr) -> BenchResults:
-    from artifacts.bench_report import summarize, write_reports
     roots = [Path(p) for p in paths]
     files = find_task_files(paths)
     if not files:
@@ -76,6 +76,26 @@ def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None
     checkpoint = checkpoint or str(out / "checkpoints.sqlite")
     results: list[TaskResult] = []
     device = "cpu"
+    own = evaluator_obj is None
+    if own:  # one evaluation worker for the whole suite: no process start or inductor warm-up per task
+        from graph.runner import DEFAULT_PROFILE
+        from hardware_profiles import detect, load_profile
+        try:
+            arch = load_profile(profile).arch if profile else detect().arch
+        except RuntimeError:
+            arch = load_profile(DEFAULT_PROFILE).arch
+        evaluator_obj = make_evaluator(evaluator, arch, reps=timing_reps)
+    try:
+        return _run_all(files, roots, out, checkpoint, results, device, agent, profile, budget, evaluator, timing_reps,
+                        agent_obj, evaluator_obj, stream)
+    finally:
+        if own:
+            evaluator_obj.close()
+
+
+def _run_all(files, roots, out, checkpoint, results, device, agent, profile, budget, evaluator, timing_reps,
+             agent_obj, evaluator_obj, stream) -> BenchResults:
+    from artifacts.bench_report import summarize, write_reports
     for i, f in enumerate(files, 1):
         key = task_key(f, roots)
         tid = thread_for(key)
@@ -104,6 +124,9 @@ def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None
                 device = st.analysis.device
         except TaskError as exc:
             results.append(TaskResult(task=key, thread_id=tid, status="error", message=str(exc)[:300]))
+        except Exception as exc:  # one task's infrastructure failure must not end the suite; resumable later
+            results.append(TaskResult(task=key, thread_id=tid, status="error",
+                                      message=f"{type(exc).__name__}: {exc}"[:300]))
         print(f"[bench]   {key}: {results[-1].status} {results[-1].message[:100]}", file=stream, flush=True)
         # after every task, so an interrupted bench still leaves its table
         res = BenchResults(date=dt.date.today().isoformat(), device=device, commit=_commit(), agent=agent,

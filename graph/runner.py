@@ -65,14 +65,15 @@ def _progress_printer(stream=sys.stderr) -> Callable[[str, dict], None]:
     return show
 
 
-def _drive(app, payload, config, ctx: EggContext, on_event) -> None:
+def _drive(app, payload, config, ctx: EggContext, on_event, owns_evaluator: bool) -> None:
     try:
         for chunk in app.stream(payload, config, context=ctx, stream_mode="updates", durability="sync"):
             for node, update in chunk.items():
                 if on_event and isinstance(update, dict):
                     on_event(node, update)
     finally:
-        ctx.evaluator.close()
+        if owns_evaluator:  # a caller's evaluator (a bench's shared worker) stays open
+            ctx.evaluator.close()
 
 
 def _state(app, config) -> RunState | None:
@@ -101,7 +102,8 @@ def optimize(task_path: str | Path, *, agent: str = "expert", profile: str | Non
         app = build(saver)
         if app.get_state(config).values:
             raise ValueError(f"thread {thread_id!r} already exists; use `egg resume {thread_id}`")
-        _drive(app, {"settings": settings}, config, ctx, on_event or (None if quiet else _progress_printer()))
+        _drive(app, {"settings": settings}, config, ctx, on_event or (None if quiet else _progress_printer()),
+               owns_evaluator=evaluator_obj is None)
         return thread_id, _state(app, config)
 
 
@@ -119,7 +121,8 @@ def resume(thread_id: str, *, checkpoint: str | None = None, agent_obj=None, eva
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ctx = make_context(st.settings, agent_obj, evaluator_obj)
-        _drive(app, None, config, ctx, on_event or (None if quiet else _progress_printer()))
+        _drive(app, None, config, ctx, on_event or (None if quiet else _progress_printer()),
+               owns_evaluator=evaluator_obj is None)
         return _state(app, config)
 
 
