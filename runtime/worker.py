@@ -197,6 +197,7 @@ class Worker:
         if why:
             ev.verdict, ev.reason = Verdict.rejected, why
             return
+        api.poison = False  # poisoning is for the correctness trials; timing measures the kernel alone
         self._time(cand, new, ev, req, base + trials)
 
     def _time(self, cand, new, ev: Evaluation, req: dict, seed: int) -> None:

@@ -1,0 +1,91 @@
+"""Stage prompts: the stage's principles, the hardware profile, the roofline analysis, the
+inter-stage record and the intra-stage log, within a context budget (recent attempts
+verbatim, older ones summarized in a line each)."""
+from __future__ import annotations
+
+from agents import principles
+from agents.base import StageRequest
+from state import StageAttempt
+
+SYSTEM = """You are a CUDA kernel engineer. You rewrite a PyTorch reference as CUDA kernels for one GPU,
+one optimization stage at a time. Reply with JSON matching the schema you are given. The host code is Python
+defining `class ModelNew(nn.Module)` with the reference's forward signature; it may use only `torch`, `nn`, `np`
+and the injected `egg` object: `egg.empty(shape, dtype, device)` to allocate outputs and
+`egg.launch(kernel_name, grid, block, [args...], shared_mem=0)` to launch on torch's current stream
+(tensors pass as pointers, Python ints as 64-bit `long long`, floats as `float`). Never compute with torch
+inside forward: a guard rejects any torch compute op. Every kernel is verified on fresh random inputs."""
+
+
+def _attempt_line(a: StageAttempt) -> str:
+    t = f"{a.median_ms:.4f} ms" if a.median_ms is not None else "-"
+    return f"{a.candidate_id} {a.params}: {a.verdict} {t} {a.reason[:100]}"
+
+
+def _attempt_full(a: StageAttempt) -> str:
+    lines = [f"- candidate {a.candidate_id} params={a.params}", f"  verdict: {a.verdict}; time: "
+             f"{a.median_ms if a.median_ms is not None else '-'} ms"]
+    if a.reason:
+        lines.append(f"  reason: {a.reason}")
+    for e in a.compile_errors:
+        lines.append(f"  compile error: {e}")
+    return "\n".join(lines)
+
+
+def context_sections(req: StageRequest, task_source: str, budget_chars: int = 24000, recent: int = 3,
+                     feedback: str = "") -> list[tuple[str, str]]:
+    st = req.stage
+    p = req.profile
+    sections = [
+        ("Stage", f"{st} (round {req.round}). Propose at most {req.max_candidates} kernel(s); change only this "
+                  f"stage's knobs."),
+        ("Principles for this stage", "\n".join(f"- {x}" for x in principles.principles(st))),
+        ("Hardware", f"{p.name}: {p.sms} SMs, sm {p.compute_capability} ({p.arch}), {p.shared_per_block_optin} B "
+                     f"shared memory per block, {p.registers_per_sm} registers per SM, L2 {p.l2_bytes} B, "
+                     f"{p.bandwidth() / 1e12:.2f} TB/s, fp32 {p.flops('float32') / 1e12:.1f} TFLOP/s, bf16 "
+                     f"{p.flops('bfloat16') / 1e12:.0f} TFLOP/s; features: {', '.join(p.features)}"),
+    ]
+    if req.analysis:
+        a, rf = req.analysis, req.analysis.roofline
+        sections.append(("Roofline analysis",
+                         f"{rf.bound}-bound: {rf.flops:.3g} FLOP, {rf.bytes_moved:.3g} bytes; floor {rf.floor_ms:.4f} ms; "
+                         f"PyTorch eager {a.eager_ms} ms, torch.compile {a.compile_ms} ms; inputs "
+                         f"{[(t.shape, t.dtype) for t in a.inputs]}, outputs {[(t.shape, t.dtype) for t in a.outputs]}"))
+    d = req.design
+    if d.decisions:
+        sections.append(("Decisions so far (inter-stage record)",
+                         "\n".join(f"- {x.stage}: chose {x.chosen_id} params={x.params} best={x.best_ms} ms "
+                                   f"{'(improved)' if x.improved else '(kept input)'} {x.note}" for x in d.decisions)
+                         + (f"\nPlan: {d.plan}" if d.plan else "")))
+    if req.best is not None:
+        sections.append(("The best kernel so far (start from it)",
+                         f"params={req.best.params}\n```cuda\n{req.best.cuda_source}\n```\n```python\n"
+                         f"{req.best.host_code}\n```"))
+    sections.append(("The PyTorch reference", f"```python\n{task_source}\n```"))
+    att = req.attempts
+    old, new = att[:-recent] if len(att) > recent else [], att[-recent:]
+    if old:
+        sections.append(("Earlier attempts in this stage (summarized)", "\n".join(_attempt_line(a) for a in old)))
+    if new:
+        sections.append(("Latest attempts in this stage", "\n".join(_attempt_full(a) for a in new)))
+    if feedback:
+        sections.append(("Your previous reply could not be used", feedback))
+    return _fit(sections, budget_chars)
+
+
+def _fit(sections: list[tuple[str, str]], budget: int) -> list[tuple[str, str]]:
+    """Shrink the largest sections (never the stage line or the feedback) until the total fits."""
+    def size():
+        return sum(len(t) + len(b) + 8 for t, b in sections)
+    keep = {"Stage", "Your previous reply could not be used"}
+    while size() > budget:
+        i = max((j for j, (t, _) in enumerate(sections) if t not in keep), key=lambda j: len(sections[j][1]))
+        t, b = sections[i]
+        cut = max(200, len(b) - (size() - budget) - 40)
+        if cut >= len(b):
+            break
+        sections[i] = (t, b[:cut] + "\n[... truncated to fit the context budget]")
+    return sections
+
+
+def render(sections: list[tuple[str, str]]) -> str:
+    return "\n\n".join(f"## {t}\n{b}" for t, b in sections)
