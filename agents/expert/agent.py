@@ -117,6 +117,8 @@ class ExpertAgent:
                 out = [{**base, "waves": w} for w in kn["row_waves"]]
             elif st == "memory_optimization":
                 out = [{**base, "cache": c} for c in kn["row_cache"]]
+                if plan.inner == 1:  # a register-resident row needs a block big enough: try the larger blocks too
+                    out += [{**base, "cache": "regs", "block": b} for b in (512, 1024) if b != base.get("block")]
         else:
             tc = plan.dtype != "float32"
             if st == "parallel_mapping":
@@ -130,8 +132,9 @@ class ExpertAgent:
                 else:
                     out = [{**base, "BK": bk} for bk in kn["gemm_simt_bk"]]
             elif st == "memory_optimization":
-                if tc:
-                    out = [{**base, "stages": s, "pad": p} for s in kn["gemm_tc_stages"] for p in kn["gemm_tc_pad"]]
+                if tc:  # the most promising first: the budget may stop the list early
+                    out = [{**base, "stages": s, "pad": p, "ldm": ld} for ld in kn["gemm_tc_ldmatrix"] + [False]
+                           for s in sorted(kn["gemm_tc_stages"], reverse=True) for p in kn["gemm_tc_pad"]]
                 else:
                     out = [{**base, "pad": p} for p in kn["gemm_simt_pad"]]
         return out
@@ -141,9 +144,9 @@ class ExpertAgent:
             return {"family": "pointwise", "block": 256, "items": 1, "vec": 1, "waves": 4}
         if fam == "rows":
             if plan.inner > 1:
-                return {"family": "rows", "mapping": "thread", "block": 256, "cache": False, "waves": 8}
+                return {"family": "rows", "mapping": "thread", "block": 256, "cache": "none", "waves": 8}
             return {"family": "rows", "mapping": "block", "block": 256 if plan.R >= 256 else 128,
-                    "cache": False, "waves": 8}
+                    "cache": "none", "waves": 8}
         if plan.dtype == "float32":
             return {"family": "gemm", "BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "pad": 4}
         return {"family": "gemm_tc", "BM": 64, "BN": 64, "WM": 2, "WN": 2, "stages": 1, "pad": 8}
@@ -161,17 +164,17 @@ class ExpertAgent:
         elif fam == "rows":
             k = rowwise.RowKnobs(mapping=params["mapping"], block=params["block"], cache=params["cache"],
                                  waves=params["waves"])
-            if k.cache and not (plan.main is not None and _depends(plan.reductions[0].args[0], plan.main)):
+            if k.cache != "none" and not (plan.main is not None and _depends(plan.reductions[0].args[0], plan.main)):
                 raise Unsupported("nothing to cache")
             smem = rowwise.shared_bytes(plan, k)
             if smem > profile.shared_per_block_optin:
                 raise Unsupported("row does not fit in shared memory")
             src = rowwise.render(g, plan, k)
             launch = host.Launch("egg_rows", (rowwise.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), smem)
-            desc = f"row program, {k.mapping} per row, block {k.block}{', row cached in shared memory' if k.cache else ''}"
+            desc = f"row program, {k.mapping} per row, block {k.block}{'' if k.cache == 'none' else f', row cached in {k.cache}'}"
         else:
             tc = plan.dtype != "float32"
-            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "BK", "TM", "TN", "WM", "WN", "stages", "pad")
+            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "BK", "TM", "TN", "WM", "WN", "stages", "pad", "ldm")
                                   if f in params})
             if tc:
                 src = gemm.render_tc(g, plan, k)
@@ -184,7 +187,7 @@ class ExpertAgent:
                 src, smem = gemm.render_simt(g, plan, k), 0
             launch = host.Launch("egg_gemm", gemm.grid(plan, k), (k.threads(tc),), gemm.arg_order(g, plan), smem)
             desc = (f"GEMM {'mma.sync bf16/fp16' if tc else 'SIMT fp32'} tile {k.BM}x{k.BN}"
-                    + (f", warps {k.WM}x{k.WN}, {k.stages} stage(s), pad {k.pad}" if tc else
+                    + (f", warps {k.WM}x{k.WN}, {k.stages} stage(s), pad {k.pad}{', ldmatrix' if k.ldm else ''}" if tc else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
         return ProposedKernel(cuda_source=src, host_code=host.module_source(g, launch), kernel_names=[launch.kernel],
                               params=params, description=desc, family=fam, guard_policy="strict",

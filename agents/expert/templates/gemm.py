@@ -37,6 +37,7 @@ class GemmKnobs:
     WN: int = 2
     stages: int = 1  # 2: cp.async double buffering (tensor-core path)
     pad: int = 4  # shared-memory row padding in elements (bank conflicts)
+    ldm: bool = False  # tensor-core path: fragments through ldmatrix (.trans for row-major B)
 
     def threads(self, tc: bool) -> int:
         return self.WM * self.WN * 32 if tc else (self.BM // self.TM) * (self.BN // self.TN)
@@ -217,16 +218,31 @@ def render_tc(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     mma = (f"asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\\n\""
            " : \"+f\"(acc[mi][ni][0]), \"+f\"(acc[mi][ni][1]), \"+f\"(acc[mi][ni][2]), \"+f\"(acc[mi][ni][3])"
            " : \"r\"(a[mi][0]), \"r\"(a[mi][1]), \"r\"(a[mi][2]), \"r\"(a[mi][3]), \"r\"(b[0]), \"r\"(b[1]));")
+    if k.ldm:
+        if k.pad % 8:
+            raise Unsupported("ldmatrix needs 16-byte aligned shared rows")
+        a_frag = (f"unsigned sa = (unsigned)__cvta_generic_to_shared(As_s + (rb + (lane & 15)) * {lda} + kk + (lane >> 4) * 8);\n"
+                  "                    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\\n\" "
+                  ": \"=r\"(a[mi][0]), \"=r\"(a[mi][1]), \"=r\"(a[mi][2]), \"=r\"(a[mi][3]) : \"r\"(sa));")
+        if p.b_layout == "nk":
+            b_addr, trans = f"Bs_s + (cb + (lane & 7)) * {ldb} + kk + ((lane >> 3) & 1) * 8", ""
+        else:
+            b_addr, trans = f"Bs_s + (kk + (lane & 15)) * {ldb} + cb", ".trans"
+        b_frag = (f"unsigned sb = (unsigned)__cvta_generic_to_shared({b_addr});\n"
+                  f"                    asm volatile(\"ldmatrix.sync.aligned.m8n8.x2{trans}.shared.b16 {{%0,%1}}, [%2];\\n\" "
+                  ": \"=r\"(b[0]), \"=r\"(b[1]) : \"r\"(sb));")
+    else:
+        a_frag = (f"a[mi][0] = *reinterpret_cast<const unsigned*>(As_s + (rb + g) * {lda} + kk + 2 * t);\n"
+                  f"                    a[mi][1] = *reinterpret_cast<const unsigned*>(As_s + (rb + g + 8) * {lda} + kk + 2 * t);\n"
+                  f"                    a[mi][2] = *reinterpret_cast<const unsigned*>(As_s + (rb + g) * {lda} + kk + 2 * t + 8);\n"
+                  f"                    a[mi][3] = *reinterpret_cast<const unsigned*>(As_s + (rb + g + 8) * {lda} + kk + 2 * t + 8);")
     compute = f"""            #pragma unroll
             for (int kk = 0; kk < {BK}; kk += 16) {{
                 unsigned a[{MI}][4];
                 #pragma unroll
                 for (int mi = 0; mi < {MI}; ++mi) {{
                     const int rb = wm * {TMW} + mi * 16;
-                    a[mi][0] = *reinterpret_cast<const unsigned*>(As_s + (rb + g) * {lda} + kk + 2 * t);
-                    a[mi][1] = *reinterpret_cast<const unsigned*>(As_s + (rb + g + 8) * {lda} + kk + 2 * t);
-                    a[mi][2] = *reinterpret_cast<const unsigned*>(As_s + (rb + g) * {lda} + kk + 2 * t + 8);
-                    a[mi][3] = *reinterpret_cast<const unsigned*>(As_s + (rb + g + 8) * {lda} + kk + 2 * t + 8);
+                    {a_frag}
                 }}
                 #pragma unroll
                 for (int ni = 0; ni < {NI}; ++ni) {{

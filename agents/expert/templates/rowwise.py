@@ -30,7 +30,7 @@ class RowPlan:
 class RowKnobs:
     mapping: str = "block"  # block, warp, thread
     block: int = 256
-    cache: bool = False  # keep the main input's row in shared memory across passes (block mapping)
+    cache: str = "none"  # keep the main input's row across passes: "smem", or "regs" (ceil(R/block) values a thread)
     waves: int = 8
 
 
@@ -73,7 +73,10 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     args = ", ".join([f"{CTYPE[out.dtype]}* __restrict__ out"] +
                      [f"const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in tensors])
     rows = p.outer * p.inner
-    cache = k.cache and k.mapping == "block" and p.main is not None
+    cache = k.cache if (k.cache in ("smem", "regs") and k.mapping == "block" and p.main is not None) else "none"
+    items = -(-p.R // k.block)
+    if cache == "regs" and items > 32:
+        raise Unsupported("row too long to keep in registers")
     done: dict[str, str] = {}
 
     def special(n):
@@ -81,10 +84,19 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
 
     def loader(first_pass):
         def load(t, idx):
-            if cache and t is p.main and idx == "i":
-                return f"(srow[r] = to_f({t.name}[i]))" if first_pass else "srow[r]"
+            if cache != "none" and t is p.main and idx == "i":
+                slot = "srow[r]" if cache == "smem" else "xr[it]"
+                return f"({slot} = to_f({t.name}[i]))" if first_pass else slot
             return f"to_f({t.name}[{idx}])"
         return load
+
+    def row_loop(body_lines: list[str]) -> list[str]:
+        """The loop over a row's elements; unrolled over register slots when the row lives in registers."""
+        if cache == "regs":
+            return ([f"        #pragma unroll\n        for (int it = 0; it < {items}; ++it) {{",
+                     f"            long long r = {lane} + (long long)it * {nl};",
+                     f"            if (r >= {p.R}LL) break;"] + body_lines + ["        }"])
+        return [f"        for (long long r = {lane}; r < {p.R}LL; r += {nl}) {{"] + body_lines + ["        }"]
 
     if k.mapping == "block":
         lane, nl, row0, rstep = "threadIdx.x", "blockDim.x", "blockIdx.x", "gridDim.x"
@@ -110,9 +122,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
         else:
             step = f"{acc} = {_combine(red.op, acc, v)};"
             wcomb = f"{acc} = {_combine(red.op, acc, f'__shfl_xor_sync(0xffffffffu, {acc}, s)')};"
-        code = [f"        float {acc} = {INIT[red.op]};" + (f" long long {ai} = 0;" if arg else ""),
-                f"        for (long long r = {lane}; r < {p.R}LL; r += {nl}) {{",
-                f"            long long i = {idx};", body, f"            {step}", "        }"]
+        code = [f"        float {acc} = {INIT[red.op]};" + (f" long long {ai} = 0;" if arg else "")]
+        code += row_loop([f"            long long i = {idx};", body, f"            {step}"])
         if k.mapping in ("block", "warp"):
             code.append(f"        for (int s = 16; s > 0; s >>= 1) {wcomb}")
         if k.mapping == "block":
@@ -134,9 +145,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     if p.full_output:
         em = Emitter(loader(False), special, prefix="o_")
         v = em.value(out, "i")
-        parts.append("\n".join([f"        for (long long r = {lane}; r < {p.R}LL; r += {nl}) {{",
-                                f"            long long i = {idx};", em.take("            "),
-                                f"            out[i] = from_f<{CTYPE[out.dtype]}>({v});", "        }"]))
+        parts.append("\n".join(row_loop([f"            long long i = {idx};", em.take("            "),
+                                          f"            out[i] = from_f<{CTYPE[out.dtype]}>({v});"])))
     else:
         if out.op in ("argmax", "argmin") and out.kind == "reduce":
             store = f"out[row] = {done[out.name]};"
@@ -150,8 +160,10 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     shared = ""
     if k.mapping == "block":
         shared = "    __shared__ float sred[32];\n    __shared__ long long sidx[32];\n"
-        if cache:
+        if cache == "smem":
             shared += "    extern __shared__ float srow[];\n"
+    if cache == "regs":
+        shared += f"    float xr[{items}];\n"
     body = "\n".join(parts)
     return f"""{PRELUDE}
 extern "C" __global__ void __launch_bounds__({k.block}) egg_rows({args}) {{
@@ -171,4 +183,4 @@ def grid(p: RowPlan, k: RowKnobs, sms: int, max_threads_per_sm: int) -> int:
 
 
 def shared_bytes(p: RowPlan, k: RowKnobs) -> int:
-    return p.R * 4 if (k.cache and k.mapping == "block" and p.main is not None) else 0
+    return p.R * 4 if (k.cache == "smem" and k.mapping == "block" and p.main is not None) else 0
