@@ -50,11 +50,18 @@ class UnknownAgentError(ValueError):
     pass
 
 
-def make_agent(spec: str) -> Agent:
-    """'expert' (default), or a dotted 'module:factory' for custom agents."""
+def make_agent(spec: str, llm=None) -> Agent:
+    """'expert' (default), 'openai:MODEL', 'hybrid:MODEL', or 'module:factory' for custom agents."""
     if spec == "expert":
         from agents.expert import ExpertAgent
         return ExpertAgent()
+    if spec.startswith(("openai:", "hybrid:")):
+        kind, _, model = spec.partition(":")
+        if not model:
+            raise UnknownAgentError(f"{spec!r}: name the model, e.g. {kind}:gpt-4o")
+        from agents.llm import HybridAgent, LLMAgent
+        agent = LLMAgent(model, llm)
+        return agent if kind == "openai" else HybridAgent(agent)
     if ":" in spec and not spec.startswith(("openai:", "hybrid:")):
         import importlib
         mod, _, attr = spec.partition(":")
@@ -62,4 +69,4 @@ def make_agent(spec: str) -> Agent:
             return getattr(importlib.import_module(mod), attr)()
         except (ImportError, AttributeError) as exc:
             raise UnknownAgentError(f"cannot load agent {spec!r}: {exc}") from None
-    raise UnknownAgentError(f"unknown agent {spec!r} (known: expert, or module:factory)")
+    raise UnknownAgentError(f"unknown agent {spec!r} (known: expert, openai:MODEL, hybrid:MODEL, module:factory)")

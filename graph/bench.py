@@ -67,6 +67,7 @@ def _commit() -> str:
 
 def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None, budget: Budget | None = None,
           out_dir: str = "bench_out", evaluator: str = "auto", checkpoint: str | None = None, timing_reps: int = 50,
+          llm=None,
           agent_obj=None, evaluator_obj=None, stream=sys.stderr) -> BenchResults:
     roots = [Path(p) for p in paths]
     files = find_task_files(paths)
@@ -87,14 +88,14 @@ def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None
         evaluator_obj = make_evaluator(evaluator, arch, reps=timing_reps)
     try:
         return _run_all(files, roots, out, checkpoint, results, device, agent, profile, budget, evaluator, timing_reps,
-                        agent_obj, evaluator_obj, stream)
+                        llm, agent_obj, evaluator_obj, stream)
     finally:
         if own:
             evaluator_obj.close()
 
 
 def _run_all(files, roots, out, checkpoint, results, device, agent, profile, budget, evaluator, timing_reps,
-             agent_obj, evaluator_obj, stream) -> BenchResults:
+             llm, agent_obj, evaluator_obj, stream) -> BenchResults:
     from artifacts.bench_report import summarize, write_reports
     for i, f in enumerate(files, 1):
         key = task_key(f, roots)
@@ -117,7 +118,7 @@ def _run_all(files, roots, out, checkpoint, results, device, agent, profile, bud
             else:
                 _, st = optimize(f, agent=agent, profile=profile, budget=budget, out_dir=str(out / "kernels"),
                                  evaluator=evaluator, checkpoint=checkpoint, thread_id=tid, agent_obj=agent_obj,
-                                 evaluator_obj=evaluator_obj, on_event=on_event, timing_reps=timing_reps)
+                                 evaluator_obj=evaluator_obj, on_event=on_event, timing_reps=timing_reps, llm=llm)
             results.append(result_of(key, tid, st))
             results[-1].wall_s = None if state == "done" else round(time.perf_counter() - t0, 1)
             if st.analysis and st.analysis.device != "cpu":

@@ -7,7 +7,7 @@ import sys
 
 from agents import UnknownAgentError
 from hardware_profiles import UnknownProfileError, detect, list_profiles, load_profile
-from state import Budget
+from state import Budget, LLMConfig
 from tasks import TaskError
 
 
@@ -24,7 +24,8 @@ def cmd_optimize(a) -> int:
     budget = Budget(candidates_per_stage=a.candidates_per_stage, total_candidates=a.total_candidates,
                     algorithm_rounds=a.algorithm_rounds, tuning_rounds=a.tuning_rounds)
     tid, st = optimize(a.task_file, agent=a.agent, profile=a.profile, budget=budget, out_dir=a.out,
-                       evaluator=a.evaluator, checkpoint=a.checkpoint, thread_id=a.thread, timing_reps=a.reps)
+                       evaluator=a.evaluator, checkpoint=a.checkpoint, thread_id=a.thread, timing_reps=a.reps,
+                       llm=_llm(a))
     _print_result(tid, st)
     return 0 if st.result and st.result.status in ("verified", "unverified") else 1
 
@@ -105,7 +106,7 @@ def cmd_bench(a) -> int:
         return 0
     budget = Budget(candidates_per_stage=a.candidates_per_stage, total_candidates=a.total_candidates)
     res = bench(a.paths, agent=a.agent, profile=a.profile, budget=budget, out_dir=a.out, evaluator=a.evaluator,
-                checkpoint=a.checkpoint, timing_reps=a.reps)
+                checkpoint=a.checkpoint, timing_reps=a.reps, llm=_llm(a))
     s = res.summary
     print(f"correct {s.correct}/{s.tasks}; fast_1 vs eager {100 * s.fast_p_eager['1.0']:.1f}%; "
           f"geomean x{s.geomean_speedup_eager or 0:.2f} vs eager; report: {a.out}/results.md")
@@ -129,13 +130,28 @@ def cmd_hw(a) -> int:
     return 0
 
 
+def _add_llm_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("LLM agents (openai:MODEL, hybrid:MODEL)")
+    g.add_argument("--llm-base-url", default=None, help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL)")
+    g.add_argument("--llm-api-key-env", default="OPENAI_API_KEY", help="environment variable holding the API key")
+    g.add_argument("--llm-temperature", type=float, default=LLMConfig().temperature)
+    g.add_argument("--llm-max-tokens", type=int, default=LLMConfig().max_tokens)
+    g.add_argument("--llm-timeout", type=float, default=LLMConfig().timeout_s, help="seconds per request")
+    g.add_argument("--llm-retries", type=int, default=LLMConfig().max_retries, help="transport retries per request")
+
+
+def _llm(a) -> LLMConfig:
+    return LLMConfig(base_url=a.llm_base_url, api_key_env=a.llm_api_key_env, temperature=a.llm_temperature,
+                     max_tokens=a.llm_max_tokens, timeout_s=a.llm_timeout, max_retries=a.llm_retries)
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="egg", description="EGG: turn a PyTorch reference into a verified, faster CUDA kernel.")
     p.add_argument("--checkpoint", default=None, help="SQLite checkpoint file (default .egg/checkpoints.sqlite or $EGG_CHECKPOINT)")
     sub = p.add_subparsers(dest="cmd", required=True)
     o = sub.add_parser("optimize", help="optimize one KernelBench-format task file")
     o.add_argument("task_file")
-    o.add_argument("--agent", default="expert", help="expert (default) or module:factory")
+    o.add_argument("--agent", default="expert", help="expert (default), openai:MODEL, hybrid:MODEL or module:factory")
     o.add_argument("--profile", default=None, help=f"hardware profile ({', '.join(list_profiles())}); default: detect")
     o.add_argument("--out", default="egg_out", help="folder for the kernel, module and report")
     o.add_argument("--thread", default=None, help="thread id (default: task name + random suffix)")
@@ -145,6 +161,7 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--algorithm-rounds", type=int, default=Budget().algorithm_rounds)
     o.add_argument("--tuning-rounds", type=int, default=Budget().tuning_rounds)
     o.add_argument("--reps", type=int, default=50, help="timed repetitions per kernel and baseline")
+    _add_llm_args(o)
     o.set_defaults(fn=cmd_optimize)
     r = sub.add_parser("resume", help="continue an interrupted run")
     r.add_argument("thread")
@@ -163,6 +180,7 @@ def parser() -> argparse.ArgumentParser:
     bn.add_argument("--candidates-per-stage", type=int, default=Budget().candidates_per_stage)
     bn.add_argument("--total-candidates", type=int, default=Budget().total_candidates)
     bn.add_argument("--reps", type=int, default=50, help="timed repetitions per kernel and baseline")
+    _add_llm_args(bn)
     bn.set_defaults(fn=cmd_bench)
     w = sub.add_parser("hw", help="show the hardware profile of the live GPU (or a named one)")
     w.add_argument("--profile", default=None)

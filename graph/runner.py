@@ -14,7 +14,7 @@ from graph.checkpointing import open_checkpointer
 from graph.context import EggContext
 from hardware_profiles import detect, load_profile
 from runtime.evaluator import make_evaluator
-from state import Budget, RunSettings, RunState
+from state import Budget, LLMConfig, RunSettings, RunState
 from tasks import load_task
 
 DEFAULT_PROFILE = "h200"  # the project's target when no GPU is present to detect
@@ -42,7 +42,7 @@ def make_context(settings: RunSettings, agent=None, evaluator=None) -> EggContex
             profile = detect()
         except RuntimeError:
             profile = load_profile(DEFAULT_PROFILE)
-    return EggContext(agent=agent or make_agent(settings.agent),
+    return EggContext(agent=agent or make_agent(settings.agent, settings.llm),
                       evaluator=evaluator or make_evaluator(settings.evaluator, profile.arch,
                                                                reps=settings.timing_reps),
                       profile=profile)
@@ -85,7 +85,8 @@ def _state(app, config) -> RunState | None:
 
 def optimize(task_path: str | Path, *, agent: str = "expert", profile: str | None = None,
              budget: Budget | None = None, out_dir: str = "egg_out", evaluator: str = "auto",
-             checkpoint: str | None = None, thread_id: str | None = None, timing_reps: int = 50, agent_obj=None,
+             checkpoint: str | None = None, thread_id: str | None = None, timing_reps: int = 50,
+             llm: LLMConfig | None = None, agent_obj=None,
              evaluator_obj=None, on_event: Callable[[str, dict], None] | None = None,
              quiet: bool = False) -> tuple[str, RunState]:
     """Optimize one task file; returns (thread id, final state)."""
@@ -94,7 +95,7 @@ def optimize(task_path: str | Path, *, agent: str = "expert", profile: str | Non
         load_profile(profile)
     settings = RunSettings(task_path=str(task.path), agent=agent, profile=profile, budget=budget or Budget(),
                            out_dir=str(Path(out_dir).resolve()), evaluator=evaluator,
-                           timing_reps=timing_reps)
+                           timing_reps=timing_reps, llm=llm or LLMConfig())
     ctx = make_context(settings, agent_obj, evaluator_obj)
     thread_id = thread_id or f"{task.name}-{uuid.uuid4().hex[:8]}"
     config = {"configurable": {"thread_id": thread_id}}

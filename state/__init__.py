@@ -10,12 +10,12 @@ from state.evaluation import (
     Evaluation, Verdict,
 )
 from state.records import StageAttempt, StageDecision, DesignRecord, Budget, VerifyTask, STAGES, TUNING_STAGES
-from state.run import RunState, RunSettings, FinalResult
+from state.run import RunState, RunSettings, FinalResult, LLMConfig
 
 ALL_MODELS = [
     TaskSpec, TensorSpec, Roofline, TaskAnalysis, KernelCandidate, CompileError,
     KernelResources, CompileResult, CorrectnessResult, Timing, Evaluation,
-    StageAttempt, StageDecision, DesignRecord, Budget, VerifyTask, RunState, RunSettings, FinalResult,
+    StageAttempt, StageDecision, DesignRecord, Budget, VerifyTask, RunState, RunSettings, FinalResult, LLMConfig,
 ]
 ALL_ENUMS = [Verdict]
 

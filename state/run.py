@@ -12,10 +12,23 @@ from state.records import Budget, DesignRecord, StageAttempt
 from state.task import TaskAnalysis, TaskSpec
 
 
+class LLMConfig(BaseModel):
+    """LLM agent settings (no secrets: the API key is read from an environment variable)."""
+    base_url: str | None = None  # default: $OPENAI_BASE_URL, else OpenAI's
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = 0.2
+    max_tokens: int = 8192
+    max_retries: int = 2  # transport-level retries inside the client
+    timeout_s: float = 300.0
+    reply_attempts: int = 3  # malformed or unusable replies retried with the problem as feedback
+    context_chars: int = 24000  # the prompt's budget: recent attempts verbatim, older ones summarized
+
+
 class RunSettings(BaseModel):
     """What a run was started with; resume rebuilds the runtime context from it."""
     task_path: str
     agent: str = "expert"
+    llm: LLMConfig = Field(default_factory=LLMConfig)
     profile: str | None = None  # None: detect the live device
     budget: Budget = Field(default_factory=Budget)
     out_dir: str = "egg_out"

@@ -73,17 +73,21 @@ def context_sections(req: StageRequest, task_source: str, budget_chars: int = 24
 
 
 def _fit(sections: list[tuple[str, str]], budget: int) -> list[tuple[str, str]]:
-    """Shrink the largest sections (never the stage line or the feedback) until the total fits."""
+    """Shrink the largest sections (never the stage line or the feedback) until the total fits.
+    Summaries of older attempts lose their oldest lines first; other sections keep their head."""
     def size():
         return sum(len(t) + len(b) + 8 for t, b in sections)
-    keep = {"Stage", "Your previous reply could not be used"}
+    fixed = {"Stage", "Your previous reply could not be used"}
+    mark = "[... trimmed to fit the context budget]"
     while size() > budget:
-        i = max((j for j, (t, _) in enumerate(sections) if t not in keep), key=lambda j: len(sections[j][1]))
-        t, b = sections[i]
-        cut = max(200, len(b) - (size() - budget) - 40)
-        if cut >= len(b):
+        movable = [j for j, (t, b) in enumerate(sections) if t not in fixed and len(b) > 200 + len(mark) + 2]
+        if not movable:
             break
-        sections[i] = (t, b[:cut] + "\n[... truncated to fit the context budget]")
+        i = max(movable, key=lambda j: len(sections[j][1]))
+        t, b = sections[i]
+        keep = max(200, len(b) - (size() - budget) - len(mark) - 2)
+        b = (mark + "\n" + b[-keep:]) if t.startswith("Earlier attempts") else (b[:keep] + "\n" + mark)
+        sections[i] = (t, b)
     return sections
 
 
