@@ -20,6 +20,8 @@ class StageRequest(BaseModel):
     attempts: list[StageAttempt]  # intra-stage: this stage's attempts so far
     best: KernelCandidate | None  # the kernel this stage starts from (None in algorithm design)
     max_candidates: int
+    # a reviewer's edit: knob values to use instead of the agent's own choice (merged onto the stage's base)
+    params_override: list[dict[str, Param]] | None = None
 
 
 class ProposedKernel(BaseModel):

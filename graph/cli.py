@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 
 from agents import UnknownAgentError
 from hardware_profiles import UnknownProfileError, detect, list_profiles, load_profile
-from state import Budget, LLMConfig
+from state import STAGES, Budget, LLMConfig
 from tasks import TaskError
 
 
@@ -25,16 +26,42 @@ def cmd_optimize(a) -> int:
                     algorithm_rounds=a.algorithm_rounds, tuning_rounds=a.tuning_rounds)
     tid, st = optimize(a.task_file, agent=a.agent, profile=a.profile, budget=budget, out_dir=a.out,
                        evaluator=a.evaluator, checkpoint=a.checkpoint, thread_id=a.thread, timing_reps=a.reps,
-                       llm=_llm(a))
+                       llm=_llm(a), review=a.review, reviewer=_terminal_reviewer() if a.review else None)
     _print_result(tid, st)
     return 0 if st.result and st.result.status in ("verified", "unverified") else 1
+
+
+def _terminal_reviewer():
+    """Ask at the terminal; with no terminal, leave the run paused (resume answers later)."""
+    if not sys.stdin.isatty():
+        return None
+
+    def ask(pause: dict) -> dict:
+        print(f"\n== review: {pause['stage']} (round {pause['round']}) ==\n{pause['plan']}")
+        for i, c in enumerate(pause["candidates"]):
+            print(f"  [{i}] {c['params']}  {c['description']}")
+        while True:
+            ans = input("approve [a], skip [s], or edit with JSON params list [e]: ").strip().lower()
+            if ans in ("a", "approve", ""):
+                return {"action": "approve"}
+            if ans in ("s", "skip"):
+                return {"action": "skip"}
+            if ans in ("e", "edit"):
+                try:
+                    return {"action": "edit", "params": json.loads(input("params (a JSON list of objects): "))}
+                except json.JSONDecodeError as exc:
+                    print(f"not JSON: {exc}")
+    return ask
 
 
 def _print_result(tid, st) -> None:
     r = st.result
     print(f"thread: {tid}")
     if r is None:
-        print(f"status: interrupted at {st.stage} (resume with `egg resume {tid}`)")
+        if st.settings.review:
+            print(f"status: paused for review (answer with `egg resume {tid} --approve`, `--skip` or `--edit JSON`)")
+        else:
+            print(f"status: interrupted at {st.stage} (resume with `egg resume {tid}`)")
         return
     print(f"status: {r.status}  {r.message}")
     if r.best_ms is not None:
@@ -47,9 +74,38 @@ def _print_result(tid, st) -> None:
 
 def cmd_resume(a) -> int:
     from graph.runner import resume
-    st = resume(a.thread, checkpoint=a.checkpoint)
+    decision = None
+    if a.edit is not None:
+        try:
+            decision = {"action": "edit", "params": json.loads(a.edit)}
+        except json.JSONDecodeError as exc:
+            raise CliError(f"--edit takes a JSON list of parameter objects: {exc}") from None
+    elif a.skip:
+        decision = {"action": "skip"}
+    elif a.approve:
+        decision = {"action": "approve"}
+    st = resume(a.thread, checkpoint=a.checkpoint, decision=decision,
+                reviewer=_terminal_reviewer() if decision is None else None)
     _print_result(a.thread, st)
     return 0 if st.result and st.result.status in ("verified", "unverified") else 1
+
+
+def cmd_fork(a) -> int:
+    from graph.runner import fork
+    budget = None
+    if a.candidates_per_stage or a.total_candidates:
+        budget = Budget(candidates_per_stage=a.candidates_per_stage or Budget().candidates_per_stage,
+                        total_candidates=a.total_candidates or Budget().total_candidates)
+    tid = fork(a.thread, a.stage, checkpoint=a.checkpoint, new_thread=a.new_thread, agent=a.agent, budget=budget)
+    print(f"forked {a.thread} before {a.stage} as {tid}; run it with `egg resume {tid}`")
+    return 0
+
+
+def cmd_export(a) -> int:
+    from graph.runner import export
+    for k, v in export(a.thread, a.dir, a.checkpoint).items():
+        print(f"{k.removesuffix('_path')}: {v}")
+    return 0
 
 
 def cmd_runs(a) -> int:
@@ -67,6 +123,8 @@ def cmd_history(a) -> int:
     st = get_run(a.thread, a.checkpoint)
     an = st.analysis
     print(f"thread {a.thread}: task {st.settings.task_path}")
+    if st.settings.forked_from:
+        print(f"  branch: forked from {st.settings.forked_from.replace('@', ' before ')}")
     if an:
         print(f"  analysis: {an.roofline.bound}-bound, floor {an.roofline.floor_ms:.4f} ms, "
               f"eager {_fmt_ms(an.eager_ms)} ms, torch.compile {_fmt_ms(an.compile_ms)} ms, on {an.device}")
@@ -163,9 +221,25 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--reps", type=int, default=50, help="timed repetitions per kernel and baseline")
     _add_llm_args(o)
     o.set_defaults(fn=cmd_optimize)
-    r = sub.add_parser("resume", help="continue an interrupted run")
+    o.add_argument("--review", action="store_true", help="pause before each stage to approve, edit or skip it")
+    r = sub.add_parser("resume", help="continue an interrupted or paused run")
     r.add_argument("thread")
+    r.add_argument("--approve", action="store_true", help="at a review pause: run the stage as planned")
+    r.add_argument("--skip", action="store_true", help="at a review pause: skip the stage (keep its input)")
+    r.add_argument("--edit", default=None, metavar="JSON", help='at a review pause: e.g. \'[{"block": 512}]\'')
     r.set_defaults(fn=cmd_resume)
+    f = sub.add_parser("fork", help="time travel: a new branch from the checkpoint before a stage")
+    f.add_argument("thread")
+    f.add_argument("--stage", required=True, choices=STAGES)
+    f.add_argument("--new-thread", default=None)
+    f.add_argument("--agent", default=None, help="another agent for the branch")
+    f.add_argument("--candidates-per-stage", type=int, default=None)
+    f.add_argument("--total-candidates", type=int, default=None)
+    f.set_defaults(fn=cmd_fork)
+    e = sub.add_parser("export", help="write the best kernel, a standalone ModelNew module and the report")
+    e.add_argument("thread")
+    e.add_argument("dir")
+    e.set_defaults(fn=cmd_export)
     sub.add_parser("runs", help="list runs in the checkpoint file").set_defaults(fn=cmd_runs)
     h = sub.add_parser("history", help="stages, candidates and verdicts of a run")
     h.add_argument("thread")
@@ -192,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     from graph.runner import UnknownThreadError
     args = parser().parse_args(argv)
     for opt in ("candidates_per_stage", "total_candidates", "algorithm_rounds", "tuning_rounds", "reps"):
-        if getattr(args, opt, 1) < 1:
+        if (getattr(args, opt, 1) or 1) < 1:
             print(f"egg: error: --{opt.replace('_', '-')} must be at least 1", file=sys.stderr)
             return 2
     try:

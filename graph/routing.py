@@ -19,7 +19,7 @@ def dispatch(state: RunState) -> list[Send] | str:
         return "verification"
     floor = state.analysis.roofline.floor_ms if state.analysis else None
     return [Send("verify_candidate", VerifyTask(candidate=state.candidate(cid), task_path=state.settings.task_path,
-                                                floor_ms=floor, round=state.round))
+                                                settings=state.settings, floor_ms=floor, round=state.round))
             for cid in state.pending]
 
 

@@ -14,7 +14,9 @@ from graph.checkpointing import open_checkpointer
 from graph.context import EggContext
 from hardware_profiles import detect, load_profile
 from runtime.evaluator import make_evaluator
-from state import Budget, LLMConfig, RunSettings, RunState
+from artifacts import export_run
+from langgraph.types import Command
+from state import STAGES, Budget, LLMConfig, ReviewDecision, RunSettings, RunState
 from tasks import load_task
 
 DEFAULT_PROFILE = "h200"  # the project's target when no GPU is present to detect
@@ -65,12 +67,27 @@ def _progress_printer(stream=sys.stderr) -> Callable[[str, dict], None]:
     return show
 
 
-def _drive(app, payload, config, ctx: EggContext, on_event, owns_evaluator: bool) -> None:
+def pending_review(app, config) -> dict | None:
+    """The payload of the review pause the run is waiting at, if any."""
+    snap = app.get_state(config)
+    for t in snap.tasks:
+        for i in t.interrupts:
+            return i.value
+    return None
+
+
+def _drive(app, payload, config, ctx: EggContext, on_event, owns_evaluator: bool, reviewer=None) -> None:
+    """Stream the graph; at a review pause ask `reviewer(payload) -> decision`, or stop there (paused)."""
     try:
-        for chunk in app.stream(payload, config, context=ctx, stream_mode="updates", durability="sync"):
-            for node, update in chunk.items():
-                if on_event and isinstance(update, dict):
-                    on_event(node, update)
+        while True:
+            for chunk in app.stream(payload, config, context=ctx, stream_mode="updates", durability="sync"):
+                for node, update in chunk.items():
+                    if on_event and isinstance(update, dict):
+                        on_event(node, update)
+            pause = pending_review(app, config)
+            if pause is None or reviewer is None:
+                return
+            payload = Command(resume=ReviewDecision.model_validate(reviewer(pause)).model_dump())
     finally:
         if owns_evaluator:  # a caller's evaluator (a bench's shared worker) stays open
             ctx.evaluator.close()
@@ -86,7 +103,7 @@ def _state(app, config) -> RunState | None:
 def optimize(task_path: str | Path, *, agent: str = "expert", profile: str | None = None,
              budget: Budget | None = None, out_dir: str = "egg_out", evaluator: str = "auto",
              checkpoint: str | None = None, thread_id: str | None = None, timing_reps: int = 50,
-             llm: LLMConfig | None = None, agent_obj=None,
+             llm: LLMConfig | None = None, review: bool = False, reviewer=None, agent_obj=None,
              evaluator_obj=None, on_event: Callable[[str, dict], None] | None = None,
              quiet: bool = False) -> tuple[str, RunState]:
     """Optimize one task file; returns (thread id, final state)."""
@@ -95,7 +112,7 @@ def optimize(task_path: str | Path, *, agent: str = "expert", profile: str | Non
         load_profile(profile)
     settings = RunSettings(task_path=str(task.path), agent=agent, profile=profile, budget=budget or Budget(),
                            out_dir=str(Path(out_dir).resolve()), evaluator=evaluator,
-                           timing_reps=timing_reps, llm=llm or LLMConfig())
+                           timing_reps=timing_reps, llm=llm or LLMConfig(), review=review)
     ctx = make_context(settings, agent_obj, evaluator_obj)
     thread_id = thread_id or f"{task.name}-{uuid.uuid4().hex[:8]}"
     config = {"configurable": {"thread_id": thread_id}}
@@ -104,13 +121,14 @@ def optimize(task_path: str | Path, *, agent: str = "expert", profile: str | Non
         if app.get_state(config).values:
             raise ValueError(f"thread {thread_id!r} already exists; use `egg resume {thread_id}`")
         _drive(app, {"settings": settings}, config, ctx, on_event or (None if quiet else _progress_printer()),
-               owns_evaluator=evaluator_obj is None)
+               owns_evaluator=evaluator_obj is None, reviewer=reviewer)
         return thread_id, _state(app, config)
 
 
-def resume(thread_id: str, *, checkpoint: str | None = None, agent_obj=None, evaluator_obj=None,
-           on_event=None, quiet: bool = False) -> RunState:
-    """Continue an interrupted run from its last checkpoint; finished nodes are not run again."""
+def resume(thread_id: str, *, checkpoint: str | None = None, decision: dict | str | None = None, reviewer=None,
+           agent_obj=None, evaluator_obj=None, on_event=None, quiet: bool = False) -> RunState:
+    """Continue an interrupted run from its last checkpoint; finished nodes are not run again.
+    A run paused for review needs `decision` (approve / skip / edit) or a `reviewer` callback."""
     config = {"configurable": {"thread_id": thread_id}}
     with open_checkpointer(checkpoint, must_exist=True) as saver:
         app = build(saver)
@@ -119,12 +137,64 @@ def resume(thread_id: str, *, checkpoint: str | None = None, agent_obj=None, eva
             raise UnknownThreadError(thread_id)
         if not app.get_state(config).next:
             return st  # finished already
+        payload = None
+        if pending_review(app, config) is not None:
+            if decision is None and reviewer is None:
+                raise ValueError(f"thread {thread_id!r} is paused for review: answer with --approve, --skip or --edit")
+            if decision is not None:
+                payload = Command(resume=ReviewDecision.model_validate(decision).model_dump())
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ctx = make_context(st.settings, agent_obj, evaluator_obj)
-        _drive(app, None, config, ctx, on_event or (None if quiet else _progress_printer()),
-               owns_evaluator=evaluator_obj is None)
+        if payload is None and reviewer is not None:
+            payload = Command(resume=ReviewDecision.model_validate(reviewer(pending_review(app, config))).model_dump())
+        _drive(app, payload, config, ctx, on_event or (None if quiet else _progress_printer()),
+               owns_evaluator=evaluator_obj is None, reviewer=reviewer)
         return _state(app, config)
+
+
+def fork(thread_id: str, stage: str, *, checkpoint: str | None = None, new_thread: str | None = None,
+         agent: str | None = None, budget: Budget | None = None, review: bool | None = None) -> str:
+    """Time travel: a new thread that starts from the checkpoint just before `stage` first ran in
+    `thread_id`, optionally with other settings. The original thread is left as it was."""
+    if stage not in STAGES:
+        raise ValueError(f"unknown stage {stage!r} (stages: {', '.join(STAGES)})")
+    config = {"configurable": {"thread_id": thread_id}}
+    with open_checkpointer(checkpoint, must_exist=True) as saver:
+        app = build(saver)
+        history = list(app.get_state_history(config))
+        if not history:
+            raise UnknownThreadError(thread_id)
+        before = [h for h in history if stage in h.next]
+        if not before:
+            raise ValueError(f"thread {thread_id!r} never reached {stage}")
+        snap = before[-1]  # the oldest: the stage's first round
+        st = RunState.model_validate(snap.values)
+        changes: dict = {"forked_from": f"{thread_id}@{stage}"}
+        if agent:
+            changes["agent"] = agent
+        if budget:
+            changes["budget"] = budget
+        if review is not None:
+            changes["review"] = review
+        st.settings = st.settings.model_copy(update=changes)
+        new_thread = new_thread or f"{thread_id}-fork-{stage}-{uuid.uuid4().hex[:4]}"
+        new_cfg = {"configurable": {"thread_id": new_thread}}
+        if app.get_state(new_cfg).values:
+            raise ValueError(f"thread {new_thread!r} already exists")
+        as_node = "verification" if stage != "algorithm_design" else "analysis"
+        app.update_state(new_cfg, {k: getattr(st, k) for k in RunState.model_fields}, as_node=as_node)
+        if stage not in app.get_state(new_cfg).next:
+            raise RuntimeError(f"the fork does not continue at {stage}")
+        return new_thread
+
+
+def export(thread_id: str, out_dir: str | Path, checkpoint: str | None = None) -> dict[str, str]:
+    """Write the run's best kernel (.cu), a standalone ModelNew module and the report."""
+    st = get_run(thread_id, checkpoint)
+    if not st.design.best_id:
+        raise ValueError(f"thread {thread_id!r} has no kernel to export ({st.failure or 'not finished'})")
+    return export_run(st, out_dir)
 
 
 def get_run(thread_id: str, checkpoint: str | None = None) -> RunState:
@@ -148,6 +218,8 @@ def list_runs(checkpoint: str | None = None) -> list[RunSummary]:
             st = _state(app, {"configurable": {"thread_id": tid}})
             if st is None:
                 continue
-            status = st.result.status if st.result else ("failed" if st.failure else "interrupted")
+            status = st.result.status if st.result else ("failed" if st.failure else
+                                                         "paused" if pending_review(app, {"configurable": {"thread_id": tid}})
+                                                         else "interrupted")
             out.append(RunSummary(tid, Path(st.settings.task_path).stem, st.stage, status, st.design.best_ms))
         return out

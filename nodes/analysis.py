@@ -3,14 +3,14 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graph.context import EggContext
+from graph.context import EggContext, resolve
 from runtime.analysis import analyze
 from state import RunState
 from tasks import TaskError, load_task, task_spec
 
 
 def analysis(state: RunState, runtime: Runtime[EggContext]) -> dict:
-    ctx = runtime.context
+    ctx = resolve(runtime, state.settings)
     try:
         task = load_task(state.settings.task_path)
     except TaskError as exc:

@@ -1,12 +1,13 @@
 """What every design stage does: ask the agent for candidates for this stage's knobs,
-within the budget, and queue them for verification."""
+within the budget, optionally pause for a reviewer, and queue them for verification."""
 from __future__ import annotations
 
 from langgraph.runtime import Runtime
+from langgraph.types import interrupt
 
 from agents.base import StageRequest
-from graph.context import EggContext
-from state import KernelCandidate, RunState
+from graph.context import EggContext, resolve
+from state import KernelCandidate, ReviewDecision, RunState
 
 
 def remaining_budget(state: RunState) -> int:
@@ -14,19 +15,35 @@ def remaining_budget(state: RunState) -> int:
     return max(0, min(b.candidates_per_stage, b.total_candidates - len(state.candidates)))
 
 
+def _review(stage: str, rnd: int, proposal) -> ReviewDecision:
+    """Pause the run (a LangGraph interrupt, checkpointed: it survives a restart) and return the answer."""
+    answer = interrupt({"stage": stage, "round": rnd, "plan": proposal.plan,
+                        "candidates": [{"params": k.params, "description": k.description} for k in proposal.kernels],
+                        "answer": 'approve | skip | {"action": "edit", "params": [{knob: value, ...}, ...]}'})
+    return ReviewDecision.model_validate(answer)
+
+
 def design_step(stage: str, state: RunState, runtime: Runtime[EggContext]) -> dict:
+    ctx = resolve(runtime, state.settings)
     rnd = state.round + 1 if state.stage == stage else 1
     best = state.candidate(state.design.best_id) if state.design.best_id else None
     limit = remaining_budget(state)
     update: dict = {"stage": stage, "round": rnd, "stage_done": False, "pending": []}
     if limit == 0:
         return update  # verification concludes the stage with what it has
-    req = StageRequest(stage=stage, round=rnd, task=state.task, analysis=state.analysis,
-                       profile=runtime.context.profile, design=state.design,
-                       attempts=state.stage_attempts(stage), best=best, max_candidates=limit)
-    proposal = runtime.context.agent.propose(req)
+    req = StageRequest(stage=stage, round=rnd, task=state.task, analysis=state.analysis, profile=ctx.profile,
+                       design=state.design, attempts=state.stage_attempts(stage), best=best, max_candidates=limit)
+    proposal = ctx.agent.propose(req)
     if proposal.unsupported:
-        return {**update, "failure": f"unsupported by the {runtime.context.agent.name} agent: {proposal.unsupported}"}
+        return {**update, "failure": f"unsupported by the {ctx.agent.name} agent: {proposal.unsupported}"}
+    if state.settings.review:
+        decision = _review(stage, rnd, proposal)
+        if decision.action == "skip":
+            if stage == "algorithm_design":
+                return {**update, "failure": "the reviewer skipped algorithm design: no kernel to tune"}
+            return update  # no candidates: verification keeps the stage's input
+        if decision.action == "edit":
+            proposal = ctx.agent.propose(req.model_copy(update={"params_override": decision.params}))
     cands = [KernelCandidate(id=f"{stage}-r{rnd}-c{i}", stage=stage, parent_id=best.id if best else None,
                              **k.model_dump()) for i, k in enumerate(proposal.kernels[:limit])]
     if proposal.plan and stage == "algorithm_design":

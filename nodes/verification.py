@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graph.context import EggContext
+from graph.context import EggContext, resolve
 from state import DesignRecord, Evaluation, RunState, StageAttempt, StageDecision, Verdict, VerifyTask
 
 
@@ -51,7 +51,7 @@ def conclude(state: RunState, stage_evals: list[Evaluation], compile_only: bool)
 
 def verify_candidate(task: VerifyTask, runtime: Runtime[EggContext]) -> dict:
     """One Send per candidate: its evaluation is checkpointed the moment it finishes."""
-    (ev,) = runtime.context.evaluator.evaluate(task.task_path, [task.candidate], task.floor_ms)
+    (ev,) = resolve(runtime, task.settings).evaluator.evaluate(task.task_path, [task.candidate], task.floor_ms)
     c = task.candidate
     attempt = StageAttempt(stage=c.stage, round=task.round, candidate_id=c.id, params=c.params,
                            verdict=ev.verdict.value, reason=ev.flagged or ev.reason,
@@ -66,5 +66,5 @@ def verification(state: RunState, runtime: Runtime[EggContext]) -> dict:
     if state.failure:
         return {"pending": []}
     stage_evals = [e for e in state.evaluations if e.stage == state.stage]
-    update = conclude(state, stage_evals, compile_only=runtime.context.evaluator.kind == "compile_only")
+    update = conclude(state, stage_evals, compile_only=resolve(runtime, state.settings).evaluator.kind == "compile_only")
     return {"pending": [], **update}

@@ -9,13 +9,14 @@ from state.evaluation import (
     CompileError, KernelResources, CompileResult, CorrectnessResult, Timing,
     Evaluation, Verdict,
 )
-from state.records import StageAttempt, StageDecision, DesignRecord, Budget, VerifyTask, STAGES, TUNING_STAGES
-from state.run import RunState, RunSettings, FinalResult, LLMConfig
+from state.records import StageAttempt, StageDecision, DesignRecord, Budget, STAGES, TUNING_STAGES
+from state.run import RunState, RunSettings, FinalResult, LLMConfig, VerifyTask, ReviewDecision
 
 ALL_MODELS = [
     TaskSpec, TensorSpec, Roofline, TaskAnalysis, KernelCandidate, CompileError,
     KernelResources, CompileResult, CorrectnessResult, Timing, Evaluation,
     StageAttempt, StageDecision, DesignRecord, Budget, VerifyTask, RunState, RunSettings, FinalResult, LLMConfig,
+    ReviewDecision,
 ]
 ALL_ENUMS = [Verdict]
 

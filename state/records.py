@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from state.candidate import KernelCandidate, Param
+from state.candidate import Param
 
 STAGES = ["algorithm_design", "parallel_mapping", "tiling", "memory_optimization"]
 TUNING_STAGES = STAGES[1:]
@@ -45,12 +45,4 @@ class DesignRecord(BaseModel):
     best_id: str | None = None
     best_ms: float | None = None
     plan: str = ""  # the algorithm stage's plan, in words
-
-
-class VerifyTask(BaseModel):
-    """The payload of one `Send` to the per-candidate verification worker."""
-    candidate: KernelCandidate
-    task_path: str
-    floor_ms: float | None = None
-    round: int = 0
 

@@ -4,7 +4,9 @@ from __future__ import annotations
 import operator
 from typing import Annotated
 
-from pydantic import BaseModel, Field
+from typing import Literal
+
+from pydantic import BaseModel, Field, model_validator
 
 from state.candidate import KernelCandidate
 from state.evaluation import Evaluation
@@ -33,7 +35,29 @@ class RunSettings(BaseModel):
     budget: Budget = Field(default_factory=Budget)
     out_dir: str = "egg_out"
     evaluator: str = "auto"  # "auto", "gpu" or "compile_only"
+    review: bool = False  # pause before each stage (LangGraph interrupt) for a person to approve, edit or skip
+    forked_from: str | None = None  # "THREAD@stage" for a branch made by `egg fork`
     timing_reps: int = 50  # timed repetitions per candidate and baseline (median reported)
+
+
+class VerifyTask(BaseModel):
+    """The payload of one `Send` to the per-candidate verification worker."""
+    candidate: KernelCandidate
+    task_path: str
+    settings: RunSettings
+    floor_ms: float | None = None
+    round: int = 0
+
+
+class ReviewDecision(BaseModel):
+    """What a reviewer answers at a stage's pause ("approve" alone is accepted for the action)."""
+    action: Literal["approve", "edit", "skip"] = "approve"
+    params: list[dict[str, int | float | str | bool]] = Field(default_factory=list)  # with "edit"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_word(cls, v):
+        return {"action": v} if isinstance(v, str) else v
 
 
 class FinalResult(BaseModel):

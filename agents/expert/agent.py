@@ -95,6 +95,9 @@ class ExpertAgent:
         st = req.stage
         kn = principles.knobs(st)
         out: list[dict] = []
+        if req.params_override is not None:  # a reviewer's edit
+            start = base or self._default(fam, g, plan, req)
+            return [{**start, **p} for p in req.params_override]
         if st == "algorithm_design":
             return [self._default(fam, g, plan, req)]
         if fam == "pointwise":
