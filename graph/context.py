@@ -11,9 +11,10 @@ from runtime.evaluator import Evaluator
 
 @dataclass
 class EggContext:
-    agent: Agent
-    evaluator: Evaluator
-    profile: HardwareProfile
+    # None where the caller (Studio's server passes an empty context) left it to the settings
+    agent: Agent | None = None
+    evaluator: Evaluator | None = None
+    profile: HardwareProfile | None = None
 
 
 _BUILT: dict[str, EggContext] = {}
@@ -22,10 +23,15 @@ _BUILT: dict[str, EggContext] = {}
 def resolve(runtime, settings) -> EggContext:
     """The run's context: the one the runner passed, or (Studio, `langgraph dev`, which pass
     none) one built once per process from the checkpointed settings."""
-    if runtime.context is not None:
-        return runtime.context
+    given = runtime.context
+    if given is not None and None not in (given.agent, given.evaluator, given.profile):
+        return given
     key = settings.model_dump_json()
     if key not in _BUILT:
         from graph.runner import make_context  # the runner builds agents and evaluators
         _BUILT[key] = make_context(settings)
-    return _BUILT[key]
+    built = _BUILT[key]
+    if given is None:
+        return built
+    return EggContext(agent=given.agent or built.agent, evaluator=given.evaluator or built.evaluator,
+                      profile=given.profile or built.profile)

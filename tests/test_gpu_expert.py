@@ -18,3 +18,38 @@ def test_expert_kernel_verified(tmp_egg, task):
     assert st.result.status == "verified", [(a.candidate_id, a.verdict, a.reason) for a in st.attempts]
     assert st.result.speedup_vs_eager > 0
     assert all(d.best_ms is not None for d in st.design.decisions)
+
+
+EXPORT_CHECK = """
+import importlib.util, sys, torch
+spec = importlib.util.spec_from_file_location("model_new", sys.argv[1]); m = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(m)
+assert not any(k.split('.')[0] in ('graph', 'runtime', 'agents', 'state', 'nodes') for k in sys.modules), 'EGG imported'
+tspec = importlib.util.spec_from_file_location("task", sys.argv[2]); t = importlib.util.module_from_spec(tspec)
+tspec.loader.exec_module(t)
+torch.manual_seed(42); ref = t.Model(*t.get_init_inputs()).cuda().eval()
+new = m.ModelNew(*t.get_init_inputs()).cuda().eval()
+sd = ref.state_dict()
+for k, v in m.ModelNew.PARAM_MAP.items():
+    dict(new.named_buffers())[v].copy_(sd[k])
+with torch.device("cuda"):
+    x = t.get_inputs()
+with torch.no_grad():
+    a, b = new(*x), ref(*x)
+tol = 2e-2 if a.dtype == torch.bfloat16 else 1e-3
+assert torch.allclose(a.float(), b.float(), atol=tol * b.abs().max().item(), rtol=tol), (a - b).abs().max()
+print("exported module OK")
+"""
+
+
+@pytest.mark.parametrize("task", ["level1/03_gelu", "level2/03_linear_swish_bias_bf16"])
+def test_exported_module_runs_without_egg(tmp_egg, task):
+    import subprocess
+    import sys
+    path = SUITE / f"{task}.py"
+    _, st = optimize(path, checkpoint=str(tmp_egg / "cp.sqlite"), out_dir=str(tmp_egg / "out"),
+                     budget=Budget(candidates_per_stage=1), quiet=True, timing_reps=10)
+    assert st.result.status == "verified"
+    r = subprocess.run([sys.executable, "-I", "-c", EXPORT_CHECK, st.result.module_path, str(path)],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_egg)
+    assert r.returncode == 0 and "exported module OK" in r.stdout, r.stderr[-2000:]
