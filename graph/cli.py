@@ -266,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     from graph.runner import UnknownThreadError
     args = parser().parse_args(argv)
     for opt in ("candidates_per_stage", "total_candidates", "algorithm_rounds", "tuning_rounds", "reps"):
-        if (getattr(args, opt, 1) or 1) < 1:
+        value = getattr(args, opt, None)
+        if value is not None and value < 1:
             print(f"egg: error: --{opt.replace('_', '-')} must be at least 1", file=sys.stderr)
             return 2
     try:
