@@ -21,9 +21,27 @@ def serializer() -> JsonPlusSerializer:
     return JsonPlusSerializer(allowed_msgpack_modules=[*ALL_MODELS, *ALL_ENUMS, HardwareProfile])
 
 
+def is_postgres(target: str | None) -> bool:
+    return bool(target) and target.startswith(("postgresql://", "postgres://"))
+
+
 @contextmanager
 def open_checkpointer(target: str | None = None, must_exist: bool = False):
+    """A SQLite file path (the default), or a postgresql:// URL for a checkpointer shared by many hosts."""
     target = target or DEFAULT_CHECKPOINT
+    if is_postgres(target):
+        from langgraph.checkpoint.postgres import PostgresSaver
+        from psycopg import Connection
+        from psycopg.rows import dict_row
+        try:
+            conn = Connection.connect(target, autocommit=True, prepare_threshold=0, row_factory=dict_row)
+        except Exception as exc:
+            raise FileNotFoundError(f"cannot connect to the Postgres checkpointer: {str(exc).strip()[:200]}") from None
+        with conn:
+            saver = PostgresSaver(conn, serde=serializer())
+            saver.setup()  # creates or migrates the checkpoint tables
+            yield saver
+        return
     path = Path(target)
     if must_exist and not path.exists():
         raise FileNotFoundError(f"no checkpoint file at {path} (start a run with `egg optimize` first)")

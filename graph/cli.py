@@ -205,7 +205,7 @@ def _llm(a) -> LLMConfig:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="egg", description="EGG: turn a PyTorch reference into a verified, faster CUDA kernel.")
-    p.add_argument("--checkpoint", default=None, help="SQLite checkpoint file (default .egg/checkpoints.sqlite or $EGG_CHECKPOINT)")
+    p.add_argument("--checkpoint", default=None, help="SQLite checkpoint file or postgresql:// URL (default .egg/checkpoints.sqlite or $EGG_CHECKPOINT)")
     sub = p.add_subparsers(dest="cmd", required=True)
     o = sub.add_parser("optimize", help="optimize one KernelBench-format task file")
     o.add_argument("task_file")

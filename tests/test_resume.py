@@ -22,7 +22,7 @@ DRIVER = textwrap.dedent("""
     }}
     agent = ScriptedAgent(script, log={tmp!r} + "/agent.log")
     ev = ScriptedEvaluator(log={tmp!r} + "/eval.log", marker={tmp!r} + "/killed")
-    kw = dict(agent_obj=agent, evaluator_obj=ev, checkpoint={tmp!r} + "/cp.sqlite", quiet=True)
+    kw = dict(agent_obj=agent, evaluator_obj=ev, checkpoint={checkpoint!r}, quiet=True)
     if sys.argv[1] == "start":
         optimize({task!r}, thread_id="t1", profile="h200", out_dir={tmp!r} + "/out", **kw)
     else:
@@ -33,7 +33,11 @@ DRIVER = textwrap.dedent("""
 
 
 def test_kill_mid_stage_then_resume(tmp_path, relu_task):
-    code = DRIVER.format(root=str(ROOT), tmp=str(tmp_path), task=relu_task)
+    kill_then_resume(tmp_path, relu_task, str(tmp_path / "cp.sqlite"))
+
+
+def kill_then_resume(tmp_path, relu_task, checkpoint: str) -> None:
+    code = DRIVER.format(root=str(ROOT), tmp=str(tmp_path), task=relu_task, checkpoint=checkpoint)
     env = {"LANGGRAPH_STRICT_MSGPACK": "true", "EGG_CACHE_DIR": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"}
     first = subprocess.run([sys.executable, "-c", code, "start"], capture_output=True, text=True, env=env, timeout=120)
     assert first.returncode == 17, first.stderr  # died inside the parallel_mapping stage
