@@ -94,12 +94,45 @@ def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None
             evaluator_obj.close()
 
 
+def run_one(f: Path, key: str, checkpoint: str, out: Path, *, agent, profile, budget, evaluator, timing_reps, llm,
+            agent_obj=None, evaluator_obj=None, on_event=None) -> TaskResult:
+    """One task of a bench: skip it if finished, resume it if interrupted, else start it. Never raises."""
+    tid = thread_for(key)
+    t0 = time.perf_counter()
+    try:
+        state = _status(checkpoint, tid)
+        if state == "done":
+            st = get_run(tid, checkpoint)
+        elif state == "interrupted":
+            st = resume(tid, checkpoint=checkpoint, agent_obj=agent_obj, evaluator_obj=evaluator_obj,
+                        on_event=on_event)
+        else:
+            _, st = optimize(f, agent=agent, profile=profile, budget=budget, out_dir=str(out / "kernels"),
+                             evaluator=evaluator, checkpoint=checkpoint, thread_id=tid, agent_obj=agent_obj,
+                             evaluator_obj=evaluator_obj, on_event=on_event, timing_reps=timing_reps, llm=llm)
+        res = result_of(key, tid, st)
+        res.wall_s = None if state == "done" else round(time.perf_counter() - t0, 1)
+        res.device = st.analysis.device if st.analysis else None
+        return res
+    except TaskError as exc:
+        return TaskResult(task=key, thread_id=tid, status="error", message=str(exc)[:300])
+    except Exception as exc:  # one task's infrastructure failure must not end the suite; resumable later
+        return TaskResult(task=key, thread_id=tid, status="error", message=f"{type(exc).__name__}: {exc}"[:300])
+
+
+def finish(results: list[TaskResult], out: Path, agent: str) -> BenchResults:
+    from artifacts.bench_report import summarize, write_reports
+    device = next((r.device for r in results if r.device and r.device != "cpu"), "cpu")
+    res = BenchResults(date=dt.date.today().isoformat(), device=device, commit=_commit(), agent=agent,
+                       results=sorted(results, key=lambda r: r.task), summary=summarize(results))
+    write_reports(res, out)
+    return res
+
+
 def _run_all(files, roots, out, checkpoint, results, device, agent, profile, budget, evaluator, timing_reps,
              llm, agent_obj, evaluator_obj, stream) -> BenchResults:
-    from artifacts.bench_report import summarize, write_reports
     for i, f in enumerate(files, 1):
         key = task_key(f, roots)
-        tid = thread_for(key)
         done = sum(r.correct for r in results)
         bar = "#" * int(20 * (i - 1) / len(files))
         print(f"[bench] [{bar:<20s}] {i - 1}/{len(files)} done, {done} correct | {key}", file=stream, flush=True)
@@ -107,32 +140,11 @@ def _run_all(files, roots, out, checkpoint, results, device, agent, profile, bud
         def on_event(node, update, key=key):
             if node not in ("verify_candidate", "verification"):  # one line per stage, not per candidate
                 print(f"[bench]   {key}: {node}", file=stream, flush=True)
-        t0 = time.perf_counter()
-        try:
-            state = _status(checkpoint, tid)
-            if state == "done":
-                st = get_run(tid, checkpoint)
-            elif state == "interrupted":
-                st = resume(tid, checkpoint=checkpoint, agent_obj=agent_obj, evaluator_obj=evaluator_obj,
-                            on_event=on_event)
-            else:
-                _, st = optimize(f, agent=agent, profile=profile, budget=budget, out_dir=str(out / "kernels"),
-                                 evaluator=evaluator, checkpoint=checkpoint, thread_id=tid, agent_obj=agent_obj,
-                                 evaluator_obj=evaluator_obj, on_event=on_event, timing_reps=timing_reps, llm=llm)
-            results.append(result_of(key, tid, st))
-            results[-1].wall_s = None if state == "done" else round(time.perf_counter() - t0, 1)
-            if st.analysis and st.analysis.device != "cpu":
-                device = st.analysis.device
-        except TaskError as exc:
-            results.append(TaskResult(task=key, thread_id=tid, status="error", message=str(exc)[:300]))
-        except Exception as exc:  # one task's infrastructure failure must not end the suite; resumable later
-            results.append(TaskResult(task=key, thread_id=tid, status="error",
-                                      message=f"{type(exc).__name__}: {exc}"[:300]))
+        results.append(run_one(f, key, checkpoint, out, agent=agent, profile=profile, budget=budget,
+                               evaluator=evaluator, timing_reps=timing_reps, llm=llm, agent_obj=agent_obj,
+                               evaluator_obj=evaluator_obj, on_event=on_event))
         print(f"[bench]   {key}: {results[-1].status} {results[-1].message[:100]}", file=stream, flush=True)
-        # after every task, so an interrupted bench still leaves its table
-        res = BenchResults(date=dt.date.today().isoformat(), device=device, commit=_commit(), agent=agent,
-                           results=results, summary=summarize(results))
-        write_reports(res, out)
+        res = finish(results, out, agent)  # after every task, so an interrupted bench still leaves its table
     print(f"[bench] [{'#' * 20}] {len(files)}/{len(files)} done, {res.summary.correct} correct -> {out}/results.md",
           file=stream, flush=True)
     return res

@@ -23,6 +23,8 @@ class TaskResult(BaseModel):
     stage_best_ms: dict[str, float | None] = Field(default_factory=dict)
     kernel_path: str | None = None
     wall_s: float | None = None  # this session's wall time on the task (None when it came from a checkpoint)
+    device: str | None = None
+    host: str | None = None  # where it ran (a Ray bench)
 
 
 class BenchSummary(BaseModel):
