@@ -163,8 +163,14 @@ def cmd_bench(a) -> int:
         print(compare(*runs))
         return 0
     budget = Budget(candidates_per_stage=a.candidates_per_stage, total_candidates=a.total_candidates)
-    res = bench(a.paths, agent=a.agent, profile=a.profile, budget=budget, out_dir=a.out, evaluator=a.evaluator,
-                checkpoint=a.checkpoint, timing_reps=a.reps, llm=_llm(a))
+    if a.ray is not None:
+        from graph.distributed import bench_ray
+        res = bench_ray(a.paths, address=None if a.ray == "local" else a.ray, agent=a.agent, profile=a.profile,
+                        budget=budget, out_dir=a.out, evaluator=a.evaluator, checkpoint=a.checkpoint,
+                        timing_reps=a.reps, llm=_llm(a))
+    else:
+        res = bench(a.paths, agent=a.agent, profile=a.profile, budget=budget, out_dir=a.out, evaluator=a.evaluator,
+                    checkpoint=a.checkpoint, timing_reps=a.reps, llm=_llm(a))
     s = res.summary
     print(f"correct {s.correct}/{s.tasks}; fast_1 vs eager {100 * s.fast_p_eager['1.0']:.1f}%; "
           f"geomean x{s.geomean_speedup_eager or 0:.2f} vs eager; report: {a.out}/results.md")
@@ -254,6 +260,8 @@ def parser() -> argparse.ArgumentParser:
     bn.add_argument("--candidates-per-stage", type=int, default=Budget().candidates_per_stage)
     bn.add_argument("--total-candidates", type=int, default=Budget().total_candidates)
     bn.add_argument("--reps", type=int, default=50, help="timed repetitions per kernel and baseline")
+    bn.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
+                    help="fan tasks out over a Ray cluster (ADDRESS, e.g. ray://head:10001; none: a local Ray)")
     _add_llm_args(bn)
     bn.set_defaults(fn=cmd_bench)
     w = sub.add_parser("hw", help="show the hardware profile of the live GPU (or a named one)")
