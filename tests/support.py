@@ -83,3 +83,18 @@ class ScriptedEvaluator:
 def read_log(path) -> list[dict]:
     p = Path(path)
     return [json.loads(line) for line in p.read_text().splitlines()] if p.exists() else []
+
+
+class KillingAgent(ScriptedAgent):
+    """Kills its own process (a Ray worker) in `stage` of the task whose path contains `kill_in`,
+    the first time only (a marker file remembers)."""
+
+    def __init__(self, script, log, kill_in: str, marker: str, stage: str = "parallel_mapping"):
+        super().__init__(script, log=log)
+        self.kill_in, self.marker, self.stage = kill_in, marker, stage
+
+    def propose(self, req):
+        if req.stage == self.stage and self.kill_in in req.task.path and not Path(self.marker).exists():
+            Path(self.marker).write_text("killed")
+            os._exit(9)
+        return super().propose(req)
