@@ -3,6 +3,7 @@ interrupted bench resumes where it stopped and a finished task is not run again.
 from __future__ import annotations
 
 import datetime as dt
+import os
 import subprocess
 import sys
 import time
@@ -58,6 +59,8 @@ def result_of(key: str, tid: str, st: RunState) -> TaskResult:
 
 
 def _commit() -> str:
+    if os.environ.get("EGG_COMMIT"):  # a tree copied without .git (a remote GPU machine) says it here
+        return os.environ["EGG_COMMIT"]
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               cwd=Path(__file__).resolve().parent.parent).stdout.strip() or "unknown"
