@@ -79,7 +79,6 @@ def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None
     out = Path(out_dir)
     checkpoint = checkpoint or str(out / "checkpoints.sqlite")
     results: list[TaskResult] = []
-    device = "cpu"
     own = evaluator_obj is None
     if own:  # one evaluation worker for the whole suite: no process start or inductor warm-up per task
         from graph.runner import DEFAULT_PROFILE
@@ -90,7 +89,7 @@ def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None
             arch = load_profile(DEFAULT_PROFILE).arch
         evaluator_obj = make_evaluator(evaluator, arch, reps=timing_reps)
     try:
-        return _run_all(files, roots, out, checkpoint, results, device, agent, profile, budget, evaluator, timing_reps,
+        return _run_all(files, roots, out, checkpoint, results, agent, profile, budget, evaluator, timing_reps,
                         llm, agent_obj, evaluator_obj, stream)
     finally:
         if own:
@@ -132,7 +131,7 @@ def finish(results: list[TaskResult], out: Path, agent: str) -> BenchResults:
     return res
 
 
-def _run_all(files, roots, out, checkpoint, results, device, agent, profile, budget, evaluator, timing_reps,
+def _run_all(files, roots, out, checkpoint, results, agent, profile, budget, evaluator, timing_reps,
              llm, agent_obj, evaluator_obj, stream) -> BenchResults:
     for i, f in enumerate(files, 1):
         key = task_key(f, roots)

@@ -76,6 +76,11 @@ def pending_review(app, config) -> dict | None:
     return None
 
 
+def _answer(decision) -> Command:
+    """A reviewer's decision as the Command that resumes the paused stage."""
+    return Command(resume=ReviewDecision.model_validate(decision).model_dump())
+
+
 def _drive(app, payload, config, ctx: EggContext, on_event, owns_evaluator: bool, reviewer=None) -> None:
     """Stream the graph; at a review pause ask `reviewer(payload) -> decision`, or stop there (paused)."""
     try:
@@ -87,7 +92,7 @@ def _drive(app, payload, config, ctx: EggContext, on_event, owns_evaluator: bool
             pause = pending_review(app, config)
             if pause is None or reviewer is None:
                 return
-            payload = Command(resume=ReviewDecision.model_validate(reviewer(pause)).model_dump())
+            payload = _answer(reviewer(pause))
     finally:
         if owns_evaluator:  # a caller's evaluator (a bench's shared worker) stays open
             ctx.evaluator.close()
@@ -142,12 +147,12 @@ def resume(thread_id: str, *, checkpoint: str | None = None, decision: dict | st
             if decision is None and reviewer is None:
                 raise ValueError(f"thread {thread_id!r} is paused for review: answer with --approve, --skip or --edit")
             if decision is not None:
-                payload = Command(resume=ReviewDecision.model_validate(decision).model_dump())
+                payload = _answer(decision)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ctx = make_context(st.settings, agent_obj, evaluator_obj)
-        if payload is None and reviewer is not None:
-            payload = Command(resume=ReviewDecision.model_validate(reviewer(pending_review(app, config))).model_dump())
+        if payload is None and reviewer is not None and (pause := pending_review(app, config)) is not None:
+            payload = _answer(reviewer(pause))
         _drive(app, payload, config, ctx, on_event or (None if quiet else _progress_printer()),
                owns_evaluator=evaluator_obj is None, reviewer=reviewer)
         return _state(app, config)
