@@ -159,7 +159,9 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
         parts.append(f"        if ({lane} == 0) {{\n{pre}\n            {store}\n        }}")
     shared = ""
     if k.mapping == "block":
-        shared = "    __shared__ float sred[32];\n    __shared__ long long sidx[32];\n"
+        shared = "    __shared__ float sred[32];\n"
+        if any(r.op in ("argmax", "argmin") for r in p.reductions):
+            shared += "    __shared__ long long sidx[32];\n"
         if cache == "smem":
             shared += "    extern __shared__ float srow[];\n"
     if cache == "regs":
