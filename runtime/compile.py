@@ -41,8 +41,8 @@ def source_key(source: str, options: list[str], arch: str) -> str:
 
 def parse_errors(log: str) -> list[CompileError]:
     errs = [CompileError(line=int(m.group(1)), message=m.group(2).strip()) for m in _ERR_RE.finditer(log)]
-    if not errs and "error" in log.lower():
-        first = next((ln for ln in log.splitlines() if "error" in ln.lower()), log.strip()[:300])
+    if not errs and any(w in log.lower() for w in ("error", "fatal")):
+        first = next((ln for ln in log.splitlines() if "error" in ln.lower() or "fatal" in ln.lower()), log.strip()[:300])
         errs = [CompileError(line=None, message=first.strip())]
     return errs
 
