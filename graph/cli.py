@@ -135,7 +135,11 @@ def cmd_history(a) -> int:
                 if d else "in progress")
         print(f"  {stage}: {head}")
         for at in st.stage_attempts(stage):
-            print(f"    {at.candidate_id:32s} {at.verdict:14s} {_fmt_ms(at.median_ms):>9s}  {at.params}  {at.reason[:80]}")
+            ev = st.evaluation(at.candidate_id)
+            res = ev.compile.resources if ev and ev.compile else []
+            regs = f"{res[0].registers or '-':>3} regs {res[0].shared_bytes:>6} B smem" if res else " " * 19
+            print(f"    {at.candidate_id:32s} {at.verdict:14s} {_fmt_ms(at.median_ms):>9s} {regs}  {at.params}  "
+                  f"{at.reason[:80]}")
     if st.failure:
         print(f"  failure: {st.failure}")
     if st.result:
