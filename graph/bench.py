@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from graph.runner import get_run, optimize, resume
+from graph.runner import get_run, optimize, resolve_profile, resume
 from runtime.evaluator import make_evaluator
 from graph.checkpointing import open_checkpointer
 from graph.builder import build
@@ -81,13 +81,7 @@ def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None
     results: list[TaskResult] = []
     own = evaluator_obj is None
     if own:  # one evaluation worker for the whole suite: no process start or inductor warm-up per task
-        from graph.runner import DEFAULT_PROFILE
-        from hardware_profiles import detect, load_profile
-        try:
-            arch = load_profile(profile).arch if profile else detect().arch
-        except RuntimeError:
-            arch = load_profile(DEFAULT_PROFILE).arch
-        evaluator_obj = make_evaluator(evaluator, arch, reps=timing_reps)
+        evaluator_obj = make_evaluator(evaluator, resolve_profile(profile).arch, reps=timing_reps)
     try:
         return _run_all(files, roots, out, checkpoint, results, agent, profile, budget, evaluator, timing_reps,
                         llm, agent_obj, evaluator_obj, stream)

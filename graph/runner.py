@@ -36,14 +36,18 @@ class RunSummary:
     best_ms: float | None
 
 
+def resolve_profile(name: str | None):
+    """The named profile, else the live GPU's, else the project's default target."""
+    if name:
+        return load_profile(name)
+    try:
+        return detect()
+    except RuntimeError:
+        return load_profile(DEFAULT_PROFILE)
+
+
 def make_context(settings: RunSettings, agent=None, evaluator=None) -> EggContext:
-    if settings.profile:
-        profile = load_profile(settings.profile)
-    else:
-        try:
-            profile = detect()
-        except RuntimeError:
-            profile = load_profile(DEFAULT_PROFILE)
+    profile = resolve_profile(settings.profile)
     return EggContext(agent=agent or make_agent(settings.agent, settings.llm),
                       evaluator=evaluator or make_evaluator(settings.evaluator, profile.arch,
                                                                reps=settings.timing_reps),
@@ -143,16 +147,14 @@ def resume(thread_id: str, *, checkpoint: str | None = None, decision: dict | st
         if not app.get_state(config).next:
             return st  # finished already
         payload = None
-        if pending_review(app, config) is not None:
+        pause = pending_review(app, config)
+        if pause is not None:
             if decision is None and reviewer is None:
                 raise ValueError(f"thread {thread_id!r} is paused for review: answer with --approve, --skip or --edit")
-            if decision is not None:
-                payload = _answer(decision)
+            payload = _answer(decision if decision is not None else reviewer(pause))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ctx = make_context(st.settings, agent_obj, evaluator_obj)
-        if payload is None and reviewer is not None and (pause := pending_review(app, config)) is not None:
-            payload = _answer(reviewer(pause))
         _drive(app, payload, config, ctx, on_event or (None if quiet else _progress_printer()),
                owns_evaluator=evaluator_obj is None, reviewer=reviewer)
         return _state(app, config)

@@ -36,10 +36,6 @@ def _is_cuda_fault(exc: BaseException) -> bool:
                                 "illegal instruction", "CUDA error", "cudaError", "an illegal", "launch timed out"))
 
 
-def _to_cuda(xs):
-    return [x.cuda() if isinstance(x, torch.Tensor) else x for x in xs]
-
-
 def _clone(xs):
     return [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]
 
