@@ -40,7 +40,8 @@ def markdown(res: BenchResults) -> str:
     lines = [f"# EGG bench: {res.device}, {res.date}, commit {res.commit}, agent {res.agent}", "",
              f"- correct: {s.correct}/{s.tasks} ({100 * s.correctness_rate:.1f}%); by guard policy: {s.by_policy}",
              f"- geometric-mean speedup over correct tasks: x{_f(s.geomean_speedup_eager, 2)} vs eager, "
-             f"x{_f(s.geomean_speedup_compile, 2)} vs torch.compile", "",
+             f"x{_f(s.geomean_speedup_compile, 2)} vs torch.compile",
+             f"- wall time: {_f(res.wall_s, 0)} s for {s.tasks} tasks over {res.slots} slot(s)", "",
              "| fast_p (share of all tasks correct and faster than p x) | " + " | ".join(f"p={p}" for p in s.fast_p_eager) + " |",
              "|---|" + "---|" * len(s.fast_p_eager),
              "| vs eager | " + " | ".join(f"{100 * v:.1f}%" for v in s.fast_p_eager.values()) + " |",
@@ -103,10 +104,14 @@ def write_reports(res: BenchResults, out: Path) -> None:
 
 def compare(a: BenchResults, b: BenchResults) -> str:
     """What changed from run A to run B, task by task, and in the summary."""
-    ra = {r.task: r for r in a.results}
+    ra, rb = {r.task: r for r in a.results}, {r.task: r for r in b.results}
+    both = ra.keys() & rb.keys()
     lines = [f"A: {a.device} {a.date} {a.commit}   B: {b.device} {b.date} {b.commit}",
              f"correct: {a.summary.correct}/{a.summary.tasks} -> {b.summary.correct}/{b.summary.tasks}",
              f"geomean vs eager: {_f(a.summary.geomean_speedup_eager, 2)} -> {_f(b.summary.geomean_speedup_eager, 2)}",
+             f"wall time: {_f(a.wall_s, 0)} s over {a.slots} slot(s) -> {_f(b.wall_s, 0)} s over {b.slots} slot(s)"
+             + (f" (B/A {b.wall_s / a.wall_s:.2f})" if a.wall_s and b.wall_s else ""),
+             f"same verdict: {sum(ra[t].status == rb[t].status for t in both)}/{len(both)} tasks in both",
              f"{'task':36s} {'A status':12s} {'B status':12s} {'A x eager':>9s} {'B x eager':>9s}"]
     for r in b.results:
         o = ra.get(r.task)
@@ -115,6 +120,10 @@ def compare(a: BenchResults, b: BenchResults) -> str:
         elif o.status != r.status or o.speedup_vs_eager != r.speedup_vs_eager:
             lines.append(f"{r.task:36s} {o.status:12s} {r.status:12s} {_f(o.speedup_vs_eager, 2):>9s} "
                          f"{_f(r.speedup_vs_eager, 2):>9s}")
-    for t in ra.keys() - {r.task for r in b.results}:
+    for t in sorted(ra.keys() - {r.task for r in b.results}):
         lines.append(f"{t:36s} (only in A)")
+    for name, run in (("A", a), ("B", b)):
+        seen = [r.task for r in run.results]
+        if dup := sorted({t for t in seen if seen.count(t) > 1}):
+            lines.append(f"reported more than once in {name}: {', '.join(dup)}")
     return "\n".join(lines)

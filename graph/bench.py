@@ -72,6 +72,7 @@ def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None
           out_dir: str = "bench_out", evaluator: str = "auto", checkpoint: str | None = None, timing_reps: int = 50,
           llm=None,
           agent_obj=None, evaluator_obj=None, stream=sys.stderr) -> BenchResults:
+    t0 = time.perf_counter()
     roots = [Path(p) for p in paths]
     files = find_task_files(paths)
     if not files:
@@ -83,11 +84,15 @@ def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None
     if own:  # one evaluation worker for the whole suite: no process start or inductor warm-up per task
         evaluator_obj = make_evaluator(evaluator, resolve_profile(profile).arch, reps=timing_reps)
     try:
-        return _run_all(files, roots, out, checkpoint, results, agent, profile, budget, evaluator, timing_reps,
-                        llm, agent_obj, evaluator_obj, stream)
+        _run_all(files, roots, out, checkpoint, results, agent, profile, budget, evaluator, timing_reps,
+                 llm, agent_obj, evaluator_obj, stream)
     finally:
         if own:
             evaluator_obj.close()
+    res = finish(results, out, agent, wall_s=time.perf_counter() - t0)
+    print(f"[bench] [{'#' * 20}] {len(files)}/{len(files)} done, {res.summary.correct} correct in {res.wall_s:.0f} s "
+          f"-> {out}/results.md", file=stream, flush=True)
+    return res
 
 
 def run_one(f: Path, key: str, checkpoint: str, out: Path, *, agent, profile, budget, evaluator, timing_reps, llm,
@@ -116,17 +121,18 @@ def run_one(f: Path, key: str, checkpoint: str, out: Path, *, agent, profile, bu
         return TaskResult(task=key, thread_id=tid, status="error", message=f"{type(exc).__name__}: {exc}"[:300])
 
 
-def finish(results: list[TaskResult], out: Path, agent: str) -> BenchResults:
+def finish(results: list[TaskResult], out: Path, agent: str, wall_s: float | None = None, slots: int = 1) -> BenchResults:
     from artifacts.bench_report import summarize, write_reports
     device = next((r.device for r in results if r.device and r.device != "cpu"), "cpu")
     res = BenchResults(date=dt.date.today().isoformat(), device=device, commit=_commit(), agent=agent,
-                       results=sorted(results, key=lambda r: r.task), summary=summarize(results))
+                       results=sorted(results, key=lambda r: r.task), summary=summarize(results),
+                       wall_s=None if wall_s is None else round(wall_s, 1), slots=slots)
     write_reports(res, out)
     return res
 
 
 def _run_all(files, roots, out, checkpoint, results, agent, profile, budget, evaluator, timing_reps,
-             llm, agent_obj, evaluator_obj, stream) -> BenchResults:
+             llm, agent_obj, evaluator_obj, stream) -> None:
     for i, f in enumerate(files, 1):
         key = task_key(f, roots)
         done = sum(r.correct for r in results)
@@ -140,7 +146,4 @@ def _run_all(files, roots, out, checkpoint, results, agent, profile, budget, eva
                                evaluator=evaluator, timing_reps=timing_reps, llm=llm, agent_obj=agent_obj,
                                evaluator_obj=evaluator_obj, on_event=on_event))
         print(f"[bench]   {key}: {results[-1].status} {results[-1].message[:100]}", file=stream, flush=True)
-        res = finish(results, out, agent)  # after every task, so an interrupted bench still leaves its table
-    print(f"[bench] [{'#' * 20}] {len(files)}/{len(files)} done, {res.summary.correct} correct -> {out}/results.md",
-          file=stream, flush=True)
-    return res
+        finish(results, out, agent)  # after every task, so an interrupted bench still leaves its table

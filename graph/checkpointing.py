@@ -46,7 +46,9 @@ def open_checkpointer(target: str | None = None, must_exist: bool = False):
     if must_exist and not path.exists():
         raise FileNotFoundError(f"no checkpoint file at {path} (start a run with `egg optimize` first)")
     path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), check_same_thread=False)
+    # several processes (a Ray bench's workers) may share the file: wait for the lock, let readers run beside a writer
+    conn = sqlite3.connect(str(path), check_same_thread=False, timeout=60)
+    conn.execute("PRAGMA journal_mode=WAL")
     try:
         saver = SqliteSaver(conn, serde=serializer())
         saver.setup()

@@ -45,3 +45,5 @@ class BenchResults(BaseModel):
     agent: str
     results: list[TaskResult]
     summary: BenchSummary
+    wall_s: float | None = None  # the whole bench, this session (a resumed bench counts only what it ran)
+    slots: int = 1  # tasks run at a time (GPUs, for a Ray bench)

@@ -60,6 +60,14 @@ def test_bench_compare_and_bad_input(tmp_path):
                         str(tmp_path / "b" / "results.json")], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert "level1/00_task" in r.stdout and "5.00" in r.stdout and "4.00" in r.stdout
+    assert "same verdict: 3/3 tasks in both" in r.stdout and "over 1 slot(s)" in r.stdout
+    assert "more than once" not in r.stdout
+    from artifacts.bench_report import compare
+    a = BenchResults.model_validate_json((tmp_path / "a" / "results.json").read_text())
+    b = a.model_copy(update={"results": a.results + a.results[:1]})  # a task reported twice is called out
+    b.results[1] = b.results[1].model_copy(update={"status": "failed"})
+    text = compare(a, b)
+    assert "reported more than once in B: level1/00_task" in text and "same verdict: 2/3" in text
     assert BenchResults.model_validate_json((tmp_path / "a" / "results.json").read_text()).summary.correct == 2
     bad = subprocess.run([sys.executable, "-m", "graph.cli", "bench", "--compare", str(tmp_path / "nope.json"),
                           str(tmp_path / "a" / "results.json")], capture_output=True, text=True, cwd=ROOT)
