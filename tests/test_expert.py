@@ -58,3 +58,26 @@ def test_reading_the_reference():
     assert {p.target for p in g.params} == {"linear.weight", "linear.bias", "bias"}
     g = export_graph(load_task(SUITE_DIR / "level1" / "17_max_dim.py"))
     assert [n.op for n in g.nodes if n.kind == "reduce"] == ["amax"]  # the unused indices are pruned
+
+
+def test_pointwise_vectors_come_first_with_a_full_grid_variant():
+    path = SUITE_DIR / "level1" / "01_relu.py"
+    agent = ExpertAgent()
+    first = agent.propose(request(path)).kernels[0]
+    best = KernelCandidate(id="a", stage="algorithm_design", **first.model_dump())
+    req = request(path, "memory_optimization", best)
+    req.max_candidates = 2
+    mem = agent.propose(req).kernels
+    assert [(k.params["vec"], k.params["waves"]) for k in mem] == [(4, first.params["waves"]), (4, 0)]
+    full = mem[1]
+    g = agent.graph(str(path))
+    from agents.expert.templates import pointwise
+    k = pointwise.PointwiseKnobs(block=full.params["block"], items=1, vec=4, waves=0)
+    numel = 1
+    for s in g.output.shape:
+        numel *= s
+    # one 16-byte vector per thread: the grid covers the tensor, not SMs x waves
+    assert pointwise.grid(g, k, PROFILE.sms, PROFILE.max_threads_per_sm) == -(-numel // (k.block * 4))
+    assert f"{(-(-numel // (k.block * 4)),)!r}" in full.host_code
+    res = compile_check(full.cuda_source, full.compile_options, PROFILE.arch)
+    assert res.ok, res.log[-2000:]

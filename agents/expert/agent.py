@@ -106,7 +106,9 @@ class ExpertAgent:
             elif st == "tiling":
                 out = [{**base, "items": i, "waves": w} for i in kn["pointwise_items"] for w in kn["pointwise_waves"]]
             elif st == "memory_optimization":
-                out = [{**base, "vec": v or pointwise.vec_width(g.output.dtype)} for v in kn["pointwise_vec"]]
+                # with 16-byte vectors a thread per vector and no grid-stride loop often wins (the copy kernel's shape)
+                vecs = sorted({v or pointwise.vec_width(g.output.dtype) for v in kn["pointwise_vec"]}, reverse=True)
+                out = [{**base, "vec": v, **extra} for v in vecs for extra in ({}, {"items": 1, "waves": 0})]
         elif fam == "rows":
             if st == "parallel_mapping":
                 if plan.inner > 1:

@@ -14,7 +14,7 @@ class PointwiseKnobs:
     block: int = 256
     items: int = 1  # elements (or vectors) per thread per loop iteration
     vec: int = 1  # 1, or elements per 16-byte vector
-    waves: int = 4  # grid = min(needed, SMs * waves * blocks per SM)
+    waves: int = 4  # grid = min(needed, SMs * waves * blocks per SM); 0: the whole grid, no grid-stride loop
 
 
 def vec_width(dtype: str) -> int:
@@ -99,5 +99,7 @@ def grid(g: OpGraph, k: PointwiseKnobs, sms: int, max_threads_per_sm: int) -> in
     n = math.prod(g.output.shape)
     per_block = k.block * k.items * k.vec
     need = max(1, -(-n // per_block))
+    if not k.waves:  # every thread its own items: the most loads in flight, no loop overhead
+        return int(need)
     cap = sms * max(1, max_threads_per_sm // k.block) * k.waves
     return int(min(need, cap))
