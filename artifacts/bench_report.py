@@ -95,11 +95,12 @@ def plot(res: BenchResults, path: Path) -> bool:
     return True
 
 
-def write_reports(res: BenchResults, out: Path) -> None:
+def write_reports(res: BenchResults, out: Path, with_plot: bool = True) -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "results.json").write_text(res.model_dump_json(indent=2))
     (out / "results.md").write_text(markdown(res))
-    plot(res, out / "results.png")
+    if with_plot:
+        plot(res, out / "results.png")
 
 
 def compare(a: BenchResults, b: BenchResults) -> str:

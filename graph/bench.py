@@ -121,13 +121,15 @@ def run_one(f: Path, key: str, checkpoint: str, out: Path, *, agent, profile, bu
         return TaskResult(task=key, thread_id=tid, status="error", message=f"{type(exc).__name__}: {exc}"[:300])
 
 
-def finish(results: list[TaskResult], out: Path, agent: str, wall_s: float | None = None, slots: int = 1) -> BenchResults:
+def finish(results: list[TaskResult], out: Path, agent: str, wall_s: float | None = None, slots: int = 1,
+           final: bool = True) -> BenchResults:
+    """Write results.json/.md (and, when `final`, the plot: about 0.4 s, too slow to redraw after every task)."""
     from artifacts.bench_report import summarize, write_reports
     device = next((r.device for r in results if r.device and r.device != "cpu"), "cpu")
     res = BenchResults(date=dt.date.today().isoformat(), device=device, commit=_commit(), agent=agent,
                        results=sorted(results, key=lambda r: r.task), summary=summarize(results),
                        wall_s=None if wall_s is None else round(wall_s, 1), slots=slots)
-    write_reports(res, out)
+    write_reports(res, out, with_plot=final)
     return res
 
 
@@ -146,4 +148,4 @@ def _run_all(files, roots, out, checkpoint, results, agent, profile, budget, eva
                                evaluator=evaluator, timing_reps=timing_reps, llm=llm, agent_obj=agent_obj,
                                evaluator_obj=evaluator_obj, on_event=on_event))
         print(f"[bench]   {key}: {results[-1].status} {results[-1].message[:100]}", file=stream, flush=True)
-        finish(results, out, agent)  # after every task, so an interrupted bench still leaves its table
+        finish(results, out, agent, final=False)  # after every task, so an interrupted bench still leaves its table

@@ -117,7 +117,7 @@ def bench_ray(paths: list[str], *, address: str | None = None, agent: str = "exp
             r = results[-1]
             print(f"[bench] {len(results)}/{len(files)} done | {key}: {r.status} on {r.host or '-'}",
                   file=stream, flush=True)
-            finish(results, out, agent)
+            finish(results, out, agent, final=False)
         res = finish(results, out, agent, wall_s=time.perf_counter() - t0, slots=n)
         print(f"[bench] {len(files)} tasks in {res.wall_s:.0f} s over {n} slot(s) -> {out}/results.md",
               file=stream, flush=True)
