@@ -81,3 +81,27 @@ def test_pointwise_vectors_come_first_with_a_full_grid_variant():
     assert f"{(-(-numel // (k.block * 4)),)!r}" in full.host_code
     res = compile_check(full.cuda_source, full.compile_options, PROFILE.arch)
     assert res.ok, res.log[-2000:]
+
+
+@pytest.mark.parametrize("task", ["level1/29_matmul_bf16", "level2/01_linear_relu_bf16"])  # B row-major; B = W^T
+def test_tensor_core_gemm_ring_of_cp_async_stages(task):
+    path = SUITE_DIR / f"{task}.py"
+    agent = ExpertAgent()
+    first = agent.propose(request(path)).kernels[0]
+    base = {**first.params, "BM": 128, "BN": 128, "WM": 2, "WN": 4}
+    best = KernelCandidate(id="a", stage="tiling", **{**first.model_dump(), "params": base})
+    req = request(path, "memory_optimization", best)
+    req.max_candidates = 2
+    mem = agent.propose(req).kernels
+    assert [(k.params["stages"], k.params["pad"]) for k in mem] == [(4, 8), (3, 8)]  # deepest rings first
+    for k in mem:
+        src = k.cuda_source
+        assert f"cp.async.wait_group {k.params['stages'] - 2};" in src and src.count("__syncthreads()") == 1
+        res = compile_check(src, k.compile_options, PROFILE.arch)
+        assert res.ok, res.log[-2000:]
+        r = res.resources[0]
+        assert r.spill_store_bytes == 0 and r.registers <= 255
+    # the ring's shared memory is in the launch and within the opt-in limit
+    assert "shared_mem=" in mem[0].host_code
+    smem = int(mem[0].host_code.split("shared_mem=")[1].split(")")[0])
+    assert 4 * 128 * 40 * 2 <= smem <= PROFILE.shared_per_block_optin

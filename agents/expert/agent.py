@@ -139,7 +139,7 @@ class ExpertAgent:
             elif st == "memory_optimization":
                 if tc:  # the most promising first: the budget may stop the list early
                     out = [{**base, "stages": s, "pad": p, "ldm": ld} for ld in kn["gemm_tc_ldmatrix"] + [False]
-                           for s in sorted(kn["gemm_tc_stages"], reverse=True) for p in kn["gemm_tc_pad"]]
+                           for p in kn["gemm_tc_pad"] for s in sorted(kn["gemm_tc_stages"], reverse=True)]
                 else:
                     out = [{**base, "pad": p} for p in kn["gemm_simt_pad"]]
         return out

@@ -35,7 +35,7 @@ class GemmKnobs:
     TN: int = 4
     WM: int = 2  # tensor-core: warps along M and N
     WN: int = 2
-    stages: int = 1  # 2: cp.async double buffering (tensor-core path)
+    stages: int = 1  # tensor-core path: 1 synchronous loads; S >= 2 a ring of S cp.async tiles
     pad: int = 4  # shared-memory row padding in elements (bank conflicts)
     ldm: bool = False  # tensor-core path: fragments through ldmatrix (.trans for row-major B)
 
@@ -179,7 +179,7 @@ def render_tc(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     ldb = (BK + k.pad) if p.b_layout == "nk" else (k.BN + k.pad)
     a_elems, b_elems = k.BM * lda, (k.BN * ldb if p.b_layout == "nk" else BK * ldb)
     vec = K % 8 == 0 and (p.b_layout == "nk" or N % 8 == 0)
-    if k.stages == 2 and not vec:
+    if k.stages >= 2 and not vec:
         raise Unsupported("cp.async needs K and N multiples of 8")
     if p.b_layout == "nk":
         b_chunks = f"{k.BN} * {BK // 8}"
@@ -255,29 +255,37 @@ def render_tc(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
                     }}
                 }}
             }}"""
-    if k.stages == 2:
+    if k.stages >= 2:
+        S = k.stages
+        # an S-slot ring of cp.async tiles: S - 1 tiles in flight while one is computed; one barrier a
+        # step (it also frees the slot computed last step, which this step refills). Every step
+        # commits a group, empty or not, so `wait_group S-2` always means "tile kt has landed".
         mainloop = f"""    const int KT = ({K} + {BK} - 1) / {BK};
-    {{
-        const int k0 = 0; {ct}* As_s = As; {ct}* Bs_s = Bs;
+    #pragma unroll
+    for (int s = 0; s < {S - 1}; ++s) {{
+        if (s < KT) {{
+            const int k0 = s * {BK}; {ct}* As_s = As + s * {a_elems}; {ct}* Bs_s = Bs + s * {b_elems};
 {tile_loader(True)}
+        }}
         asm volatile("cp.async.commit_group;\\n" ::);
     }}
     for (int kt = 0; kt < KT; ++kt) {{
-        if (kt + 1 < KT) {{
-            const int k0 = (kt + 1) * {BK}; {ct}* As_s = As + ((kt + 1) & 1) * {a_elems}; {ct}* Bs_s = Bs + ((kt + 1) & 1) * {b_elems};
-{tile_loader(True)}
-            asm volatile("cp.async.commit_group;\\n" ::);
-            asm volatile("cp.async.wait_group 1;\\n" ::);
-        }} else {{
-            asm volatile("cp.async.wait_group 0;\\n" ::);
-        }}
+        asm volatile("cp.async.wait_group {S - 2};\\n" ::);
         __syncthreads();
         {{
-            const {ct}* As_s = As + (kt & 1) * {a_elems}; const {ct}* Bs_s = Bs + (kt & 1) * {b_elems};
+            const int kn = kt + {S - 1};
+            if (kn < KT) {{
+                const int k0 = kn * {BK}; {ct}* As_s = As + (kn % {S}) * {a_elems}; {ct}* Bs_s = Bs + (kn % {S}) * {b_elems};
+{tile_loader(True)}
+            }}
+            asm volatile("cp.async.commit_group;\\n" ::);
+        }}
+        {{
+            const {ct}* As_s = As + (kt % {S}) * {a_elems}; const {ct}* Bs_s = Bs + (kt % {S}) * {b_elems};
 {compute}
         }}
-        __syncthreads();
-    }}"""
+    }}
+    asm volatile("cp.async.wait_group 0;\\n" ::);"""
     else:
         mainloop = f"""    for (int k0 = 0; k0 < {K}; k0 += {BK}) {{
         {{
