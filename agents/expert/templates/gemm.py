@@ -186,16 +186,16 @@ def render_tc(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
         b_rc = f"int r = c / {BK // 8}, kc = (c % {BK // 8}) * 8; long long gr = n0 + r, gk = k0 + kc; bool ok = gr < {N} && gk < {K};"
         b_src = f"Bb + gr * {K}LL + gk"
         b_dst = f"Bs_s + r * {ldb} + kc"
-        b_frag = (f"b[0] = *reinterpret_cast<const unsigned*>(Bs_s + (cb + g) * {ldb} + kk + 2 * t);\n"
-                  f"                b[1] = *reinterpret_cast<const unsigned*>(Bs_s + (cb + g) * {ldb} + kk + 2 * t + 8);")
+        b_frag = (f"b[ni][0] = *reinterpret_cast<const unsigned*>(Bs_s + (cb + g) * {ldb} + kk + 2 * t);\n"
+                  f"                b[ni][1] = *reinterpret_cast<const unsigned*>(Bs_s + (cb + g) * {ldb} + kk + 2 * t + 8);")
         b_scalar = f"for (int q = 0; q < 8; ++q) Bs_s[r * {ldb} + kc + q] = (gr < {N} && gk + q < {K}) ? Bb[gr * {K}LL + gk + q] : from_f<{ct}>(0.0f);"
     else:
         b_chunks = f"{BK} * {k.BN // 8}"
         b_rc = f"int r = c / {k.BN // 8}, kc = (c % {k.BN // 8}) * 8; long long gr = k0 + r, gk = n0 + kc; bool ok = gr < {K} && gk < {N};"
         b_src = f"Bb + gr * {N}LL + gk"
         b_dst = f"Bs_s + r * {ldb} + kc"
-        b_frag = (f"b[0] = pack2(Bs_s[(kk + 2 * t) * {ldb} + cb + g], Bs_s[(kk + 2 * t + 1) * {ldb} + cb + g]);\n"
-                  f"                b[1] = pack2(Bs_s[(kk + 2 * t + 8) * {ldb} + cb + g], Bs_s[(kk + 2 * t + 9) * {ldb} + cb + g]);")
+        b_frag = (f"b[ni][0] = pack2(Bs_s[(kk + 2 * t) * {ldb} + cb + g], Bs_s[(kk + 2 * t + 1) * {ldb} + cb + g]);\n"
+                  f"                b[ni][1] = pack2(Bs_s[(kk + 2 * t + 8) * {ldb} + cb + g], Bs_s[(kk + 2 * t + 9) * {ldb} + cb + g]);")
         b_scalar = f"for (int q = 0; q < 8; ++q) Bs_s[r * {ldb} + kc + q] = (gr < {K} && gk + q < {N}) ? Bb[gr * {N}LL + gk + q] : from_f<{ct}>(0.0f);"
     a_rc = f"int r = c / {BK // 8}, kc = (c % {BK // 8}) * 8; long long gr = m0 + r, gk = k0 + kc; bool ok = gr < {M} && gk < {K};"
     a_scalar = f"for (int q = 0; q < 8; ++q) As_s[r * {lda} + kc + q] = (gr < {M} && gk + q < {K}) ? Ab[gr * {K}LL + gk + q] : from_f<{ct}>(0.0f);"
@@ -217,40 +217,54 @@ def render_tc(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     epi, v = _epilogue(g, p, "acc[mi][ni][2 * h + e]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                    ")
     mma = (f"asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\\n\""
            " : \"+f\"(acc[mi][ni][0]), \"+f\"(acc[mi][ni][1]), \"+f\"(acc[mi][ni][2]), \"+f\"(acc[mi][ni][3])"
-           " : \"r\"(a[mi][0]), \"r\"(a[mi][1]), \"r\"(a[mi][2]), \"r\"(a[mi][3]), \"r\"(b[0]), \"r\"(b[1]));")
+           " : \"r\"(a[mi][0]), \"r\"(a[mi][1]), \"r\"(a[mi][2]), \"r\"(a[mi][3]), \"r\"(b[ni][0]), \"r\"(b[ni][1]));")
     if k.ldm:
         if k.pad % 8:
             raise Unsupported("ldmatrix needs 16-byte aligned shared rows")
         a_frag = (f"unsigned sa = (unsigned)__cvta_generic_to_shared(As_s + (rb + (lane & 15)) * {lda} + kk + (lane >> 4) * 8);\n"
                   "                    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\\n\" "
                   ": \"=r\"(a[mi][0]), \"=r\"(a[mi][1]), \"=r\"(a[mi][2]), \"=r\"(a[mi][3]) : \"r\"(sa));")
+        # B fragments two n8 tiles at a time (ldmatrix .x4) where NI is even
+        pair = NI % 2 == 0
         if p.b_layout == "nk":
-            b_addr, trans = f"Bs_s + (cb + (lane & 7)) * {ldb} + kk + ((lane >> 3) & 1) * 8", ""
+            b_addr = (f"Bs_s + (cb + (lane & 7){' + ((lane >> 4) << 3)' if pair else ''}) * {ldb} + kk + ((lane >> 3) & 1) * 8")
+            trans = ""
         else:
-            b_addr, trans = f"Bs_s + (kk + (lane & 15)) * {ldb} + cb", ".trans"
-        b_frag = (f"unsigned sb = (unsigned)__cvta_generic_to_shared({b_addr});\n"
-                  f"                    asm volatile(\"ldmatrix.sync.aligned.m8n8.x2{trans}.shared.b16 {{%0,%1}}, [%2];\\n\" "
-                  ": \"=r\"(b[0]), \"=r\"(b[1]) : \"r\"(sb));")
+            b_addr, trans = f"Bs_s + (kk + (lane & 15)) * {ldb} + cb{' + (lane >> 4) * 8' if pair else ''}", ".trans"
+        if pair:
+            b_frag = (f"unsigned sb = (unsigned)__cvta_generic_to_shared({b_addr});\n"
+                      f"                    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4{trans}.shared.b16 {{%0,%1,%2,%3}}, [%4];\\n\" "
+                      ": \"=r\"(b[ni][0]), \"=r\"(b[ni][1]), \"=r\"(b[ni + 1][0]), \"=r\"(b[ni + 1][1]) : \"r\"(sb));")
+        else:
+            b_frag = (f"unsigned sb = (unsigned)__cvta_generic_to_shared({b_addr});\n"
+                      f"                    asm volatile(\"ldmatrix.sync.aligned.m8n8.x2{trans}.shared.b16 {{%0,%1}}, [%2];\\n\" "
+                      ": \"=r\"(b[ni][0]), \"=r\"(b[ni][1]) : \"r\"(sb));")
+        b_step = 2 if pair else 1
     else:
+        b_step = 1
         a_frag = (f"a[mi][0] = *reinterpret_cast<const unsigned*>(As_s + (rb + g) * {lda} + kk + 2 * t);\n"
                   f"                    a[mi][1] = *reinterpret_cast<const unsigned*>(As_s + (rb + g + 8) * {lda} + kk + 2 * t);\n"
                   f"                    a[mi][2] = *reinterpret_cast<const unsigned*>(As_s + (rb + g) * {lda} + kk + 2 * t + 8);\n"
                   f"                    a[mi][3] = *reinterpret_cast<const unsigned*>(As_s + (rb + g + 8) * {lda} + kk + 2 * t + 8);")
+    # every fragment of a k-step is loaded before its MMAs: the asm statements are volatile, so their
+    # source order is their issue order, and MMAs behind each tile's own load would wait on it
     compute = f"""            #pragma unroll
             for (int kk = 0; kk < {BK}; kk += 16) {{
-                unsigned a[{MI}][4];
+                unsigned a[{MI}][4], b[{NI}][2];
                 #pragma unroll
                 for (int mi = 0; mi < {MI}; ++mi) {{
                     const int rb = wm * {TMW} + mi * 16;
                     {a_frag}
                 }}
                 #pragma unroll
-                for (int ni = 0; ni < {NI}; ++ni) {{
+                for (int ni = 0; ni < {NI}; ni += {b_step}) {{
                     const int cb = wn * {TNW} + ni * 8;
-                    unsigned b[2];
                     {b_frag}
+                }}
+                #pragma unroll
+                for (int mi = 0; mi < {MI}; ++mi) {{
                     #pragma unroll
-                    for (int mi = 0; mi < {MI}; ++mi) {{
+                    for (int ni = 0; ni < {NI}; ++ni) {{
                         {mma}
                     }}
                 }}
