@@ -231,14 +231,12 @@ def render_tc(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
             trans = ""
         else:
             b_addr, trans = f"Bs_s + (kk + (lane & 15)) * {ldb} + cb{' + (lane >> 4) * 8' if pair else ''}", ".trans"
-        if pair:
-            b_frag = (f"unsigned sb = (unsigned)__cvta_generic_to_shared({b_addr});\n"
-                      f"                    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4{trans}.shared.b16 {{%0,%1,%2,%3}}, [%4];\\n\" "
-                      ": \"=r\"(b[ni][0]), \"=r\"(b[ni][1]), \"=r\"(b[ni + 1][0]), \"=r\"(b[ni + 1][1]) : \"r\"(sb));")
-        else:
-            b_frag = (f"unsigned sb = (unsigned)__cvta_generic_to_shared({b_addr});\n"
-                      f"                    asm volatile(\"ldmatrix.sync.aligned.m8n8.x2{trans}.shared.b16 {{%0,%1}}, [%2];\\n\" "
-                      ": \"=r\"(b[ni][0]), \"=r\"(b[ni][1]) : \"r\"(sb));")
+        regs = ["b[ni][0]", "b[ni][1]"] + (["b[ni + 1][0]", "b[ni + 1][1]"] if pair else [])
+        slots = ",".join(f"%{i}" for i in range(len(regs)))
+        outs = ", ".join(f'"=r"({r})' for r in regs)
+        b_frag = (f"unsigned sb = (unsigned)__cvta_generic_to_shared({b_addr});\n"
+                  f"                    asm volatile(\"ldmatrix.sync.aligned.m8n8.x{len(regs)}{trans}.shared.b16 {{{slots}}}, [%{len(regs)}];\\n\" "
+                  f": {outs} : \"r\"(sb));")
         b_step = 2 if pair else 1
     else:
         b_step = 1
