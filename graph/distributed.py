@@ -16,7 +16,7 @@ import time
 from collections import deque
 from pathlib import Path
 
-from graph.bench import finish, run_one, task_key
+from graph.bench import finish, run_one, task_key, thread_for
 from state import Budget
 from state.bench import BenchResults, TaskResult
 from tasks import TaskError, find_task_files
@@ -49,7 +49,7 @@ class BenchSlot:
 
 def _lost(key: str, exc: Exception) -> TaskResult:
     """A task whose actor died more often than Ray retries: still accounted for, resumable later."""
-    return TaskResult(task=key, thread_id=f"bench-{key.replace('/', '-')}", status="error",
+    return TaskResult(task=key, thread_id=thread_for(key), status="error",
                       message=f"worker lost after {TASK_RETRIES} retries: {type(exc).__name__}")
 
 
@@ -111,7 +111,7 @@ def bench_ray(paths: list[str], *, address: str | None = None, agent: str = "exp
                     results += [_lost(k, exc) for _, k in queue]
                     queue.clear()
             except Exception as exc:  # the call failed but the actor lives on
-                results.append(TaskResult(task=key, thread_id=f"bench-{key.replace('/', '-')}", status="error",
+                results.append(TaskResult(task=key, thread_id=thread_for(key), status="error",
                                           message=f"{type(exc).__name__}: {exc}"[:300]))
                 feed(slot)
             r = results[-1]
