@@ -15,6 +15,36 @@ def _geomean(xs: list[float]) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs)) if xs else None
 
 
+FAMILIES = (  # (family, aten op name fragments): the first that matches a task's ops names its family
+    ("conv", ("convolution", "conv")), ("attention", ("scaled_dot_product",)),
+    ("gemm", ("mm", "bmm", "addmm", "linear", "matmul", "einsum")),
+    ("scan", ("cumsum", "cumprod")), ("pooling", ("pool",)),
+    ("norm", ("norm", "batch_norm", "group_norm", "instance_norm", "layer_norm")),
+    ("loss", ("loss", "cross_entropy", "kl_div", "nll", "margin", "cosine_similarity")),
+    ("rows", ("softmax", "sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "logsumexp", "var", "std")),
+)
+
+
+def op_family(ops: list[str]) -> str:
+    """The operator family of a task from its reference's aten ops (for results by family)."""
+    names = [o.split("::")[-1].split(".")[0].lower() for o in ops]
+    for fam, keys in FAMILIES:
+        if any(k == n or (len(k) > 4 and k in n) for n in names for k in keys):
+            return fam
+    return "pointwise" if names else "-"
+
+
+def failure_reason(r: TaskResult) -> str:
+    """A short, countable reason for a task that did not verify."""
+    m = r.message
+    if r.status == "unsupported":
+        return "unsupported: " + m.split(":", 1)[-1].strip().split(" (")[0][:60]
+    for key in ("out of memory", "no correct kernel", "reference raised", "timed_out", "crashed"):
+        if key in m:
+            return f"{r.status}: {key}"
+    return f"{r.status}: {m[:60]}"
+
+
 def summarize(results: list[TaskResult]) -> BenchSummary:
     n = len(results)
     ok = [r for r in results if r.correct]
@@ -41,7 +71,10 @@ def markdown(res: BenchResults) -> str:
              f"- correct: {s.correct}/{s.tasks} ({100 * s.correctness_rate:.1f}%); by guard policy: {s.by_policy}",
              f"- geometric-mean speedup over correct tasks: x{_f(s.geomean_speedup_eager, 2)} vs eager, "
              f"x{_f(s.geomean_speedup_compile, 2)} vs torch.compile",
-             f"- wall time: {_f(res.wall_s, 0)} s for {s.tasks} tasks over {res.slots} slot(s)", "",
+             f"- wall time: {_f(res.wall_s, 0)} s for {s.tasks} tasks over {res.slots} slot(s)",
+             f"- correctness rule: {res.tolerance}" + (" (error vs a float64 truth within a multiple of eager's own)"
+                                                      if res.tolerance == "float64" else
+                                                      " (KernelBench's torch.allclose vs eager, 5 trials)"), "",
              "| fast_p (share of all tasks correct and faster than p x) | " + " | ".join(f"p={p}" for p in s.fast_p_eager) + " |",
              "|---|" + "---|" * len(s.fast_p_eager),
              "| vs eager | " + " | ".join(f"{100 * v:.1f}%" for v in s.fast_p_eager.values()) + " |",
@@ -53,9 +86,28 @@ def markdown(res: BenchResults) -> str:
                      f"{_f(r.speedup_vs_eager, 2)} | {_f(r.speedup_vs_compile, 2)} | "
                      f"{'-' if r.roofline_fraction is None else f'{100 * r.roofline_fraction:.0f}%'} | {r.bound or '-'} | "
                      f"{r.family or '-'} |")
+    lines += ["", "## By family", "", "| family | tasks | verified | geomean x eager | geomean x compile |",
+              "|---|---|---|---|---|"]
+    fams: dict[str, list[TaskResult]] = {}
+    for r in res.results:
+        fams.setdefault(r.family or "-", []).append(r)
+    for fam, rs in sorted(fams.items()):
+        ok = [r for r in rs if r.correct]
+        lines.append(f"| {fam} | {len(rs)} | {len(ok)} | {_f(_geomean([r.speedup_vs_eager for r in ok]), 2)} | "
+                     f"{_f(_geomean([r.speedup_vs_compile for r in ok]), 2)} |")
     bad = [r for r in res.results if not r.correct]
     if bad:
+        reasons: dict[str, int] = {}
+        for r in bad:
+            reasons[failure_reason(r)] = reasons.get(failure_reason(r), 0) + 1
+        lines += ["", "## Why not verified", "", "| reason | tasks |", "|---|---|"]
+        lines += [f"| {k} | {v} |" for k, v in sorted(reasons.items(), key=lambda kv: -kv[1])]
         lines += ["", "## Not verified", ""] + [f"- {r.task}: {r.status}: {r.message}" for r in bad]
+    errs = [r for r in res.results if r.correct and r.cand_err is not None]
+    if errs:
+        lines += ["", "## Error vs float64 (worst trial), candidate and eager; memory peak over eager's", "",
+                  "| task | candidate | eager | peak / eager |", "|---|---|---|---|"]
+        lines += [f"| {r.task} | {r.cand_err:.2e} | {r.eager_err:.2e} | {_f(r.peak_ratio, 2)} |" for r in errs]
     lines += ["", "## Best time after each stage (ms)", "", "| task | " + " | ".join(STAGES) + " |",
               "|---|" + "---|" * len(STAGES)]
     for r in res.results:

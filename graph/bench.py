@@ -14,6 +14,7 @@ from runtime.evaluator import make_evaluator
 from graph.checkpointing import open_checkpointer
 from graph.builder import build
 from state import Budget, RunState
+from artifacts.bench_report import op_family
 from state.bench import BenchResults, TaskResult
 from tasks import TaskError, find_task_files
 
@@ -55,6 +56,12 @@ def result_of(key: str, tid: str, st: RunState) -> TaskResult:
                     family=st.candidate(st.design.best_id).family if st.design.best_id else None,
                     kernel_path=r.kernel_path if r else None)
     tr.stage_best_ms = {d.stage: d.best_ms for d in st.design.decisions}
+    if ok and best and best.correctness and (w := best.correctness.worst):
+        tr.cand_err, tr.eager_err = w.cand_norm, w.eager_norm
+    if ok and best and best.peak_bytes and best.eager_peak_bytes:
+        tr.peak_ratio = round(best.peak_bytes / best.eager_peak_bytes, 2)
+    if not tr.family and a:
+        tr.family = op_family(a.ops)
     return tr
 
 
@@ -70,7 +77,7 @@ def _commit() -> str:
 
 def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None, budget: Budget | None = None,
           out_dir: str = "bench_out", evaluator: str = "auto", checkpoint: str | None = None, timing_reps: int = 50,
-          llm=None,
+          llm=None, tolerance: str = "float64",
           agent_obj=None, evaluator_obj=None, stream=sys.stderr) -> BenchResults:
     t0 = time.perf_counter()
     roots = [Path(p) for p in paths]
@@ -82,21 +89,21 @@ def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None
     results: list[TaskResult] = []
     own = evaluator_obj is None
     if own:  # one evaluation worker for the whole suite: no process start or inductor warm-up per task
-        evaluator_obj = make_evaluator(evaluator, resolve_profile(profile).arch, reps=timing_reps)
+        evaluator_obj = make_evaluator(evaluator, resolve_profile(profile).arch, reps=timing_reps, tolerance=tolerance)
     try:
         _run_all(files, roots, out, checkpoint, results, agent, profile, budget, evaluator, timing_reps,
-                 llm, agent_obj, evaluator_obj, stream)
+                 llm, agent_obj, evaluator_obj, stream, tolerance)
     finally:
         if own:
             evaluator_obj.close()
-    res = finish(results, out, agent, wall_s=time.perf_counter() - t0)
+    res = finish(results, out, agent, wall_s=time.perf_counter() - t0, tolerance=tolerance)
     print(f"[bench] [{'#' * 20}] {len(files)}/{len(files)} done, {res.summary.correct} correct in {res.wall_s:.0f} s "
           f"-> {out}/results.md", file=stream, flush=True)
     return res
 
 
 def run_one(f: Path, key: str, checkpoint: str, out: Path, *, agent, profile, budget, evaluator, timing_reps, llm,
-            agent_obj=None, evaluator_obj=None, on_event=None) -> TaskResult:
+            agent_obj=None, evaluator_obj=None, on_event=None, tolerance: str = "float64") -> TaskResult:
     """One task of a bench: skip it if finished, resume it if interrupted, else start it. Never raises."""
     tid = thread_for(key)
     t0 = time.perf_counter()
@@ -110,7 +117,8 @@ def run_one(f: Path, key: str, checkpoint: str, out: Path, *, agent, profile, bu
         else:
             _, st = optimize(f, agent=agent, profile=profile, budget=budget, out_dir=str(out / "kernels"),
                              evaluator=evaluator, checkpoint=checkpoint, thread_id=tid, agent_obj=agent_obj,
-                             evaluator_obj=evaluator_obj, on_event=on_event, timing_reps=timing_reps, llm=llm)
+                             evaluator_obj=evaluator_obj, on_event=on_event, timing_reps=timing_reps, llm=llm,
+                             tolerance=tolerance)
         res = result_of(key, tid, st)
         res.wall_s = None if state == "done" else round(time.perf_counter() - t0, 1)
         res.device = st.analysis.device if st.analysis else None
@@ -122,19 +130,19 @@ def run_one(f: Path, key: str, checkpoint: str, out: Path, *, agent, profile, bu
 
 
 def finish(results: list[TaskResult], out: Path, agent: str, wall_s: float | None = None, slots: int = 1,
-           final: bool = True) -> BenchResults:
+           final: bool = True, tolerance: str = "float64") -> BenchResults:
     """Write results.json/.md (and, when `final`, the plot: about 0.4 s, too slow to redraw after every task)."""
     from artifacts.bench_report import summarize, write_reports
     device = next((r.device for r in results if r.device and r.device != "cpu"), "cpu")
     res = BenchResults(date=dt.date.today().isoformat(), device=device, commit=_commit(), agent=agent,
                        results=sorted(results, key=lambda r: r.task), summary=summarize(results),
-                       wall_s=None if wall_s is None else round(wall_s, 1), slots=slots)
+                       wall_s=None if wall_s is None else round(wall_s, 1), slots=slots, tolerance=tolerance)
     write_reports(res, out, with_plot=final)
     return res
 
 
 def _run_all(files, roots, out, checkpoint, results, agent, profile, budget, evaluator, timing_reps,
-             llm, agent_obj, evaluator_obj, stream) -> None:
+             llm, agent_obj, evaluator_obj, stream, tolerance="float64") -> None:
     for i, f in enumerate(files, 1):
         key = task_key(f, roots)
         done = sum(r.correct for r in results)
@@ -146,6 +154,6 @@ def _run_all(files, roots, out, checkpoint, results, agent, profile, budget, eva
                 print(f"[bench]   {key}: {node}", file=stream, flush=True)
         results.append(run_one(f, key, checkpoint, out, agent=agent, profile=profile, budget=budget,
                                evaluator=evaluator, timing_reps=timing_reps, llm=llm, agent_obj=agent_obj,
-                               evaluator_obj=evaluator_obj, on_event=on_event))
+                               evaluator_obj=evaluator_obj, on_event=on_event, tolerance=tolerance))
         print(f"[bench]   {key}: {results[-1].status} {results[-1].message[:100]}", file=stream, flush=True)
-        finish(results, out, agent, final=False)  # after every task, so an interrupted bench still leaves its table
+        finish(results, out, agent, final=False, tolerance=tolerance)  # after every task, so an interrupted bench still leaves its table

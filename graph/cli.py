@@ -26,7 +26,8 @@ def cmd_optimize(a) -> int:
                     algorithm_rounds=a.algorithm_rounds, tuning_rounds=a.tuning_rounds)
     tid, st = optimize(a.task_file, agent=a.agent, profile=a.profile, budget=budget, out_dir=a.out,
                        evaluator=a.evaluator, checkpoint=a.checkpoint, thread_id=a.thread, timing_reps=a.reps,
-                       llm=_llm(a), review=a.review, reviewer=_terminal_reviewer() if a.review else None)
+                       llm=_llm(a), review=a.review, reviewer=_terminal_reviewer() if a.review else None,
+                       tolerance=a.tolerance)
     _print_result(tid, st)
     return 0 if st.result and st.result.status in ("verified", "unverified") else 1
 
@@ -171,10 +172,10 @@ def cmd_bench(a) -> int:
         from graph.distributed import bench_ray
         res = bench_ray(a.paths, address=None if a.ray == "local" else a.ray, agent=a.agent, profile=a.profile,
                         budget=budget, out_dir=a.out, evaluator=a.evaluator, checkpoint=a.checkpoint,
-                        timing_reps=a.reps, llm=_llm(a))
+                        timing_reps=a.reps, llm=_llm(a), tolerance=a.tolerance)
     else:
         res = bench(a.paths, agent=a.agent, profile=a.profile, budget=budget, out_dir=a.out, evaluator=a.evaluator,
-                    checkpoint=a.checkpoint, timing_reps=a.reps, llm=_llm(a))
+                    checkpoint=a.checkpoint, timing_reps=a.reps, llm=_llm(a), tolerance=a.tolerance)
     s = res.summary
     print(f"correct {s.correct}/{s.tasks}; fast_1 vs eager {100 * s.fast_p_eager['1.0']:.1f}%; "
           f"geomean x{s.geomean_speedup_eager or 0:.2f} vs eager; report: {a.out}/results.md")
@@ -229,6 +230,9 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--algorithm-rounds", type=int, default=Budget().algorithm_rounds)
     o.add_argument("--tuning-rounds", type=int, default=Budget().tuning_rounds)
     o.add_argument("--reps", type=int, default=50, help="timed repetitions per kernel and baseline")
+    o.add_argument("--tolerance", default="float64", choices=["float64", "kernelbench"],
+                     help="correctness rule: float64 (error vs a float64 truth within a multiple of eager's own; "
+                          "default) or kernelbench (KernelBench's allclose vs eager, 5 trials)")
     _add_llm_args(o)
     o.set_defaults(fn=cmd_optimize)
     o.add_argument("--review", action="store_true", help="pause before each stage to approve, edit or skip it")
@@ -264,6 +268,9 @@ def parser() -> argparse.ArgumentParser:
     bn.add_argument("--candidates-per-stage", type=int, default=Budget().candidates_per_stage)
     bn.add_argument("--total-candidates", type=int, default=Budget().total_candidates)
     bn.add_argument("--reps", type=int, default=50, help="timed repetitions per kernel and baseline")
+    bn.add_argument("--tolerance", default="float64", choices=["float64", "kernelbench"],
+                     help="correctness rule: float64 (error vs a float64 truth within a multiple of eager's own; "
+                          "default) or kernelbench (KernelBench's allclose vs eager, 5 trials)")
     bn.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                     help="fan tasks out over a Ray cluster (ADDRESS, e.g. ray://head:10001; none: a local Ray)")
     _add_llm_args(bn)

@@ -33,7 +33,8 @@ class BenchSlot:
         self.checkpoint, self.out, self.kw = checkpoint, Path(out), kw
         self.agent = agent_factory() if agent_factory else None
         self.evaluator = (evaluator_factory() if evaluator_factory else
-                          make_evaluator(kw["evaluator"], resolve_profile(kw["profile"]).arch, reps=kw["timing_reps"]))
+                          make_evaluator(kw["evaluator"], resolve_profile(kw["profile"]).arch, reps=kw["timing_reps"],
+                                         tolerance=kw.get("tolerance", "float64")))
         gpus = os.environ.get("CUDA_VISIBLE_DEVICES")  # Ray sets it to this actor's GPU
         self.name = f"{socket.gethostname()}:{'gpu' + gpus if gpus else 'cpu'}:{os.getpid()}"
 
@@ -55,7 +56,8 @@ def _lost(key: str, exc: Exception) -> TaskResult:
 
 def bench_ray(paths: list[str], *, address: str | None = None, agent: str = "expert", profile: str | None = None,
               budget: Budget | None = None, out_dir: str = "bench_out", evaluator: str = "auto",
-              checkpoint: str | None = None, timing_reps: int = 50, llm=None, agent_factory=None,
+              checkpoint: str | None = None, timing_reps: int = 50, llm=None, tolerance: str = "float64",
+              agent_factory=None,
               evaluator_factory=None, ray_init: dict | None = None, stream=sys.stderr) -> BenchResults:
     import ray
 
@@ -83,7 +85,8 @@ def bench_ray(paths: list[str], *, address: str | None = None, agent: str = "exp
     try:
         gpus = int(ray.cluster_resources().get("GPU", 0))
         n = min(len(files), gpus or int(ray.cluster_resources().get("CPU", 1)))
-        kw = dict(agent=agent, profile=profile, budget=budget, evaluator=evaluator, timing_reps=timing_reps, llm=llm)
+        kw = dict(agent=agent, profile=profile, budget=budget, evaluator=evaluator, timing_reps=timing_reps, llm=llm,
+                  tolerance=tolerance)
         actor = ray.remote(max_restarts=TASK_RETRIES, max_task_retries=TASK_RETRIES)(BenchSlot).options(
             **({"num_gpus": 1} if gpus else {"num_cpus": 1}))
         slots = [actor.remote(checkpoint, str(out), kw, agent_factory, evaluator_factory) for _ in range(n)]
@@ -117,8 +120,8 @@ def bench_ray(paths: list[str], *, address: str | None = None, agent: str = "exp
             r = results[-1]
             print(f"[bench] {len(results)}/{len(files)} done | {key}: {r.status} on {r.host or '-'}",
                   file=stream, flush=True)
-            finish(results, out, agent, final=False)
-        res = finish(results, out, agent, wall_s=time.perf_counter() - t0, slots=n)
+            finish(results, out, agent, final=False, tolerance=tolerance)
+        res = finish(results, out, agent, wall_s=time.perf_counter() - t0, slots=n, tolerance=tolerance)
         print(f"[bench] {len(files)} tasks in {res.wall_s:.0f} s over {n} slot(s) -> {out}/results.md",
               file=stream, flush=True)
         return res

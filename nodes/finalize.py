@@ -19,7 +19,7 @@ def _result(state: RunState) -> FinalResult:
     if ev is None or not ev.ok:
         return FinalResult(status="unverified", best_id=d.best_id,
                            message="the kernel compiled but was not verified (no CUDA device)")
-    # speedups from the evaluation itself: baselines timed interleaved with the kernel, same process
+    # speedups from the evaluation itself: baselines timed right after the kernel, in the baseline worker
     a = state.analysis
     return FinalResult(status="verified", best_id=d.best_id, best_ms=ev.timing.median_ms,
                        speedup_vs_eager=ev.speedup_vs_eager, speedup_vs_compile=ev.speedup_vs_compile,

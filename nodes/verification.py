@@ -28,6 +28,9 @@ def conclude(state: RunState, stage_evals: list[Evaluation], compile_only: bool)
             if state.round >= budget.algorithm_rounds or out_of_budget or compile_only:
                 why = "no correct kernel" + (" (no GPU: nothing could be verified)" if compile_only else
                                              f" after {state.round} round(s)")
+                oom = [e for e in stage_evals if e.verdict == Verdict.out_of_memory]
+                if oom and len(oom) == len(stage_evals):
+                    why = f"out of memory: the evaluation does not fit: {oom[-1].reason}"
                 return {"stage_done": True, "failure": why}
             return {"stage_done": False}
         dec = StageDecision(stage=state.stage, chosen_id=best.candidate_id,

@@ -61,41 +61,63 @@ class CompileOnlyEvaluator:
         pass
 
 
+FLOOR_SLACK = 0.85  # a time under 85% of the roofline floor is not believed
+
+
 class GpuEvaluator:
+    """Two sandboxed processes: the candidate worker verifies and times candidates; the baseline
+    worker times eager and torch.compile and never runs candidate code, so no host code can reach
+    the baselines. A candidate's speedup is the baseline measured right after it, over its time."""
     kind = "gpu"
 
-    def __init__(self, arch: str | None = None, timeout_s: float = 180.0, reps: int = 50, trials: int = 3):
-        self.arch, self.timeout_s, self.reps, self.trials = arch, timeout_s, reps, trials
-        self.worker: SandboxWorker | None = None
-        self.lock = threading.Lock()  # one GPU, one worker: fanned-out verifications take turns
+    def __init__(self, arch: str | None = None, timeout_s: float = 180.0, reps: int = 50, trials: int = 3,
+                 tolerance: str = "float64"):
+        if tolerance not in ("float64", "kernelbench"):
+            raise ValueError(f"unknown tolerance {tolerance!r} (float64, kernelbench)")
+        self.arch, self.timeout_s, self.reps, self.trials, self.tolerance = arch, timeout_s, reps, trials, tolerance
+        self.workers: dict[str, SandboxWorker] = {}
+        self.lock = threading.Lock()  # one GPU: fanned-out verifications take turns
 
-    def _worker(self, task_path: str) -> SandboxWorker:
-        if self.worker is None:
-            self.worker = SandboxWorker(task_path)
-        self.worker.switch(task_path)
-        return self.worker
+    def _worker(self, role: str, task_path: str) -> SandboxWorker:
+        w = self.workers.get(role)
+        if w is None:
+            w = self.workers[role] = SandboxWorker(task_path, role=role, tolerance=self.tolerance)
+        w.switch(task_path)
+        return w
 
-    def baselines(self, task_path: str) -> Baselines:
-        with self.lock:
-            w = self._worker(task_path)
-            r = w.request("baselines", self.reps, timeout=900)
+    @property
+    def worker(self) -> SandboxWorker | None:  # the candidate worker (tests kill it to check restarts)
+        return self.workers.get("candidate")
+
+    def _baselines(self, task_path: str) -> Baselines:
+        w = self._worker("baseline", task_path)
+        r = w.request("baselines", self.reps, timeout=900)
         if not r.get("ok"):
             raise RuntimeError(f"baseline timing failed: {r.get('error')}")
         return Baselines(eager=r["eager"], compiled=r["compiled"], device=w.info.get("device", "cuda"), note=r["note"])
+
+    def baselines(self, task_path: str) -> Baselines:
+        with self.lock:
+            return self._baselines(task_path)
 
     def evaluate(self, task_path, candidates, floor_ms):
         with self.lock:
             return [self._one(task_path, c, floor_ms) for c in candidates]
 
     def _one(self, task_path, c, floor_ms) -> Evaluation:
-        req = {"candidate": c.model_dump(mode="json"), "reps": self.reps, "trials": self.trials,
-               "floor_ms": floor_ms, "arch": self.arch}
         try:
-            r = self._worker(task_path).request("evaluate", req, timeout=self.timeout_s)
-            if r.get("ok"):
-                return Evaluation.model_validate(r["evaluation"])
-            ev = Evaluation(candidate_id=c.id, stage=c.stage, verdict=Verdict.crashed,
-                            reason=f"worker error: {r.get('error')}"[:500])
+            w = self._worker("candidate", task_path)
+            req = {"candidate": c.model_dump(mode="json"), "reps": self.reps, "trials": self.trials,
+                   "arch": self.arch, "precision_note": w.info.get("precision_note", "")}
+            r = w.request("evaluate", req, timeout=self.timeout_s)
+            if not r.get("ok"):
+                ev = Evaluation(candidate_id=c.id, stage=c.stage, verdict=Verdict.crashed,
+                                reason=f"worker error: {r.get('error')}"[:500])
+            else:
+                ev = Evaluation.model_validate(r["evaluation"])
+                if ev.verdict == Verdict.correct:
+                    self._speedups(ev, self._baselines(task_path), floor_ms)
+                return ev
         except WorkerTimeout as exc:
             ev = Evaluation(candidate_id=c.id, stage=c.stage, verdict=Verdict.timed_out, reason=str(exc))
         except WorkerDied as exc:
@@ -103,10 +125,24 @@ class GpuEvaluator:
         ev.guard_policy = c.guard_policy
         return ev
 
+    @staticmethod
+    def _speedups(ev: Evaluation, base: Baselines, floor_ms: float | None) -> None:
+        med = ev.timing.median_ms
+        ev.eager, ev.compiled = base.eager, base.compiled
+        if base.eager:
+            ev.speedup_vs_eager = base.eager.median_ms / med
+        if base.compiled:
+            ev.speedup_vs_compile = base.compiled.median_ms / med
+        floor = float(floor_ms or 0.0)
+        if floor > 0:
+            ev.roofline_fraction = floor / med
+            if med < floor * FLOOR_SLACK:
+                ev.flagged = f"faster than the roofline floor ({med:.4f} ms < {floor:.4f} ms): not believed"
+
     def close(self) -> None:
-        if self.worker is not None:
-            self.worker.close()
-            self.worker = None
+        for w in self.workers.values():
+            w.close()
+        self.workers = {}
 
 
 def gpu_available() -> bool:
@@ -117,11 +153,11 @@ def gpu_available() -> bool:
         return False
 
 
-def make_evaluator(kind: str, arch: str, reps: int = 50, **kw) -> Evaluator:
+def make_evaluator(kind: str, arch: str, reps: int = 50, tolerance: str = "float64", **kw) -> Evaluator:
     if kind == "auto":
         kind = "gpu" if gpu_available() else "compile_only"
     if kind == "gpu":
-        return GpuEvaluator(arch=arch, reps=reps, **kw)
+        return GpuEvaluator(arch=arch, reps=reps, tolerance=tolerance, **kw)
     if kind == "compile_only":
         return CompileOnlyEvaluator(arch=arch)
     raise ValueError(f"unknown evaluator {kind!r} (auto, gpu, compile_only)")

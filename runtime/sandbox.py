@@ -21,8 +21,10 @@ class WorkerSetupError(RuntimeError):
 
 
 class SandboxWorker:
-    def __init__(self, task_path: str, setup_timeout: float = 900.0):
+    def __init__(self, task_path: str, setup_timeout: float = 900.0, role: str = "candidate",
+                 tolerance: str = "float64"):
         self.task_path = task_path
+        self.role, self.tolerance = role, tolerance
         self.setup_timeout = setup_timeout
         self.proc = None
         self.conn = None
@@ -38,11 +40,14 @@ class SandboxWorker:
         self.proc.start()
         child.close()
         self.restarts += 1
-        reply = self._roundtrip("setup", self.task_path, self.setup_timeout)
+        reply = self._roundtrip("setup", self._setup_payload(), self.setup_timeout)
         if not reply.get("ok"):
             self.close()
             raise WorkerSetupError(f"evaluation worker could not set up the task: {reply.get('error')}")
         self.info = reply
+
+    def _setup_payload(self) -> dict:
+        return {"task": self.task_path, "role": self.role, "tolerance": self.tolerance}
 
     def _roundtrip(self, kind: str, payload, timeout: float) -> dict:
         try:
@@ -71,7 +76,7 @@ class SandboxWorker:
         self.task_path = task_path
         if self.proc is None or not self.proc.is_alive():
             return  # the next request starts one for this task
-        reply = self._roundtrip("setup", task_path, self.setup_timeout)
+        reply = self._roundtrip("setup", self._setup_payload(), self.setup_timeout)
         if not reply.get("ok"):
             self.kill()
             raise WorkerSetupError(f"evaluation worker could not set up the task: {reply.get('error')}")

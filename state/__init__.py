@@ -6,7 +6,7 @@ serializer can allow exactly these classes (see graph/checkpointing.py).
 from state.task import TaskSpec, TensorSpec, Roofline, TaskAnalysis
 from state.candidate import KernelCandidate, Param
 from state.evaluation import (
-    CompileError, KernelResources, CompileResult, CorrectnessResult, Timing,
+    CompileError, KernelResources, CompileResult, CorrectnessResult, OutputError, Timing,
     Evaluation, Verdict,
 )
 from state.records import StageAttempt, StageDecision, DesignRecord, Budget, STAGES, TUNING_STAGES
@@ -14,7 +14,7 @@ from state.run import RunState, RunSettings, FinalResult, LLMConfig, VerifyTask,
 
 ALL_MODELS = [
     TaskSpec, TensorSpec, Roofline, TaskAnalysis, KernelCandidate, CompileError,
-    KernelResources, CompileResult, CorrectnessResult, Timing, Evaluation,
+    KernelResources, CompileResult, CorrectnessResult, OutputError, Timing, Evaluation,
     StageAttempt, StageDecision, DesignRecord, Budget, VerifyTask, RunState, RunSettings, FinalResult, LLMConfig,
     ReviewDecision,
 ]

@@ -19,7 +19,10 @@ class TaskResult(BaseModel):
     bound: str | None = None
     floor_ms: float | None = None
     guard_policy: str | None = None
-    family: str | None = None
+    family: str | None = None  # the kernel family when verified, else the task's operator family
+    cand_err: float | None = None  # worst norm-wise error vs float64 over the trials (float64 rule)
+    eager_err: float | None = None  # eager's own on the same trials
+    peak_ratio: float | None = None  # the evaluation's device-memory peak over eager's own
     stage_best_ms: dict[str, float | None] = Field(default_factory=dict)
     kernel_path: str | None = None
     wall_s: float | None = None  # this session's wall time on the task (None when it came from a checkpoint)
@@ -47,3 +50,4 @@ class BenchResults(BaseModel):
     summary: BenchSummary
     wall_s: float | None = None  # the whole bench, this session (a resumed bench counts only what it ran)
     slots: int = 1  # tasks run at a time (GPUs, for a Ray bench)
+    tolerance: str = "float64"  # which correctness rule produced these verdicts (see runtime/correctness.py)

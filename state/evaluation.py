@@ -14,6 +14,7 @@ class Verdict(str, Enum):
     rejected = "rejected"  # a guard refused it (torch compute, side work, ...)
     crashed = "crashed"
     timed_out = "timed_out"
+    out_of_memory = "out_of_memory"  # the evaluation did not fit on the device: neither right nor wrong
 
 
 class CompileError(BaseModel):
@@ -41,14 +42,32 @@ class CompileResult(BaseModel):
     cached: bool = False
 
 
+class OutputError(BaseModel):
+    """One floating output of one trial, measured against the truth (float64 unless `truth` says not)."""
+    trial: str  # "task seed 123" or "widened seed 124"
+    output: int = 0
+    cand_norm: float  # ||cand - truth|| / ||truth||
+    eager_norm: float  # the same for PyTorch eager's own result
+    cand_max: float  # max |cand - truth| / max |truth|
+    eager_max: float
+
+
 class CorrectnessResult(BaseModel):
     passed: bool
     trials: int
+    rule: str = "float64"  # "float64": error within a multiple of eager's own; "kernelbench": allclose vs eager
+    truth: str = ""  # where the truth came from: "float64 on cuda", "float64 on cpu", "eager (...)"
+    errors: list[OutputError] = Field(default_factory=list)
     max_abs_err: float | None = None
     max_rel_err: float | None = None
     atol: float | None = None
     rtol: float | None = None
+    note: str = ""  # e.g. eager runs TF32 convolutions (torch's default), so the candidate had the same room
     detail: str = ""
+
+    @property
+    def worst(self) -> OutputError | None:
+        return max(self.errors, key=lambda e: e.cand_norm, default=None)
 
 
 class Timing(BaseModel):
@@ -74,6 +93,9 @@ class Evaluation(BaseModel):
     flagged: str = ""  # e.g. faster than the roofline floor: not reported as a win
     guard_policy: str = "strict"
     aten_ops: list[str] = Field(default_factory=list)
+    peak_bytes: int | None = None  # device memory peak of the whole evaluation
+    eager_peak_bytes: int | None = None  # eager's own peak on the task (the memory plan's yardstick)
+    timing_cost_s: float | None = None  # wall time spent timing this candidate (fresh inputs, checks)
 
     @property
     def ok(self) -> bool:

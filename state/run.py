@@ -38,6 +38,9 @@ class RunSettings(BaseModel):
     review: bool = False  # pause before each stage (LangGraph interrupt) for a person to approve, edit or skip
     forked_from: str | None = None  # "THREAD@stage" for a branch made by `egg fork`
     timing_reps: int = 50  # timed repetitions per candidate and baseline (median reported)
+    # "float64": error against a float64 truth within a multiple of eager's own (default);
+    # "kernelbench": KernelBench's own torch.allclose against eager, 5 trials (for comparable figures)
+    tolerance: Literal["float64", "kernelbench"] = "float64"
 
 
 class VerifyTask(BaseModel):

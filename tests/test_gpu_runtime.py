@@ -25,7 +25,7 @@ def run(ev, c, floor_ms=None):
 def test_honest_kernel_is_correct_and_timed(evaluator):
     e = run(evaluator, planted.cand("honest", planted.HONEST))
     assert e.verdict.value == "correct", e.reason
-    assert e.correctness.trials == 3 and e.timing.median_ms > 0
+    assert e.correctness.trials == 4 and e.timing.median_ms > 0  # 3 of the task's inputs, 1 widened
     assert e.eager is not None and e.speedup_vs_eager > 0 and e.aten_ops == ["aten::empty.memory_format"]
 
 

@@ -46,20 +46,31 @@ class ExpertAgent:
             raise g
         return g
 
+    def _plan(self, path: str):
+        g = self.graph(path)
+        fam = family_of(g)
+        plan = gemm.plan_gemm(g) if fam == "gemm" else rowwise.plan_rows(g) if fam == "rows" else None
+        return g, fam, plan
+
+    def precheck(self, path: str) -> str | None:
+        """Why the expert cannot cover this task (None when it can): asked before baselines are timed."""
+        try:
+            self._plan(path)
+        except Unsupported as exc:
+            return str(exc)
+        except Exception as exc:  # a bug of ours on an unusual reference: a clear per-task result, not a crash
+            return f"the expert agent failed on this reference ({type(exc).__name__}: {str(exc)[:120]})"
+        return None
+
     # -- the stage entry point --------------------------------------------------------
     def propose(self, req: StageRequest) -> Proposal:
         try:
-            g = self.graph(req.task.path)
-            fam = family_of(g)
-            if fam == "gemm":
-                plan = gemm.plan_gemm(g)
-            elif fam == "rows":
-                plan = rowwise.plan_rows(g)
-            else:
-                plan = None
+            g, fam, plan = self._plan(req.task.path)
             variants = self._variants(req, fam, g, plan)
         except Unsupported as exc:
             return Proposal(unsupported=str(exc))
+        except Exception as exc:
+            return Proposal(unsupported=f"the expert agent failed on this reference ({type(exc).__name__}: {str(exc)[:120]})")
         tried = {tuple(sorted(a.params.items())) for a in req.attempts}
         if req.best is not None:
             tried.add(tuple(sorted(req.best.params.items())))

@@ -136,7 +136,12 @@ def export_graph(task) -> OpGraph:
         aten_ops.append(f"aten::{name}")
         args = [val(a) for a in fx.args]
         kwargs = {k: val(v) for k, v in fx.kwargs.items()}
-        res = _lower(name, fx, args, kwargs, meta, nodes)
+        try:
+            res = _lower(name, fx, args, kwargs, meta, nodes)
+        except Unsupported:
+            raise
+        except Exception as exc:  # a form of the op the lowering does not know: say which, never crash the run
+            raise Unsupported(f"aten::{name} in a form the expert cannot lower ({type(exc).__name__}: {str(exc)[:80]})") from None
         if isinstance(res, list):
             tuple_vals[fx.name] = res
         else:
@@ -237,6 +242,8 @@ def _lower(name, fx, args, kwargs, meta, nodes) -> Node | list:
             mk = m if keep else b.add("pw", "view", [m], s.shape, dtype)
             return b.add("pw", "add", [b.add("pw", "log", [s], s.shape, dtype), mk], s.shape, dtype)
         return red(name, x, dims, keep, dtype)
+    if name in ("max", "min") and len(args) > 1 and isinstance(args[1], Node):  # torch.min(x, other): elementwise
+        return b.add("pw", "maximum" if name == "max" else "minimum", args[:2], shape, dtype)
     if name in ("max", "min") and len(args) == 1:
         return red("a" + name, x, tuple(range(rank)), False, dtype)
     if name in ("max", "min"):

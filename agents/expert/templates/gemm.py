@@ -102,9 +102,29 @@ def arg_order(g: OpGraph, p: GemmPlan) -> list[Node]:
     return [a, b] + [t for t in g.inputs + g.params if t is not a and t is not b]
 
 
+# a K at least this long is summed in two levels (chunks of about sqrt(K) into the total): a plain
+# running fp32 sum over K terms drifts like K*eps, far from eager's error (KernelBench 4 and 6)
+CHUNKED_K = 8192
+
+
+def k_chunk_tiles(K: int, BK: int) -> int:
+    return max(1, round(K ** 0.5 / BK)) if K >= CHUNKED_K else 0
+
+
 def render_simt(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     M, N, K = p.M, p.N, p.K
     T = k.threads(False)
+    ch = k_chunk_tiles(K, k.BK)
+    tgt = "part" if ch else "acc"
+    part_decl = ("\n    float part[TM][TN];\n#pragma unroll\n    for (int i = 0; i < TM; ++i)\n#pragma unroll\n"
+                 "        for (int j = 0; j < TN; ++j) part[i][j] = 0.0f;") if ch else ""
+    part_flush = (f"""
+        if ((k0 / BK + 1) % {ch} == 0 || k0 + BK >= {K}) {{  // chunk done: into the total
+#pragma unroll
+            for (int i = 0; i < TM; ++i)
+#pragma unroll
+                for (int j = 0; j < TN; ++j) {{ acc[i][j] += part[i][j]; part[i][j] = 0.0f; }}
+        }}""") if ch else ""
     bload = (f"B[(long long)(n0 + c) * {K}LL + (k0 + r)]" if p.b_layout == "nk" else
              f"Bb[(long long)(k0 + r) * {N}LL + (n0 + c)]")
     epi, v = _epilogue(g, p, "acc[i][j]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                ")
@@ -125,7 +145,7 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({_args(g, p)}) {{
 #pragma unroll
     for (int i = 0; i < TM; ++i)
 #pragma unroll
-        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;
+        for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;{part_decl}
     for (int k0 = 0; k0 < {K}; k0 += BK) {{
         for (int e = tid; e < BM * BK; e += {T}) {{
             int r = e / BK, c = e % BK;  // A tile row r, k c; stored transposed
@@ -146,9 +166,9 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({_args(g, p)}) {{
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
-                for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+                for (int j = 0; j < TN; ++j) {tgt}[i][j] = fmaf(a[i], b[j], {tgt}[i][j]);
         }}
-        __syncthreads();
+        __syncthreads();{part_flush}
     }}
 #pragma unroll
     for (int i = 0; i < TM; ++i) {{

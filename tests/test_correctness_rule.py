@@ -1,0 +1,87 @@
+"""The float64 rule (runtime/correctness.py) on the CPU: a reordered fp32 sum is accepted, a
+precision downgrade (fp16 or TF32 arithmetic on an fp32 matmul) and a wrong kernel are rejected,
+and KernelBench's own check is available beside it."""
+import torch
+
+from runtime.correctness import (check_structure, error_stats, float64_rule, kernelbench_allclose,
+                                 relative_diff)
+
+
+def judge(cand, eager, truth):
+    return float64_rule(error_stats(cand, truth), error_stats(eager, truth), eager.dtype)
+
+
+def tf32(x):
+    """Round an fp32 tensor's mantissa to TF32's 10 bits."""
+    return (x.view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+
+def test_reordered_sum_is_accepted():
+    torch.manual_seed(0)
+    x = torch.rand(64, 65536)
+    truth = x.double().sum(1)
+    eager = x.sum(1)
+    # another order: columns reversed, summed in 256 sequential partial sums, then the partials
+    cand = x.flip(1).reshape(64, 256, 256).sum(2).sum(1)
+    assert not torch.equal(cand, eager)  # really another rounding
+    assert judge(cand, eager, truth) == ""
+
+
+def test_fp16_and_tf32_matmuls_are_rejected():
+    torch.manual_seed(1)
+    a, b = torch.randn(256, 1024), torch.randn(1024, 256)
+    truth = a.double() @ b.double()
+    eager = a @ b  # exact fp32
+    assert judge(eager.clone(), eager, truth) == ""
+    half = (a.half().float() @ b.half().float())  # fp16 operands
+    why = judge(half, eager, truth)
+    assert "norm-wise error vs float64" in why, why
+    why = judge(tf32(a) @ tf32(b), eager, truth)
+    assert "error vs float64" in why, why
+
+
+def test_wrong_kernels_are_rejected():
+    torch.manual_seed(2)
+    x = torch.randn(4096)
+    truth = torch.nn.functional.gelu(x.double())
+    eager = torch.nn.functional.gelu(x)
+    tanh_gelu = torch.nn.functional.gelu(x, approximate="tanh")  # another function, close but not the same
+    assert "error vs float64" in judge(tanh_gelu, eager, truth)
+    assert "constant" in judge(torch.zeros(4096), eager, truth) or "error" in judge(torch.zeros(4096), eager, truth)
+    nan = eager.clone()
+    nan[7] = float("nan")
+    why = judge(nan, eager, truth)
+    assert "NaN/Inf where the reference is finite" in why and "index 7" in why
+    one = eager.clone()
+    one[123] += 1e-3  # one wrong element in 4096: invisible norm-wise at this size? the max error sees it
+    assert "error vs float64" in judge(one, eager, truth)
+
+
+def test_exact_outputs_get_rounding_room_only():
+    x = torch.randn(10000)
+    truth, eager = x.double().relu(), x.relu()
+    assert judge(eager.clone(), eager, truth) == ""
+    assert judge(eager * (1 + 2e-7), eager, truth) == ""  # a few ulp
+    assert "error" in judge(eager * (1 + 1e-5), eager, truth)
+
+
+def test_chunked_stats_match_unchunked():
+    torch.manual_seed(3)
+    x, t = torch.randn(100_000), torch.randn(100_000).double()
+    a, b = error_stats(x, t), error_stats(x, t, chunk=7_777)
+    assert abs(a.norm - b.norm) < 1e-12 and a.max == b.max and (a.x_min, a.t_max) == (b.x_min, b.t_max)
+    assert abs(relative_diff(x, t.float()) - relative_diff(x, t.float(), chunk=999)) < 1e-12
+
+
+def test_kernelbench_rule_and_structure():
+    e = torch.randn(1000)
+    assert kernelbench_allclose(e + 5e-5, e) == ""
+    assert "outside atol=rtol=0.0001" in kernelbench_allclose(e + 1e-3, e)
+    assert kernelbench_allclose((e + 5e-3).bfloat16(), e.bfloat16()) == ""
+
+    class Lazy(torch.Tensor):
+        pass
+    assert "not a plain torch.Tensor" in check_structure([e.as_subclass(Lazy)], [e])
+    assert "shape" in check_structure([e[:10]], [e])
+    assert "dtype" in check_structure([e.double()], [e])
+    assert "returned 2 outputs" in check_structure([e, e], [e])
