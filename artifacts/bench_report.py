@@ -4,10 +4,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from state import STAGES
 from state.bench import BenchResults, BenchSummary, TaskResult
 
 P_VALUES = (0.0, 1.0, 1.5, 2.0)
-STAGES = ("algorithm_design", "parallel_mapping", "tiling", "memory_optimization")
 
 
 def _geomean(xs: list[float]) -> float | None:

@@ -9,7 +9,8 @@ import sys
 import time
 from pathlib import Path
 
-from graph.runner import get_run, optimize, resolve_profile, resume
+from context import resolve_profile
+from graph.runner import get_run, optimize, resume
 from runtime.evaluator import make_evaluator
 from graph.checkpointing import open_checkpointer
 from graph.builder import build

@@ -8,20 +8,16 @@ from __future__ import annotations
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import RetryPolicy
 
-from graph.context import EggContext
-from graph.routing import NEXT_STAGE, after_analysis, after_verification, dispatch
-from nodes.algorithm_design import algorithm_design
+from context import EggContext
+from graph.routing import after_analysis, after_verification, dispatch
 from nodes.analysis import analysis
+from nodes.design import design_node
 from nodes.finalize import finalize
-from nodes.memory_optimization import memory_optimization
-from nodes.parallel_mapping import parallel_mapping
-from nodes.tiling import tiling
 from nodes.verification import verification, verify_candidate
 from runtime.sandbox import WorkerSetupError
-from state import STAGES, RunState, VerifyTask
+from state import NEXT_STAGE, STAGES, RunState, VerifyTask
 
-DESIGN_NODES = {"algorithm_design": algorithm_design, "parallel_mapping": parallel_mapping,
-                "tiling": tiling, "memory_optimization": memory_optimization}
+DESIGN_NODES = {name: design_node(name) for name in STAGES}
 # a worker that could not start (driver hiccup, out of memory at setup) is worth one more try
 INFRA_RETRY = RetryPolicy(max_attempts=2, retry_on=WorkerSetupError)
 

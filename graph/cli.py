@@ -86,7 +86,7 @@ def cmd_resume(a) -> int:
     elif a.approve:
         decision = {"action": "approve"}
     st = resume(a.thread, checkpoint=a.checkpoint, decision=decision,
-                reviewer=_terminal_reviewer() if decision is None else None)
+                reviewer=_terminal_reviewer() if decision is None else None, force=a.force)
     _print_result(a.thread, st)
     return 0 if st.result and st.result.status in ("verified", "unverified") else 1
 
@@ -94,9 +94,10 @@ def cmd_resume(a) -> int:
 def cmd_fork(a) -> int:
     from graph.runner import fork
     budget = None
-    if a.candidates_per_stage or a.total_candidates:
-        budget = Budget(candidates_per_stage=a.candidates_per_stage or Budget().candidates_per_stage,
-                        total_candidates=a.total_candidates or Budget().total_candidates)
+    if a.candidates_per_stage is not None or a.total_candidates is not None:
+        d = Budget()
+        budget = Budget(candidates_per_stage=d.candidates_per_stage if a.candidates_per_stage is None else a.candidates_per_stage,
+                        total_candidates=d.total_candidates if a.total_candidates is None else a.total_candidates)
     tid = fork(a.thread, a.stage, checkpoint=a.checkpoint, new_thread=a.new_thread, agent=a.agent, budget=budget)
     print(f"forked {a.thread} before {a.stage} as {tid}; run it with `egg resume {tid}`")
     return 0
@@ -241,6 +242,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--approve", action="store_true", help="at a review pause: run the stage as planned")
     r.add_argument("--skip", action="store_true", help="at a review pause: skip the stage (keep its input)")
     r.add_argument("--edit", default=None, metavar="JSON", help='at a review pause: e.g. \'[{"block": 512}]\'')
+    r.add_argument("--force", action="store_true", help="the task file changed since the run started: go on with "
+                                                      "the copy the run stored")
     r.set_defaults(fn=cmd_resume)
     f = sub.add_parser("fork", help="time travel: a new branch from the checkpoint before a stage")
     f.add_argument("thread")
@@ -281,16 +284,29 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+FLAGS = {"timing_reps": "reps", "max_retries": "llm-retries", "temperature": "llm-temperature",
+         "max_tokens": "llm-max-tokens", "timeout_s": "llm-timeout"}
+
+
+def _flag_error(exc) -> str:
+    """A pydantic ValidationError as one line: '--total-candidates must be at least 1'."""
+    e = exc.errors()[0]
+    field = str(e["loc"][-1]) if e["loc"] else "value"
+    flag = "--" + FLAGS.get(field, field).replace("_", "-")
+    if e["type"] in ("greater_than_equal", "greater_than") and "ge" in e.get("ctx", {}):
+        return f"{flag} must be at least {e['ctx']['ge']}"
+    return f"{flag}: {e['msg']}"
+
+
 def main(argv: list[str] | None = None) -> int:
     from graph.runner import UnknownThreadError
+    from pydantic import ValidationError
     args = parser().parse_args(argv)
-    for opt in ("candidates_per_stage", "total_candidates", "algorithm_rounds", "tuning_rounds", "reps"):
-        value = getattr(args, opt, None)
-        if value is not None and value < 1:
-            print(f"egg: error: --{opt.replace('_', '-')} must be at least 1", file=sys.stderr)
-            return 2
     try:
         return args.fn(args)
+    except ValidationError as exc:  # the settings models validate; the CLI only names the flag
+        print(f"egg: error: {_flag_error(exc)}", file=sys.stderr)
+        return 2
     except (TaskError, UnknownProfileError, UnknownAgentError, UnknownThreadError, FileNotFoundError,
             ValueError, CliError) as exc:
         print(f"egg: error: {exc}", file=sys.stderr)

@@ -28,7 +28,7 @@ class BenchSlot:
     """One GPU's worker (a Ray actor): its agent and evaluator live as long as it does."""
 
     def __init__(self, checkpoint: str, out: str, kw: dict, agent_factory=None, evaluator_factory=None):
-        from graph.runner import resolve_profile
+        from context import resolve_profile
         from runtime.evaluator import make_evaluator
         self.checkpoint, self.out, self.kw = checkpoint, Path(out), kw
         self.agent = agent_factory() if agent_factory else None

@@ -8,19 +8,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from agents import make_agent
 from graph.builder import build
 from graph.checkpointing import open_checkpointer
-from graph.context import EggContext
+from context import EggContext, build_context
 from hardware_profiles import detect, load_profile
-from runtime.evaluator import make_evaluator
 from artifacts import export_run
 from langgraph.types import Command
 from state import STAGES, Budget, LLMConfig, ReviewDecision, RunSettings, RunState
-from tasks import load_task
-
-DEFAULT_PROFILE = "h200"  # the project's target when no GPU is present to detect
-
+from tasks import file_sha256, load_task
 
 class UnknownThreadError(KeyError):
     def __str__(self) -> str:
@@ -34,24 +29,6 @@ class RunSummary:
     stage: str
     status: str
     best_ms: float | None
-
-
-def resolve_profile(name: str | None):
-    """The named profile, else the live GPU's, else the project's default target."""
-    if name:
-        return load_profile(name)
-    try:
-        return detect()
-    except RuntimeError:
-        return load_profile(DEFAULT_PROFILE)
-
-
-def make_context(settings: RunSettings, agent=None, evaluator=None) -> EggContext:
-    profile = resolve_profile(settings.profile)
-    return EggContext(agent=agent or make_agent(settings.agent, settings.llm),
-                      evaluator=evaluator or make_evaluator(settings.evaluator, profile.arch,
-                                                               reps=settings.timing_reps, tolerance=settings.tolerance),
-                      profile=profile)
 
 
 def _progress_printer(stream=sys.stderr) -> Callable[[str, dict], None]:
@@ -123,7 +100,7 @@ def optimize(task_path: str | Path, *, agent: str = "expert", profile: str | Non
     settings = RunSettings(task_path=str(task.path), agent=agent, profile=profile, budget=budget or Budget(),
                            out_dir=str(Path(out_dir).resolve()), evaluator=evaluator,
                            timing_reps=timing_reps, llm=llm or LLMConfig(), review=review, tolerance=tolerance)
-    ctx = make_context(settings, agent_obj, evaluator_obj)
+    ctx = build_context(settings, agent_obj, evaluator_obj)
     thread_id = thread_id or f"{task.name}-{uuid.uuid4().hex[:8]}"
     config = {"configurable": {"thread_id": thread_id}}
     with open_checkpointer(checkpoint) as saver:
@@ -135,8 +112,30 @@ def optimize(task_path: str | Path, *, agent: str = "expert", profile: str | Non
         return thread_id, _state(app, config)
 
 
+def _check_resumable(thread_id: str, st: RunState, force: bool, stream=sys.stderr) -> None:
+    """The task file must be the one the run read (else --force: go on with the stored copy); a
+    different live GPU is reported, and the stored profile kept."""
+    if st.task and st.task.source:
+        now = file_sha256(st.settings.task_path)
+        if now is not None and now != st.task.source_sha256:
+            if not force:
+                raise ValueError(f"{st.settings.task_path} changed since thread {thread_id!r} started (sha256 "
+                                 f"{st.task.source_sha256[:12]} then, {now[:12]} now): `egg resume {thread_id} --force` "
+                                 "goes on with the copy the run stored, or start a new run")
+            print(f"[egg] {st.settings.task_path} changed since the run started: going on with the stored copy",
+                  file=stream)
+    if st.profile is not None:
+        try:
+            live = detect()
+        except RuntimeError:
+            return
+        if live.name != st.profile.name:
+            print(f"[egg] the run started with the {st.profile.name} profile; the live GPU is {live.name}: "
+                  f"keeping {st.profile.name} (its roofline)", file=stream)
+
+
 def resume(thread_id: str, *, checkpoint: str | None = None, decision: dict | str | None = None, reviewer=None,
-           agent_obj=None, evaluator_obj=None, on_event=None, quiet: bool = False) -> RunState:
+           agent_obj=None, evaluator_obj=None, on_event=None, quiet: bool = False, force: bool = False) -> RunState:
     """Continue an interrupted run from its last checkpoint; finished nodes are not run again.
     A run paused for review needs `decision` (approve / skip / edit) or a `reviewer` callback."""
     config = {"configurable": {"thread_id": thread_id}}
@@ -147,6 +146,7 @@ def resume(thread_id: str, *, checkpoint: str | None = None, decision: dict | st
             raise UnknownThreadError(thread_id)
         if not app.get_state(config).next:
             return st  # finished already
+        _check_resumable(thread_id, st, force)
         payload = None
         pause = pending_review(app, config)
         if pause is not None:
@@ -155,7 +155,7 @@ def resume(thread_id: str, *, checkpoint: str | None = None, decision: dict | st
             payload = _answer(decision if decision is not None else reviewer(pause))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            ctx = make_context(st.settings, agent_obj, evaluator_obj)
+            ctx = build_context(st.settings, agent_obj, evaluator_obj, profile=st.profile)
         _drive(app, payload, config, ctx, on_event or (None if quiet else _progress_printer()),
                owns_evaluator=evaluator_obj is None, reviewer=reviewer)
         return _state(app, config)

@@ -5,10 +5,10 @@ import traceback
 
 from langgraph.runtime import Runtime
 
-from graph.context import EggContext, resolve
+from context import EggContext, resolve
 from runtime.analysis import analyze
 from state import RunState
-from tasks import TaskError, load_task, task_spec
+from tasks import TaskError, load_task, materialize, task_spec
 
 
 def _where(exc: BaseException, path: str) -> str:
@@ -24,21 +24,23 @@ def analysis(state: RunState, runtime: Runtime[EggContext]) -> dict:
         task = load_task(state.settings.task_path)
     except TaskError as exc:
         return {"failure": str(exc), "stage": "analysis"}
+    spec = task_spec(task)
+    frozen = materialize(spec)  # what every later step loads: the task as it was read here
+    known = {"task": spec, "profile": ctx.profile, "stage": "analysis"}
     try:
         result = analyze(task, ctx.profile)
     except Exception as exc:  # the reference itself is broken: the run ends here, it cannot succeed on resume
-        return {"failure": f"the reference raised {type(exc).__name__}: {str(exc)[:200]} ({_where(exc, str(task.path))})",
-                "task": task_spec(task), "stage": "analysis"}
+        return {**known, "failure": f"the reference raised {type(exc).__name__}: {str(exc)[:200]} "
+                                    f"({_where(exc, str(task.path))})"}
     # coverage before baselines: a task the agent cannot cover costs seconds, not a torch.compile
     precheck = getattr(ctx.agent, "precheck", None)
-    why = precheck(str(task.path)) if precheck else None
+    why = precheck(frozen) if precheck else None
     if why:
-        return {"failure": f"unsupported by the {ctx.agent.name} agent: {why}", "task": task_spec(task),
-                "analysis": result, "stage": "analysis"}
-    base = ctx.evaluator.baselines(str(task.path))
+        return {**known, "failure": f"unsupported by the {ctx.agent.name} agent: {why}", "analysis": result}
+    base = ctx.evaluator.baselines(frozen)
     result.eager_ms = base.eager.median_ms if base.eager else None
     result.compile_ms = base.compiled.median_ms if base.compiled else None
     result.device = base.device
     if base.note:
         result.notes.append(base.note)
-    return {"task": task_spec(task), "analysis": result, "stage": "analysis", "round": 0}
+    return {**known, "analysis": result, "round": 0}

@@ -5,9 +5,14 @@ from __future__ import annotations
 from langgraph.runtime import Runtime
 from langgraph.types import interrupt
 
-from agents.base import StageRequest
-from graph.context import EggContext, resolve
-from state import KernelCandidate, ReviewDecision, RunState
+from agents.protocol import StageRequest
+from context import EggContext, resolve
+from state import STAGE_TABLE, KernelCandidate, ReviewDecision, RunState
+
+
+def guard_policy(run: str, wish: str) -> str:
+    """The run's setting decides; under "auto" the agent's wish stands (the worker never trusts a string)."""
+    return wish if run == "auto" else run
 
 
 def remaining_budget(state: RunState) -> int:
@@ -31,7 +36,7 @@ def design_step(stage: str, state: RunState, runtime: Runtime[EggContext]) -> di
     update: dict = {"stage": stage, "round": rnd, "stage_done": False, "pending": []}
     if limit == 0:
         return update  # verification concludes the stage with what it has
-    req = StageRequest(stage=stage, round=rnd, task=state.task, analysis=state.analysis, profile=ctx.profile,
+    req = StageRequest(stage=stage, round=rnd, task=state.task, analysis=state.analysis, profile=state.profile or ctx.profile,
                        design=state.design, attempts=state.stage_attempts(stage), best=best, max_candidates=limit)
     proposal = ctx.agent.propose(req)
     if proposal.unsupported:
@@ -45,7 +50,17 @@ def design_step(stage: str, state: RunState, runtime: Runtime[EggContext]) -> di
         if decision.action == "edit":
             proposal = ctx.agent.propose(req.model_copy(update={"params_override": decision.params}))
     cands = [KernelCandidate(id=f"{stage}-r{rnd}-c{i}", stage=stage, parent_id=best.id if best else None,
-                             **k.model_dump()) for i, k in enumerate(proposal.kernels[:limit])]
+                             **{**k.model_dump(), "guard_policy": guard_policy(state.settings.guard_policy, k.guard_policy)})
+             for i, k in enumerate(proposal.kernels[:limit])]
     if proposal.plan and stage == "algorithm_design":
         update["design"] = state.design.model_copy(update={"plan": proposal.plan})
     return {**update, "candidates": cands, "pending": [c.id for c in cands]}
+
+
+def design_node(stage: str):
+    """The node function of one design stage (all four share design_step; the table in state names them)."""
+    def node(state: RunState, runtime: Runtime[EggContext]) -> dict:
+        return design_step(stage, state, runtime)
+    node.__name__ = node.__qualname__ = stage
+    node.__doc__ = f"{stage}: {STAGE_TABLE[stage]}."
+    return node

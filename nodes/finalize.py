@@ -6,7 +6,7 @@ from pathlib import Path
 from langgraph.runtime import Runtime
 
 from artifacts import export_run
-from graph.context import EggContext
+from context import EggContext
 from state import FinalResult, RunState
 
 

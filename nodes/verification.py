@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from langgraph.runtime import Runtime
 
-from graph.context import EggContext, resolve
+from context import EggContext, resolve
+from tasks import materialize
 from state import DesignRecord, Evaluation, RunState, StageAttempt, StageDecision, Verdict, VerifyTask
 
 
@@ -54,7 +55,8 @@ def conclude(state: RunState, stage_evals: list[Evaluation], compile_only: bool)
 
 def verify_candidate(task: VerifyTask, runtime: Runtime[EggContext]) -> dict:
     """One Send per candidate: its evaluation is checkpointed the moment it finishes."""
-    (ev,) = resolve(runtime, task.settings).evaluator.evaluate(task.task_path, [task.candidate], task.floor_ms)
+    path = materialize(task.task) if task.task else task.task_path
+    (ev,) = resolve(runtime, task.settings).evaluator.evaluate(path, [task.candidate], task.floor_ms)
     c = task.candidate
     attempt = StageAttempt(stage=c.stage, round=task.round, candidate_id=c.id, params=c.params,
                            verdict=ev.verdict.value, reason=ev.flagged or ev.reason,

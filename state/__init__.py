@@ -9,15 +9,18 @@ from state.evaluation import (
     CompileError, KernelResources, CompileResult, CorrectnessResult, OutputError, Timing,
     Evaluation, Verdict,
 )
-from state.records import StageAttempt, StageDecision, DesignRecord, Budget, STAGES, TUNING_STAGES
+from hardware_profiles import HardwareProfile
+from state.records import (StageAttempt, StageDecision, DesignRecord, Budget, STAGES, TUNING_STAGES, STAGE_TABLE,
+                           NEXT_STAGE, StageName)
 from state.run import RunState, RunSettings, FinalResult, LLMConfig, VerifyTask, ReviewDecision
 
 ALL_MODELS = [
     TaskSpec, TensorSpec, Roofline, TaskAnalysis, KernelCandidate, CompileError,
     KernelResources, CompileResult, CorrectnessResult, OutputError, Timing, Evaluation,
     StageAttempt, StageDecision, DesignRecord, Budget, VerifyTask, RunState, RunSettings, FinalResult, LLMConfig,
-    ReviewDecision,
+    ReviewDecision, HardwareProfile,
 ]
 ALL_ENUMS = [Verdict]
 
-__all__ = [m.__name__ for m in ALL_MODELS] + ["Verdict", "Param", "STAGES", "TUNING_STAGES", "ALL_MODELS", "ALL_ENUMS"]
+__all__ = [m.__name__ for m in ALL_MODELS] + ["Verdict", "Param", "STAGES", "TUNING_STAGES", "STAGE_TABLE", "NEXT_STAGE",
+                                              "StageName", "ALL_MODELS", "ALL_ENUMS"]

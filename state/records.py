@@ -1,19 +1,31 @@
 """Inter-stage design record and intra-stage attempt log."""
 from __future__ import annotations
 
+from typing import Literal, get_args
+
 from pydantic import BaseModel, Field
 
 from state.candidate import Param
 
-STAGES = ["algorithm_design", "parallel_mapping", "tiling", "memory_optimization"]
+# The one stage table: routing, the builder and the reports derive from it, in this order.
+STAGE_TABLE: dict[str, str] = {
+    "algorithm_design": "the op graph, the fusion plan and a first correct kernel",
+    "parallel_mapping": "threads, warps and blocks over the output (block size, mapping, warp tiles)",
+    "tiling": "tile shapes and items per thread",
+    "memory_optimization": "vector widths, shared-memory staging and padding, pipelining",
+}
+StageName = Literal["algorithm_design", "parallel_mapping", "tiling", "memory_optimization"]
+STAGES: list[str] = list(STAGE_TABLE)
 TUNING_STAGES = STAGES[1:]
+NEXT_STAGE: dict[str, str] = dict(zip(STAGES, STAGES[1:] + ["finalize"]))
+assert STAGES == list(get_args(StageName))
 
 
 class Budget(BaseModel):
-    candidates_per_stage: int = 4
-    total_candidates: int = 40
-    algorithm_rounds: int = 3  # bounded retries until a correct kernel
-    tuning_rounds: int = 1
+    candidates_per_stage: int = Field(4, ge=1)
+    total_candidates: int = Field(40, ge=1)
+    algorithm_rounds: int = Field(3, ge=1)  # bounded retries until a correct kernel
+    tuning_rounds: int = Field(1, ge=1)
 
 
 class StageAttempt(BaseModel):

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from hardware_profiles import HardwareProfile
 from state.candidate import KernelCandidate
 from state.evaluation import Evaluation
 from state.records import Budget, DesignRecord, StageAttempt
@@ -18,12 +19,12 @@ class LLMConfig(BaseModel):
     """LLM agent settings (no secrets: the API key is read from an environment variable)."""
     base_url: str | None = None  # default: $OPENAI_BASE_URL, else OpenAI's
     api_key_env: str = "OPENAI_API_KEY"
-    temperature: float = 0.2
-    max_tokens: int = 8192
-    max_retries: int = 2  # transport-level retries inside the client
-    timeout_s: float = 300.0
-    reply_attempts: int = 3  # malformed or unusable replies retried with the problem as feedback
-    context_chars: int = 24000  # the prompt's budget: recent attempts verbatim, older ones summarized
+    temperature: float = Field(0.2, ge=0.0, le=2.0)
+    max_tokens: int = Field(8192, ge=1)
+    max_retries: int = Field(2, ge=0)  # transport-level retries inside the client
+    timeout_s: float = Field(300.0, gt=0)
+    reply_attempts: int = Field(3, ge=1)  # malformed or unusable replies retried with the problem as feedback
+    context_chars: int = Field(24000, ge=1000)  # the prompt's budget: recent attempts verbatim, older ones summarized
 
 
 class RunSettings(BaseModel):
@@ -34,10 +35,13 @@ class RunSettings(BaseModel):
     profile: str | None = None  # None: detect the live device
     budget: Budget = Field(default_factory=Budget)
     out_dir: str = "egg_out"
-    evaluator: str = "auto"  # "auto", "gpu" or "compile_only"
+    evaluator: Literal["auto", "gpu", "compile_only"] = "auto"
+    # "auto": the agent's choice per candidate; "strict": no torch compute in any candidate; "mixed":
+    # torch library ops allowed beside the candidate's own kernels (shared/NOTES.md)
+    guard_policy: Literal["auto", "strict", "mixed"] = "auto"
     review: bool = False  # pause before each stage (LangGraph interrupt) for a person to approve, edit or skip
     forked_from: str | None = None  # "THREAD@stage" for a branch made by `egg fork`
-    timing_reps: int = 50  # timed repetitions per candidate and baseline (median reported)
+    timing_reps: int = Field(50, ge=1)  # timed repetitions per candidate and baseline (median reported)
     # "float64": error against a float64 truth within a multiple of eager's own (default);
     # "kernelbench": KernelBench's own torch.allclose against eager, 5 trials (for comparable figures)
     tolerance: Literal["float64", "kernelbench"] = "float64"
@@ -47,6 +51,7 @@ class VerifyTask(BaseModel):
     """The payload of one `Send` to the per-candidate verification worker."""
     candidate: KernelCandidate
     task_path: str
+    task: TaskSpec | None = None  # the stored copy (verification loads this, not the user's file)
     settings: RunSettings
     floor_ms: float | None = None
     round: int = 0
@@ -78,6 +83,7 @@ class FinalResult(BaseModel):
 class RunState(BaseModel):
     settings: RunSettings
     task: TaskSpec | None = None
+    profile: HardwareProfile | None = None  # resolved once by analysis; a resume keeps it
     analysis: TaskAnalysis | None = None
     stage: str = "analysis"
     round: int = 0

@@ -21,6 +21,7 @@ class TaskSpec(BaseModel):
     path: str
     name: str
     source_sha256: str
+    source: str = ""  # the task file as analysis read it: later nodes, agents and the worker use this copy
 
 
 class Roofline(BaseModel):

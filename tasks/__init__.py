@@ -1,4 +1,6 @@
 """KernelBench-format tasks: loading, validation and the bundled suite."""
-from tasks.loader import LoadedTask, TaskError, load_task, task_spec, SUITE_DIR, find_task_files
+from tasks.loader import (LoadedTask, TaskError, load_task, task_spec, SUITE_DIR, find_task_files, file_sha256,
+                          materialize)
 
-__all__ = ["LoadedTask", "TaskError", "load_task", "task_spec", "SUITE_DIR", "find_task_files"]
+__all__ = ["LoadedTask", "TaskError", "load_task", "task_spec", "SUITE_DIR", "find_task_files", "file_sha256",
+           "materialize"]

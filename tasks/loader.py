@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import sys
 import types
 from dataclasses import dataclass
@@ -99,7 +100,28 @@ def load_task(path: str | Path, check_inputs: bool = True) -> LoadedTask:
 
 def task_spec(task: LoadedTask) -> TaskSpec:
     data = task.path.read_bytes()
-    return TaskSpec(path=str(task.path), name=task.name, source_sha256=hashlib.sha256(data).hexdigest())
+    return TaskSpec(path=str(task.path), name=task.name, source_sha256=hashlib.sha256(data).hexdigest(),
+                    source=data.decode("utf-8", errors="replace"))
+
+
+def file_sha256(path: str | Path) -> str | None:
+    p = Path(path)
+    return hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() else None
+
+
+def materialize(spec: TaskSpec) -> str:
+    """A file holding exactly the task source the run stored (written once, named by its hash): what
+    the agents and the evaluation worker load, so an edit of the user's file mid-run changes nothing."""
+    if not spec.source:  # a run recorded before sources were stored: the user's file it is
+        return spec.path
+    root = Path(os.environ.get("EGG_CACHE_DIR") or Path.home() / ".cache" / "egg") / "tasks" / spec.source_sha256[:16]
+    p = root / f"{spec.name}.py"
+    if not p.is_file() or file_sha256(p) != spec.source_sha256:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_bytes(spec.source.encode("utf-8"))
+        tmp.replace(p)
+    return str(p)
 
 
 def find_task_files(paths: list[str | Path]) -> list[Path]:

@@ -1,7 +1,7 @@
 """The expert agent on the CPU: coverage of the bundled suite, plans, and kernels that compile."""
 import pytest
 
-from agents.base import StageRequest
+from agents.protocol import StageRequest
 from agents.expert import ExpertAgent
 from agents.expert.opgraph import export_graph
 from hardware_profiles import load_profile

@@ -37,7 +37,7 @@ def test_mixed_allows_functional_strict_does_not():
 
 
 def test_expert_host_code_passes_everywhere(tmp_egg):
-    from agents.base import StageRequest
+    from agents.protocol import StageRequest
     from agents.expert import ExpertAgent
     from hardware_profiles import load_profile
     from state import DesignRecord

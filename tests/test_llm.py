@@ -1,7 +1,7 @@
 """The LLM agent through the real langchain-openai client against a local scripted server."""
 import pytest
 
-from agents.base import StageRequest
+from agents.protocol import StageRequest
 from agents.llm import HybridAgent, LLMAgent
 from agents.llm.prompts import context_sections, render
 from graph.runner import optimize
@@ -122,7 +122,7 @@ def test_hybrid_falls_back_to_the_llm_under_mixed_policy():
 
 @pytest.mark.parametrize("spec", ["openai:", "hybrid:"])
 def test_agent_spec_needs_a_model(spec):
-    from agents.base import UnknownAgentError, make_agent
+    from agents.registry import UnknownAgentError, make_agent
     with pytest.raises(UnknownAgentError, match="name the model"):
         make_agent(spec)
     assert Verdict.correct.value == "correct"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 
 from agents import principles
-from agents.base import Proposal, ProposedKernel, StageRequest
+from agents.protocol import Proposal, ProposedKernel, StageRequest
 from agents.expert import host
 from agents.expert.opgraph import OpGraph, Unsupported, export_graph
 from agents.expert.templates import gemm, pointwise, rowwise
-from tasks import load_task
+from tasks import load_task, materialize
 
 
 def family_of(g: OpGraph) -> str:
@@ -65,7 +65,7 @@ class ExpertAgent:
     # -- the stage entry point --------------------------------------------------------
     def propose(self, req: StageRequest) -> Proposal:
         try:
-            g, fam, plan = self._plan(req.task.path)
+            g, fam, plan = self._plan(materialize(req.task))
             variants = self._variants(req, fam, g, plan)
         except Unsupported as exc:
             return Proposal(unsupported=str(exc))

@@ -13,7 +13,7 @@ from langchain_core.exceptions import OutputParserException
 from langchain_core.messages import HumanMessage, SystemMessage
 from pydantic import ValidationError
 
-from agents.base import Proposal, ProposedKernel, StageRequest
+from agents.protocol import Proposal, ProposedKernel, StageRequest
 from agents.llm.prompts import SYSTEM, context_sections, render
 from agents.llm.schema import KernelDraft, StageReply
 from state import LLMConfig
@@ -54,7 +54,7 @@ class LLMAgent:
         self.prompts: list[str] = []  # what was sent, for inspection and tests
 
     def propose(self, req: StageRequest, guard_policy: str | None = None) -> Proposal:
-        source = Path(req.task.path).read_text()
+        source = req.task.source or Path(req.task.path).read_text()
         feedback = ""
         for _ in range(self.cfg.reply_attempts):
             prompt = render(context_sections(req, source, self.cfg.context_chars, feedback=feedback))

@@ -4,7 +4,7 @@ verbatim, older ones summarized in a line each)."""
 from __future__ import annotations
 
 from agents import principles
-from agents.base import StageRequest
+from agents.protocol import StageRequest
 from state import StageAttempt
 
 SYSTEM = """You are a CUDA kernel engineer. You rewrite a PyTorch reference as CUDA kernels for one GPU,
@@ -13,7 +13,11 @@ defining `class ModelNew(nn.Module)` with the reference's forward signature; it 
 and the injected `egg` object: `egg.empty(shape, dtype, device)` to allocate outputs and
 `egg.launch(kernel_name, grid, block, [args...], shared_mem=0)` to launch on torch's current stream
 (tensors pass as pointers, Python ints as 64-bit `long long`, floats as `float`). Never compute with torch
-inside forward: a guard rejects any torch compute op. Every kernel is verified on fresh random inputs."""
+inside forward: a guard rejects any torch compute op. The host code is checked before it runs: imports only of
+math, torch, torch.nn, numpy; no names or attributes starting with `_`; no getattr/eval/globals/id; no torch.cuda,
+streams, events or backends; attributes assigned on `self` only; classes derive from nn.Module only.
+Every kernel is verified against a float64 reference on fresh random inputs, including signed inputs beyond the
+task's own distribution; its error must stay within a small multiple of PyTorch's own."""
 
 
 def _attempt_line(a: StageAttempt) -> str:

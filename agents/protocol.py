@@ -1,7 +1,8 @@
-"""The protocol every agent implements, and the registry that builds one by name."""
+"""The protocol every agent implements: what it is asked (StageRequest) and what it answers (Proposal).
+The factory that builds an agent by name is agents/registry.py."""
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
@@ -32,7 +33,7 @@ class ProposedKernel(BaseModel):
     compile_options: list[str] = Field(default_factory=list)
     description: str = ""
     family: str = ""
-    guard_policy: str = "strict"
+    guard_policy: Literal["strict", "mixed"] = "strict"  # a wish: the run's settings may make it stricter
 
 
 class Proposal(BaseModel):
@@ -47,28 +48,5 @@ class Agent(Protocol):
 
     def propose(self, req: StageRequest) -> Proposal: ...
 
-
-class UnknownAgentError(ValueError):
-    pass
-
-
-def make_agent(spec: str, llm=None) -> Agent:
-    """'expert' (default), 'openai:MODEL', 'hybrid:MODEL', or 'module:factory' for custom agents."""
-    if spec == "expert":
-        from agents.expert import ExpertAgent
-        return ExpertAgent()
-    if spec.startswith(("openai:", "hybrid:")):
-        kind, _, model = spec.partition(":")
-        if not model:
-            raise UnknownAgentError(f"{spec!r}: name the model, e.g. {kind}:gpt-4o")
-        from agents.llm import HybridAgent, LLMAgent
-        agent = LLMAgent(model, llm)
-        return agent if kind == "openai" else HybridAgent(agent)
-    if ":" in spec and not spec.startswith(("openai:", "hybrid:")):
-        import importlib
-        mod, _, attr = spec.partition(":")
-        try:
-            return getattr(importlib.import_module(mod), attr)()
-        except (ImportError, AttributeError) as exc:
-            raise UnknownAgentError(f"cannot load agent {spec!r}: {exc}") from None
-    raise UnknownAgentError(f"unknown agent {spec!r} (known: expert, openai:MODEL, hybrid:MODEL, module:factory)")
+    # optional: `precheck(task_path) -> str | None`, why the agent cannot cover a task (asked before
+    # baselines are timed, so an unsupported task costs seconds)
