@@ -193,134 +193,219 @@ def _rshape(shape, dims, keepdim):
     return tuple((1 if i in dims else s) for i, s in enumerate(shape) if keepdim or i not in dims)
 
 
+@dataclass
+class _Op:
+    """One aten call being lowered: its name, evaluated arguments and output metadata."""
+    name: str
+    args: list
+    kwargs: dict
+    shape: tuple
+    dtype: str
+    b: _B
+
+    @property
+    def x(self):
+        return self.args[0] if self.args else None
+
+    @property
+    def rank(self) -> int:
+        return len(self.x.shape) if isinstance(self.x, Node) else 0
+
+    def arg(self, i: int, key: str | None = None, default=None):
+        if len(self.args) > i:
+            return self.args[i]
+        return self.kwargs.get(key, default) if key else default
+
+    def red(self, op, src, dims, keepdim, out_dtype="float32") -> Node:
+        return self.b.add("reduce", op, [src], _rshape(src.shape, dims, keepdim), out_dtype, dims=dims, keepdim=keepdim)
+
+    def pw(self, op, args, shape=None) -> Node:
+        return self.b.add("pw", op, args, self.shape if shape is None else shape, self.dtype)
+
+
+def _count(dims, src) -> float:
+    return float(math.prod(src.shape[d] for d in dims))
+
+
+LOWER: dict = {}  # aten op name -> how it becomes pointwise / reduce / gemm nodes
+
+
+def lowers(*names):
+    def reg(fn):
+        for n in names:
+            LOWER[n] = fn
+        return fn
+    return reg
+
+
+@lowers(*IDENTITY)
+def _identity(o: _Op):
+    return o.x
+
+
+@lowers(*VIEWS)
+def _view(o: _Op):
+    if math.prod(o.shape) != math.prod(o.x.shape):
+        raise Unsupported(f"aten::{o.name} that changes the element count")
+    return o.pw("view", [o.x])
+
+
+@lowers(*POINTWISE, "relu6")
+def _pointwise(o: _Op):
+    if o.name == "relu6":
+        return o.pw("hardtanh", [o.x, 0.0, 6.0])
+    return o.pw(o.name, o.args + [o.kwargs.get(k) for k in ("alpha", "approximate") if k in o.kwargs])
+
+
+@lowers("to", "_to_copy", "type_as")
+def _cast(o: _Op):
+    return o.pw("cast", [o.x])
+
+
+@lowers(*GEMM)
+def _gemm(o: _Op):
+    b, args, shape, dtype = o.b, o.args, o.shape, o.dtype
+    if o.name == "addmm":
+        bias, m1, m2 = args[:3]
+        g = b.add("gemm", "mm", [m1, m2, None], shape, dtype)
+        return b.add("pw", "add", [g, bias], shape, dtype)
+    if o.name == "linear":
+        return b.add("gemm", "linear", [args[0], args[1], args[2] if len(args) > 2 else None], shape, dtype)
+    a, w = args[:2]
+    if len(a.shape) not in (2, 3) or len(w.shape) not in (2, 3):
+        raise Unsupported(f"aten::{o.name} with {len(a.shape)}-d and {len(w.shape)}-d operands")
+    return b.add("gemm", "bmm" if len(shape) == 3 else "mm", [a, w, None], shape, dtype)
+
+
+@lowers("sum", "mean", "amax", "amin", "prod", "logsumexp")
+def _reduce(o: _Op):
+    x, dtype = o.x, o.dtype
+    dims = _dims(o.arg(1, "dim"), o.rank)
+    keep = bool(o.args[2] if len(o.args) > 2 else o.kwargs.get("keepdim", False))
+    if o.name == "mean":
+        s = o.red("sum", x, dims, keep, dtype)
+        return o.pw("div", [s, _count(dims, x)], s.shape)
+    if o.name == "logsumexp":
+        m = o.red("amax", x, dims, True, dtype)
+        e = o.pw("exp", [o.pw("sub", [x, m], x.shape)], x.shape)
+        s = o.red("sum", e, dims, keep, dtype)
+        mk = m if keep else o.pw("view", [m], s.shape)
+        return o.pw("add", [o.pw("log", [s], s.shape), mk], s.shape)
+    return o.red(o.name, x, dims, keep, dtype)
+
+
+@lowers("max", "min")
+def _max_min(o: _Op):
+    x, args = o.x, o.args
+    if len(args) > 1 and isinstance(args[1], Node):  # torch.min(x, other): elementwise
+        return o.pw("maximum" if o.name == "max" else "minimum", args[:2])
+    if len(args) == 1:
+        return o.red("a" + o.name, x, tuple(range(o.rank)), False, o.dtype)
+    dims, keep = _dims(args[1], o.rank), bool(args[2] if len(args) > 2 else False)
+    return [o.red("a" + o.name, x, dims, keep, o.dtype), o.red("arg" + o.name, x, dims, keep, "int64")]
+
+
+@lowers("argmax", "argmin")
+def _arg_reduce(o: _Op):
+    if len(o.args) < 2 or o.args[1] is None:
+        raise Unsupported(f"aten::{o.name} over the whole tensor")
+    return o.red(o.name, o.x, _dims(o.args[1], o.rank), bool(o.args[2] if len(o.args) > 2 else False), "int64")
+
+
+@lowers("var", "std")
+def _var_std(o: _Op):
+    x, kw = o.x, o.kwargs
+    dims = _dims(o.arg(1, "dim"), o.rank)
+    corr = kw.get("correction", 1 if kw.get("unbiased", True) else 0)
+    keep = bool(kw.get("keepdim", False))
+    n = _count(dims, x)
+    mean = o.pw("div", [o.red("sum", x, dims, True, o.dtype), n], _rshape(x.shape, dims, True))
+    d = o.pw("sub", [x, mean], x.shape)
+    ss = o.red("sum", o.pw("mul", [d, d], x.shape), dims, keep, o.dtype)
+    v = o.pw("div", [ss, max(n - (corr or 0), 1.0)], ss.shape)
+    return o.pw("sqrt", [v], v.shape) if o.name == "std" else v
+
+
+@lowers("linalg_vector_norm", "norm")
+def _vector_norm(o: _Op):
+    x = o.x
+    ordv = o.arg(1, "ord", 2)
+    dims = _dims(o.arg(2, "dim"), o.rank)
+    keep = bool(o.arg(3, "keepdim", False))
+    if ordv in (2, 2.0):
+        s = o.red("sum", o.pw("mul", [x, x], x.shape), dims, keep, o.dtype)
+        return o.pw("sqrt", [s], s.shape)
+    if ordv in (1, 1.0):
+        return o.red("sum", o.pw("abs", [x], x.shape), dims, keep, o.dtype)
+    raise Unsupported(f"aten::{o.name} with ord={ordv}")
+
+
+@lowers("softmax", "_softmax", "log_softmax", "_log_softmax")
+def _softmax(o: _Op):
+    x = o.x
+    dims = _dims(o.args[1], o.rank)
+    m = o.red("amax", x, dims, True, o.dtype)
+    sh = o.pw("sub", [x, m], x.shape)
+    s = o.red("sum", o.pw("exp", [sh], x.shape), dims, True, o.dtype)
+    if "log" in o.name:
+        return o.pw("sub", [sh, o.pw("log", [s], s.shape)], x.shape)
+    return o.pw("div", [o.pw("exp", [sh], x.shape), s], x.shape)
+
+
+@lowers("layer_norm", "rms_norm")
+def _layer_rms_norm(o: _Op):
+    x, args, rank = o.x, o.args, o.rank
+    k = len(args[1])
+    dims = tuple(range(rank - k, rank))
+    w = args[2] if len(args) > 2 else None
+    if o.name == "layer_norm":
+        bias = args[3] if len(args) > 3 else None
+        eps = args[4] if len(args) > 4 else 1e-5
+    else:
+        bias, eps = None, args[3] if len(args) > 3 and args[3] is not None else 1.1920928955078125e-07
+    n = _count(dims, x)
+    rs = _rshape(x.shape, dims, True)
+    if o.name == "layer_norm":
+        mean = o.pw("div", [o.red("sum", x, dims, True, o.dtype), n], rs)
+        xc = o.pw("sub", [x, mean], x.shape)
+    else:
+        xc = x
+    var = o.pw("div", [o.red("sum", o.pw("mul", [xc, xc], x.shape), dims, True, o.dtype), n], rs)
+    inv = o.pw("rsqrt", [o.pw("add", [var, float(eps)], rs)], rs)
+    y = o.pw("mul", [xc, inv], x.shape)
+    if w is not None:
+        y = o.pw("mul", [y, w], x.shape)
+    if bias is not None:
+        y = o.pw("add", [y, bias], x.shape)
+    return y
+
+
+@lowers("batch_norm", "_native_batch_norm_legit_no_training")
+def _batch_norm(o: _Op):
+    x, args = o.x, o.args
+    if o.name == "batch_norm":
+        _, w, bias, rm, rv, training, _mom, eps = args[:8]
+        if training:
+            raise Unsupported("aten::batch_norm in training mode")
+    else:
+        _, w, bias, rm, rv, _mom, eps = args[:7]
+    cs = (1, x.shape[1]) + (1,) * (o.rank - 2)
+
+    def chan(t):
+        return o.pw("view", [t], cs)
+    inv = o.pw("rsqrt", [o.pw("add", [chan(rv), float(eps)], cs)], cs)
+    y = o.pw("mul", [o.pw("sub", [x, chan(rm)], x.shape), inv], x.shape)
+    if w is not None:
+        y = o.pw("mul", [y, chan(w)], x.shape)
+    if bias is not None:
+        y = o.pw("add", [y, chan(bias)], x.shape)
+    return [y, y, y] if o.name != "batch_norm" else y
+
+
 def _lower(name, fx, args, kwargs, meta, nodes) -> Node | list:
-    b = _B(nodes)
+    fn = LOWER.get(name)
+    if fn is None:
+        raise Unsupported(f"aten::{name}")
     shape = tuple(meta.shape) if isinstance(meta, torch.Tensor) else ()
     dtype = _dt(meta) if isinstance(meta, torch.Tensor) else "float32"
-    x = args[0] if args else None
-    if name in IDENTITY:
-        return x
-    if name in VIEWS:
-        if math.prod(shape) != math.prod(x.shape):
-            raise Unsupported(f"aten::{name} that changes the element count")
-        return b.add("pw", "view", [x], shape, dtype)
-    if name == "relu6":
-        name, args = "hardtanh", [x, 0.0, 6.0]
-    if name in POINTWISE:
-        return b.add("pw", name, args + [kwargs.get(k) for k in ("alpha", "approximate") if k in kwargs], shape, dtype)
-    if name in ("to", "_to_copy", "type_as"):
-        return b.add("pw", "cast", [x], shape, dtype)
-    if name in GEMM:
-        if name == "addmm":
-            bias, m1, m2 = args[:3]
-            g = b.add("gemm", "mm", [m1, m2, None], shape, dtype)
-            return b.add("pw", "add", [g, bias], shape, dtype)
-        if name == "linear":
-            return b.add("gemm", "linear", [args[0], args[1], args[2] if len(args) > 2 else None], shape, dtype)
-        a, w = args[:2]
-        if len(a.shape) not in (2, 3) or len(w.shape) not in (2, 3):
-            raise Unsupported(f"aten::{name} with {len(a.shape)}-d and {len(w.shape)}-d operands")
-        return b.add("gemm", "bmm" if len(shape) == 3 else "mm", [a, w, None], shape, dtype)
-    rank = len(x.shape) if isinstance(x, Node) else 0
-
-    def red(op, src, dims, keepdim, out_dtype="float32"):
-        return b.add("reduce", op, [src], _rshape(src.shape, dims, keepdim), out_dtype, dims=dims, keepdim=keepdim)
-
-    def const_count(dims, src):
-        return float(math.prod(src.shape[d] for d in dims))
-
-    if name in ("sum", "mean", "amax", "amin", "prod", "logsumexp"):
-        dims = _dims(args[1] if len(args) > 1 else kwargs.get("dim"), rank)
-        keep = bool(args[2] if len(args) > 2 else kwargs.get("keepdim", False))
-        if name == "mean":
-            s = red("sum", x, dims, keep, dtype)
-            return b.add("pw", "div", [s, const_count(dims, x)], s.shape, dtype)
-        if name == "logsumexp":
-            m = red("amax", x, dims, True, dtype)
-            e = b.add("pw", "exp", [b.add("pw", "sub", [x, m], x.shape, dtype)], x.shape, dtype)
-            s = red("sum", e, dims, keep, dtype)
-            mk = m if keep else b.add("pw", "view", [m], s.shape, dtype)
-            return b.add("pw", "add", [b.add("pw", "log", [s], s.shape, dtype), mk], s.shape, dtype)
-        return red(name, x, dims, keep, dtype)
-    if name in ("max", "min") and len(args) > 1 and isinstance(args[1], Node):  # torch.min(x, other): elementwise
-        return b.add("pw", "maximum" if name == "max" else "minimum", args[:2], shape, dtype)
-    if name in ("max", "min") and len(args) == 1:
-        return red("a" + name, x, tuple(range(rank)), False, dtype)
-    if name in ("max", "min"):
-        dims, keep = _dims(args[1], rank), bool(args[2] if len(args) > 2 else False)
-        return [red("a" + name, x, dims, keep, dtype), red("arg" + name, x, dims, keep, "int64")]
-    if name in ("argmax", "argmin"):
-        if len(args) < 2 or args[1] is None:
-            raise Unsupported(f"aten::{name} over the whole tensor")
-        return red(name, x, _dims(args[1], rank), bool(args[2] if len(args) > 2 else False), "int64")
-    if name in ("var", "std"):
-        dims = _dims(args[1] if len(args) > 1 else kwargs.get("dim"), rank)
-        corr = kwargs.get("correction", 1 if kwargs.get("unbiased", True) else 0)
-        keep = bool(kwargs.get("keepdim", False))
-        n = const_count(dims, x)
-        mean = b.add("pw", "div", [red("sum", x, dims, True, dtype), n], _rshape(x.shape, dims, True), dtype)
-        d = b.add("pw", "sub", [x, mean], x.shape, dtype)
-        ss = red("sum", b.add("pw", "mul", [d, d], x.shape, dtype), dims, keep, dtype)
-        v = b.add("pw", "div", [ss, max(n - (corr or 0), 1.0)], ss.shape, dtype)
-        return b.add("pw", "sqrt", [v], v.shape, dtype) if name == "std" else v
-    if name in ("linalg_vector_norm", "norm"):
-        ordv = args[1] if len(args) > 1 else kwargs.get("ord", 2)
-        dims = _dims(args[2] if len(args) > 2 else kwargs.get("dim"), rank)
-        keep = bool(args[3] if len(args) > 3 else kwargs.get("keepdim", False))
-        if ordv in (2, 2.0):
-            s = red("sum", b.add("pw", "mul", [x, x], x.shape, dtype), dims, keep, dtype)
-            return b.add("pw", "sqrt", [s], s.shape, dtype)
-        if ordv in (1, 1.0):
-            return red("sum", b.add("pw", "abs", [x], x.shape, dtype), dims, keep, dtype)
-        raise Unsupported(f"aten::{name} with ord={ordv}")
-    if name in ("softmax", "_softmax", "log_softmax", "_log_softmax"):
-        dims = _dims(args[1], rank)
-        m = red("amax", x, dims, True, dtype)
-        sh = b.add("pw", "sub", [x, m], x.shape, dtype)
-        s = red("sum", b.add("pw", "exp", [sh], x.shape, dtype), dims, True, dtype)
-        if "log" in name:
-            return b.add("pw", "sub", [sh, b.add("pw", "log", [s], s.shape, dtype)], x.shape, dtype)
-        return b.add("pw", "div", [b.add("pw", "exp", [sh], x.shape, dtype), s], x.shape, dtype)
-    if name in ("layer_norm", "rms_norm"):
-        k = len(args[1])
-        dims = tuple(range(rank - k, rank))
-        w = args[2] if len(args) > 2 else None
-        if name == "layer_norm":
-            bias = args[3] if len(args) > 3 else None
-            eps = args[4] if len(args) > 4 else 1e-5
-        else:
-            bias, eps = None, args[3] if len(args) > 3 and args[3] is not None else 1.1920928955078125e-07
-        n = const_count(dims, x)
-        rs = _rshape(x.shape, dims, True)
-        if name == "layer_norm":
-            mean = b.add("pw", "div", [red("sum", x, dims, True, dtype), n], rs, dtype)
-            xc = b.add("pw", "sub", [x, mean], x.shape, dtype)
-        else:
-            xc = x
-        var = b.add("pw", "div", [red("sum", b.add("pw", "mul", [xc, xc], x.shape, dtype), dims, True, dtype), n], rs, dtype)
-        inv = b.add("pw", "rsqrt", [b.add("pw", "add", [var, float(eps)], rs, dtype)], rs, dtype)
-        y = b.add("pw", "mul", [xc, inv], x.shape, dtype)
-        if w is not None:
-            y = b.add("pw", "mul", [y, w], x.shape, dtype)
-        if bias is not None:
-            y = b.add("pw", "add", [y, bias], x.shape, dtype)
-        return y
-    if name in ("batch_norm", "_native_batch_norm_legit_no_training"):
-        if name == "batch_norm":
-            _, w, bias, rm, rv, training, _mom, eps = args[:8]
-            if training:
-                raise Unsupported("aten::batch_norm in training mode")
-        else:
-            _, w, bias, rm, rv, _mom, eps = args[:7]
-        cs = (1, x.shape[1]) + (1,) * (rank - 2)
-
-        def chan(t):
-            return b.add("pw", "view", [t], cs, dtype)
-        inv = b.add("pw", "rsqrt", [b.add("pw", "add", [chan(rv), float(eps)], cs, dtype)], cs, dtype)
-        y = b.add("pw", "mul", [b.add("pw", "sub", [x, chan(rm)], x.shape, dtype), inv], x.shape, dtype)
-        if w is not None:
-            y = b.add("pw", "mul", [y, chan(w)], x.shape, dtype)
-        if bias is not None:
-            y = b.add("pw", "add", [y, chan(bias)], x.shape, dtype)
-        return [y, y, y] if name != "batch_norm" else y
-    raise Unsupported(f"aten::{name}")
+    return fn(_Op(name, args, kwargs, shape, dtype, _B(nodes)))
