@@ -185,119 +185,185 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({_args(g, p)}) {{
 """
 
 
-def render_tc(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
-    M, N, K = p.M, p.N, p.K
+@dataclass(frozen=True)
+class TcLayout:
+    """The shared-memory layout of the tensor-core kernel: one place for the kernel and its launch."""
+    BK: int
+    lda: int  # A tile row pitch (elements)
+    ldb: int  # B tile row pitch
+    a_elems: int  # one stage's A tile
+    b_elems: int
+    stages: int
+    elem_bytes: int = 2
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.stages * (self.a_elems + self.b_elems) * self.elem_bytes
+
+
+def tc_layout(p: GemmPlan, k: GemmKnobs) -> TcLayout:
     BK = 32
-    T = k.threads(True)
+    lda = BK + k.pad
+    ldb = (BK + k.pad) if p.b_layout == "nk" else (k.BN + k.pad)
+    return TcLayout(BK, lda, ldb, k.BM * lda, k.BN * ldb if p.b_layout == "nk" else BK * ldb, k.stages)
+
+
+@dataclass(frozen=True)
+class _Tc:
+    """What every emitter of the tensor-core kernel needs to know."""
+    p: GemmPlan
+    k: GemmKnobs
+    lay: TcLayout
+    T: int  # threads
+    ct: str  # element C type
+    ty: str  # mma type suffix
+    TMW: int  # warp tile
+    TNW: int
+    MI: int  # m16 / n8 fragments per warp tile
+    NI: int
+    vec: bool  # 16-byte global loads are aligned
+
+
+def _tc_config(p: GemmPlan, k: GemmKnobs) -> _Tc:
     TMW, TNW = k.BM // k.WM, k.BN // k.WN
     MI, NI = TMW // 16, TNW // 8
     if MI < 1 or NI < 1 or TMW % 16 or TNW % 8:
         raise Unsupported("tensor-core tile shape")
-    ty = "bf16" if p.dtype == "bfloat16" else "f16"
-    ct = CTYPE[p.dtype]
-    lda = BK + k.pad
-    ldb = (BK + k.pad) if p.b_layout == "nk" else (k.BN + k.pad)
-    a_elems, b_elems = k.BM * lda, (k.BN * ldb if p.b_layout == "nk" else BK * ldb)
-    vec = K % 8 == 0 and (p.b_layout == "nk" or N % 8 == 0)
+    vec = p.K % 8 == 0 and (p.b_layout == "nk" or p.N % 8 == 0)
     if k.stages >= 2 and not vec:
         raise Unsupported("cp.async needs K and N multiples of 8")
+    return _Tc(p, k, tc_layout(p, k), k.threads(True), CTYPE[p.dtype], "bf16" if p.dtype == "bfloat16" else "f16",
+               TMW, TNW, MI, NI, vec)
+
+
+def _tc_tile_loader(c: _Tc, async_: bool) -> str:
+    """Global -> shared copies of one k-step's A and B tiles: cp.async, 16-byte vectors, or scalars."""
+    p, k, ct, BK, lda, ldb = c.p, c.k, c.ct, c.lay.BK, c.lay.lda, c.lay.ldb
+    M, N, K = p.M, p.N, p.K
     if p.b_layout == "nk":
         b_chunks = f"{k.BN} * {BK // 8}"
         b_rc = f"int r = c / {BK // 8}, kc = (c % {BK // 8}) * 8; long long gr = n0 + r, gk = k0 + kc; bool ok = gr < {N} && gk < {K};"
         b_src = f"Bb + gr * {K}LL + gk"
-        b_dst = f"Bs_s + r * {ldb} + kc"
-        b_frag = (f"b[ni][0] = *reinterpret_cast<const unsigned*>(Bs_s + (cb + g) * {ldb} + kk + 2 * t);\n"
-                  f"                b[ni][1] = *reinterpret_cast<const unsigned*>(Bs_s + (cb + g) * {ldb} + kk + 2 * t + 8);")
         b_scalar = f"for (int q = 0; q < 8; ++q) Bs_s[r * {ldb} + kc + q] = (gr < {N} && gk + q < {K}) ? Bb[gr * {K}LL + gk + q] : from_f<{ct}>(0.0f);"
     else:
         b_chunks = f"{BK} * {k.BN // 8}"
         b_rc = f"int r = c / {k.BN // 8}, kc = (c % {k.BN // 8}) * 8; long long gr = k0 + r, gk = n0 + kc; bool ok = gr < {K} && gk < {N};"
         b_src = f"Bb + gr * {N}LL + gk"
-        b_dst = f"Bs_s + r * {ldb} + kc"
-        b_frag = (f"b[ni][0] = pack2(Bs_s[(kk + 2 * t) * {ldb} + cb + g], Bs_s[(kk + 2 * t + 1) * {ldb} + cb + g]);\n"
-                  f"                b[ni][1] = pack2(Bs_s[(kk + 2 * t + 8) * {ldb} + cb + g], Bs_s[(kk + 2 * t + 9) * {ldb} + cb + g]);")
         b_scalar = f"for (int q = 0; q < 8; ++q) Bs_s[r * {ldb} + kc + q] = (gr < {K} && gk + q < {N}) ? Bb[gr * {N}LL + gk + q] : from_f<{ct}>(0.0f);"
+    b_dst = f"Bs_s + r * {ldb} + kc"
     a_rc = f"int r = c / {BK // 8}, kc = (c % {BK // 8}) * 8; long long gr = m0 + r, gk = k0 + kc; bool ok = gr < {M} && gk < {K};"
     a_scalar = f"for (int q = 0; q < 8; ++q) As_s[r * {lda} + kc + q] = (gr < {M} && gk + q < {K}) ? Ab[gr * {K}LL + gk + q] : from_f<{ct}>(0.0f);"
 
-    def tile_loader(async_: bool) -> str:
-        def one(rc, chunks, src, dst, scalar):
-            if async_:
-                body = (f"unsigned sa = (unsigned)__cvta_generic_to_shared({dst}); const {ct}* src = ok ? {src} : Ab;\n"
-                        f"                asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" :: \"r\"(sa), \"l\"(src), \"r\"(ok ? 16 : 0));")
-            elif vec:
-                body = (f"uint4 v = make_uint4(0, 0, 0, 0); if (ok) v = *reinterpret_cast<const uint4*>({src});\n"
-                        f"                *reinterpret_cast<uint4*>({dst}) = v;")
-            else:
-                body = scalar
-            return (f"            for (int c = tid; c < {chunks}; c += {T}) {{\n                {rc}\n                {body}\n            }}")
-        return (one(a_rc, f"{k.BM} * {BK // 8}", f"Ab + gr * {K}LL + gk", f"As_s + r * {lda} + kc", a_scalar) + "\n" +
-                one(b_rc, b_chunks, b_src, b_dst, b_scalar))
-
-    epi, v = _epilogue(g, p, "acc[mi][ni][2 * h + e]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                    ")
-    mma = (f"asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\\n\""
-           " : \"+f\"(acc[mi][ni][0]), \"+f\"(acc[mi][ni][1]), \"+f\"(acc[mi][ni][2]), \"+f\"(acc[mi][ni][3])"
-           " : \"r\"(a[mi][0]), \"r\"(a[mi][1]), \"r\"(a[mi][2]), \"r\"(a[mi][3]), \"r\"(b[ni][0]), \"r\"(b[ni][1]));")
-    if k.ldm:
-        if k.pad % 8:
-            raise Unsupported("ldmatrix needs 16-byte aligned shared rows")
-        a_frag = (f"unsigned sa = (unsigned)__cvta_generic_to_shared(As_s + (rb + (lane & 15)) * {lda} + kk + (lane >> 4) * 8);\n"
-                  "                    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\\n\" "
-                  ": \"=r\"(a[mi][0]), \"=r\"(a[mi][1]), \"=r\"(a[mi][2]), \"=r\"(a[mi][3]) : \"r\"(sa));")
-        # B fragments two n8 tiles at a time (ldmatrix .x4) where NI is even
-        pair = NI % 2 == 0
-        if p.b_layout == "nk":
-            b_addr = (f"Bs_s + (cb + (lane & 7){' + ((lane >> 4) << 3)' if pair else ''}) * {ldb} + kk + ((lane >> 3) & 1) * 8")
-            trans = ""
+    def one(rc, chunks, src, dst, scalar):
+        if async_:
+            body = (f"unsigned sa = (unsigned)__cvta_generic_to_shared({dst}); const {ct}* src = ok ? {src} : Ab;\n"
+                    f"                asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" :: \"r\"(sa), \"l\"(src), \"r\"(ok ? 16 : 0));")
+        elif c.vec:
+            body = (f"uint4 v = make_uint4(0, 0, 0, 0); if (ok) v = *reinterpret_cast<const uint4*>({src});\n"
+                    f"                *reinterpret_cast<uint4*>({dst}) = v;")
         else:
-            b_addr, trans = f"Bs_s + (kk + (lane & 15)) * {ldb} + cb{' + (lane >> 4) * 8' if pair else ''}", ".trans"
-        regs = ["b[ni][0]", "b[ni][1]"] + (["b[ni + 1][0]", "b[ni + 1][1]"] if pair else [])
-        slots = ",".join(f"%{i}" for i in range(len(regs)))
-        outs = ", ".join(f'"=r"({r})' for r in regs)
-        b_frag = (f"unsigned sb = (unsigned)__cvta_generic_to_shared({b_addr});\n"
-                  f"                    asm volatile(\"ldmatrix.sync.aligned.m8n8.x{len(regs)}{trans}.shared.b16 {{{slots}}}, [%{len(regs)}];\\n\" "
-                  f": {outs} : \"r\"(sb));")
-        b_step = 2 if pair else 1
-    else:
-        b_step = 1
+            body = scalar
+        return (f"            for (int c = tid; c < {chunks}; c += {c.T}) {{\n                {rc}\n                {body}\n            }}")
+    return (one(a_rc, f"{k.BM} * {BK // 8}", f"Ab + gr * {K}LL + gk", f"As_s + r * {lda} + kc", a_scalar) + "\n" +
+            one(b_rc, b_chunks, b_src, b_dst, b_scalar))
+
+
+def _tc_fragments(c: _Tc) -> tuple[str, str, int]:
+    """Shared -> register fragment loads for A and B (plain 32-bit loads or ldmatrix), and the B step."""
+    p, k, lda, ldb, NI = c.p, c.k, c.lay.lda, c.lay.ldb, c.NI
+    if not k.ldm:
         a_frag = (f"a[mi][0] = *reinterpret_cast<const unsigned*>(As_s + (rb + g) * {lda} + kk + 2 * t);\n"
                   f"                    a[mi][1] = *reinterpret_cast<const unsigned*>(As_s + (rb + g + 8) * {lda} + kk + 2 * t);\n"
                   f"                    a[mi][2] = *reinterpret_cast<const unsigned*>(As_s + (rb + g) * {lda} + kk + 2 * t + 8);\n"
                   f"                    a[mi][3] = *reinterpret_cast<const unsigned*>(As_s + (rb + g + 8) * {lda} + kk + 2 * t + 8);")
-    # every fragment of a k-step is loaded before its MMAs: the asm statements are volatile, so their
-    # source order is their issue order, and MMAs behind each tile's own load would wait on it
-    compute = f"""            #pragma unroll
-            for (int kk = 0; kk < {BK}; kk += 16) {{
-                unsigned a[{MI}][4], b[{NI}][2];
+        if p.b_layout == "nk":
+            b_frag = (f"b[ni][0] = *reinterpret_cast<const unsigned*>(Bs_s + (cb + g) * {ldb} + kk + 2 * t);\n"
+                      f"                b[ni][1] = *reinterpret_cast<const unsigned*>(Bs_s + (cb + g) * {ldb} + kk + 2 * t + 8);")
+        else:
+            b_frag = (f"b[ni][0] = pack2(Bs_s[(kk + 2 * t) * {ldb} + cb + g], Bs_s[(kk + 2 * t + 1) * {ldb} + cb + g]);\n"
+                      f"                b[ni][1] = pack2(Bs_s[(kk + 2 * t + 8) * {ldb} + cb + g], Bs_s[(kk + 2 * t + 9) * {ldb} + cb + g]);")
+        return a_frag, b_frag, 1
+    if k.pad % 8:
+        raise Unsupported("ldmatrix needs 16-byte aligned shared rows")
+    a_frag = (f"unsigned sa = (unsigned)__cvta_generic_to_shared(As_s + (rb + (lane & 15)) * {lda} + kk + (lane >> 4) * 8);\n"
+              "                    asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\\n\" "
+              ": \"=r\"(a[mi][0]), \"=r\"(a[mi][1]), \"=r\"(a[mi][2]), \"=r\"(a[mi][3]) : \"r\"(sa));")
+    # B fragments two n8 tiles at a time (ldmatrix .x4) where NI is even
+    pair = NI % 2 == 0
+    if p.b_layout == "nk":
+        b_addr = (f"Bs_s + (cb + (lane & 7){' + ((lane >> 4) << 3)' if pair else ''}) * {ldb} + kk + ((lane >> 3) & 1) * 8")
+        trans = ""
+    else:
+        b_addr, trans = f"Bs_s + (kk + (lane & 15)) * {ldb} + cb{' + (lane >> 4) * 8' if pair else ''}", ".trans"
+    regs = ["b[ni][0]", "b[ni][1]"] + (["b[ni + 1][0]", "b[ni + 1][1]"] if pair else [])
+    slots = ",".join(f"%{i}" for i in range(len(regs)))
+    outs = ", ".join(f'"=r"({r})' for r in regs)
+    b_frag = (f"unsigned sb = (unsigned)__cvta_generic_to_shared({b_addr});\n"
+              f"                    asm volatile(\"ldmatrix.sync.aligned.m8n8.x{len(regs)}{trans}.shared.b16 {{{slots}}}, [%{len(regs)}];\\n\" "
+              f": {outs} : \"r\"(sb));")
+    return a_frag, b_frag, 2 if pair else 1
+
+
+def _tc_mma(c: _Tc) -> str:
+    ty = c.ty
+    return (f"asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%0,%1,%2,%3}};\\n\""
+            " : \"+f\"(acc[mi][ni][0]), \"+f\"(acc[mi][ni][1]), \"+f\"(acc[mi][ni][2]), \"+f\"(acc[mi][ni][3])"
+            " : \"r\"(a[mi][0]), \"r\"(a[mi][1]), \"r\"(a[mi][2]), \"r\"(a[mi][3]), \"r\"(b[ni][0]), \"r\"(b[ni][1]));")
+
+
+def _tc_compute(c: _Tc) -> str:
+    """One k-tile's MMAs. Every fragment of a k-step is loaded before its MMAs: the asm statements are
+    volatile, so their source order is their issue order, and MMAs behind each tile's own load would wait on it."""
+    a_frag, b_frag, b_step = _tc_fragments(c)
+    return f"""            #pragma unroll
+            for (int kk = 0; kk < {c.lay.BK}; kk += 16) {{
+                unsigned a[{c.MI}][4], b[{c.NI}][2];
                 #pragma unroll
-                for (int mi = 0; mi < {MI}; ++mi) {{
-                    const int rb = wm * {TMW} + mi * 16;
+                for (int mi = 0; mi < {c.MI}; ++mi) {{
+                    const int rb = wm * {c.TMW} + mi * 16;
                     {a_frag}
                 }}
                 #pragma unroll
-                for (int ni = 0; ni < {NI}; ni += {b_step}) {{
-                    const int cb = wn * {TNW} + ni * 8;
+                for (int ni = 0; ni < {c.NI}; ni += {b_step}) {{
+                    const int cb = wn * {c.TNW} + ni * 8;
                     {b_frag}
                 }}
                 #pragma unroll
-                for (int mi = 0; mi < {MI}; ++mi) {{
+                for (int mi = 0; mi < {c.MI}; ++mi) {{
                     #pragma unroll
-                    for (int ni = 0; ni < {NI}; ++ni) {{
-                        {mma}
+                    for (int ni = 0; ni < {c.NI}; ++ni) {{
+                        {_tc_mma(c)}
                     }}
                 }}
             }}"""
-    if k.stages >= 2:
-        S = k.stages
-        # an S-slot ring of cp.async tiles: S - 1 tiles in flight while one is computed; one barrier a
-        # step (it also frees the slot computed last step, which this step refills). Every step
-        # commits a group, empty or not, so `wait_group S-2` always means "tile kt has landed".
-        mainloop = f"""    const int KT = ({K} + {BK} - 1) / {BK};
+
+
+def _tc_mainloop(c: _Tc) -> str:
+    compute, ct, BK, K = _tc_compute(c), c.ct, c.lay.BK, c.p.K
+    a_elems, b_elems = c.lay.a_elems, c.lay.b_elems
+    if c.k.stages < 2:
+        return f"""    for (int k0 = 0; k0 < {K}; k0 += {BK}) {{
+        {{
+            {ct}* As_s = As; {ct}* Bs_s = Bs;
+{_tc_tile_loader(c, False)}
+        }}
+        __syncthreads();
+        {{
+            const {ct}* As_s = As; const {ct}* Bs_s = Bs;
+{compute}
+        }}
+        __syncthreads();
+    }}"""
+    S = c.k.stages
+    # an S-slot ring of cp.async tiles: S - 1 tiles in flight while one is computed; one barrier a
+    # step (it also frees the slot computed last step, which this step refills). Every step
+    # commits a group, empty or not, so `wait_group S-2` always means "tile kt has landed".
+    return f"""    const int KT = ({K} + {BK} - 1) / {BK};
     #pragma unroll
     for (int s = 0; s < {S - 1}; ++s) {{
         if (s < KT) {{
             const int k0 = s * {BK}; {ct}* As_s = As + s * {a_elems}; {ct}* Bs_s = Bs + s * {b_elems};
-{tile_loader(True)}
+{_tc_tile_loader(c, True)}
         }}
         asm volatile("cp.async.commit_group;\\n" ::);
     }}
@@ -308,7 +374,7 @@ def render_tc(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
             const int kn = kt + {S - 1};
             if (kn < KT) {{
                 const int k0 = kn * {BK}; {ct}* As_s = As + (kn % {S}) * {a_elems}; {ct}* Bs_s = Bs + (kn % {S}) * {b_elems};
-{tile_loader(True)}
+{_tc_tile_loader(c, True)}
             }}
             asm volatile("cp.async.commit_group;\\n" ::);
         }}
@@ -318,28 +384,23 @@ def render_tc(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
         }}
     }}
     asm volatile("cp.async.wait_group 0;\\n" ::);"""
-    else:
-        mainloop = f"""    for (int k0 = 0; k0 < {K}; k0 += {BK}) {{
-        {{
-            {ct}* As_s = As; {ct}* Bs_s = Bs;
-{tile_loader(False)}
-        }}
-        __syncthreads();
-        {{
-            const {ct}* As_s = As; const {ct}* Bs_s = Bs;
-{compute}
-        }}
-        __syncthreads();
-    }}"""
+
+
+def render_tc(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
+    """The tensor-core kernel: loaders, fragment loads and MMAs (the main loop), then the fused epilogue."""
+    c = _tc_config(p, k)
+    M, N, K, ct, MI, NI = p.M, p.N, p.K, c.ct, c.MI, c.NI
+    mainloop = _tc_mainloop(c)
+    epi, v = _epilogue(g, p, "acc[mi][ni][2 * h + e]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                    ")
     bits = "__bfloat16_as_ushort" if p.dtype == "bfloat16" else "__half_as_ushort"
     return f"""{PRELUDE}
 __device__ __forceinline__ unsigned pack2({ct} lo, {ct} hi) {{
     return (unsigned){bits}(lo) | ((unsigned){bits}(hi) << 16);
 }}
-extern "C" __global__ void __launch_bounds__({T}) egg_gemm({_args(g, p)}) {{
+extern "C" __global__ void __launch_bounds__({c.T}) egg_gemm({_args(g, p)}) {{
     extern __shared__ __align__(16) unsigned char smem[];
     {ct}* As = reinterpret_cast<{ct}*>(smem);
-    {ct}* Bs = As + {k.stages} * {a_elems};
+    {ct}* Bs = As + {k.stages} * {c.lay.a_elems};
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int wm = warp / {k.WN}, wn = warp % {k.WN};
     const long long m0 = (long long)blockIdx.y * {k.BM}, n0 = (long long)blockIdx.x * {k.BN};
@@ -362,8 +423,8 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({_args(g, p)}) {{
             for (int h = 0; h < 2; ++h)
                 #pragma unroll
                 for (int e = 0; e < 2; ++e) {{
-                    const long long m = m0 + wm * {TMW} + mi * 16 + g + 8 * h;
-                    const long long n = n0 + wn * {TNW} + ni * 8 + 2 * t + e;
+                    const long long m = m0 + wm * {c.TMW} + mi * 16 + g + 8 * h;
+                    const long long n = n0 + wn * {c.TNW} + ni * 8 + 2 * t + e;
                     if (m < {M} && n < {N}) {{
 {epi}
                     out[((long long)bz * {M}LL + m) * {N}LL + n] = from_f<{CTYPE[g.output.dtype]}>({v});
@@ -374,11 +435,7 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({_args(g, p)}) {{
 
 
 def shared_bytes_tc(p: GemmPlan, k: GemmKnobs) -> int:
-    BK = 32
-    lda = BK + k.pad
-    ldb = (BK + k.pad) if p.b_layout == "nk" else (k.BN + k.pad)
-    b = k.BN * ldb if p.b_layout == "nk" else BK * ldb
-    return k.stages * (k.BM * lda + b) * 2
+    return tc_layout(p, k).shared_bytes
 
 
 def grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
