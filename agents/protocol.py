@@ -40,6 +40,7 @@ class Proposal(BaseModel):
     kernels: list[ProposedKernel] = Field(default_factory=list)
     plan: str = ""
     unsupported: str | None = None  # set when the agent cannot handle the task; names the op
+    error: str | None = None  # the agent itself failed (endpoint unreachable, auth): the run fails with this
 
 
 @runtime_checkable

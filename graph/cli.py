@@ -7,6 +7,7 @@ import os
 import sys
 
 from agents import UnknownAgentError
+from context import DEFAULT_PROFILE
 from hardware_profiles import UnknownProfileError, detect, list_profiles, load_profile
 from state import STAGES, Budget, LLMConfig
 from tasks import TaskError
@@ -28,7 +29,7 @@ def cmd_optimize(a) -> int:
                        evaluator=a.evaluator, checkpoint=a.checkpoint, thread_id=a.thread, timing_reps=a.reps,
                        llm=_llm(a), review=a.review, reviewer=_terminal_reviewer() if a.review else None,
                        tolerance=a.tolerance)
-    _print_result(tid, st)
+    _print_result(tid, st, a.checkpoint)
     return 0 if st.result and st.result.status in ("verified", "unverified") else 1
 
 
@@ -55,12 +56,15 @@ def _terminal_reviewer():
     return ask
 
 
-def _print_result(tid, st) -> None:
+def _print_result(tid, st, checkpoint=None) -> None:
     r = st.result
     print(f"thread: {tid}")
     if r is None:
-        if st.settings.review:
-            print(f"status: paused for review (answer with `egg resume {tid} --approve`, `--skip` or `--edit JSON`)")
+        from graph.runner import pause_of
+        pause = pause_of(tid, checkpoint) if st.settings.review else None
+        if pause:
+            print(f"status: paused for review before {pause['stage']} (round {pause['round']}): answer with "
+                  f"`egg resume {tid} --approve`, `--skip` or `--edit JSON`")
         else:
             print(f"status: interrupted at {st.stage} (resume with `egg resume {tid}`)")
         return
@@ -87,7 +91,7 @@ def cmd_resume(a) -> int:
         decision = {"action": "approve"}
     st = resume(a.thread, checkpoint=a.checkpoint, decision=decision,
                 reviewer=_terminal_reviewer() if decision is None else None, force=a.force)
-    _print_result(a.thread, st)
+    _print_result(a.thread, st, a.checkpoint)
     return 0 if st.result and st.result.status in ("verified", "unverified") else 1
 
 
@@ -115,6 +119,8 @@ def cmd_runs(a) -> int:
     runs = list_runs(a.checkpoint)
     if not runs:
         print("no runs")
+        return 0
+    print(f"{'THREAD':40s} {'TASK':28s} {'STATUS':12s} {'STAGE':20s} BEST MS")
     for r in runs:
         print(f"{r.thread_id:40s} {r.task:28s} {r.status:12s} {r.stage:20s} {_fmt_ms(r.best_ms)}")
     return 0
@@ -178,8 +184,9 @@ def cmd_bench(a) -> int:
         res = bench(a.paths, agent=a.agent, profile=a.profile, budget=budget, out_dir=a.out, evaluator=a.evaluator,
                     checkpoint=a.checkpoint, timing_reps=a.reps, llm=_llm(a), tolerance=a.tolerance)
     s = res.summary
+    geo = "-" if s.geomean_speedup_eager is None else f"{s.geomean_speedup_eager:.2f}"
     print(f"correct {s.correct}/{s.tasks}; fast_1 vs eager {100 * s.fast_p_eager['1.0']:.1f}%; "
-          f"geomean x{s.geomean_speedup_eager or 0:.2f} vs eager; report: {a.out}/results.md")
+          f"geomean x{geo} vs eager; report: {a.out}/results.md")
     return 0
 
 
@@ -191,7 +198,8 @@ def cmd_hw(a) -> int:
         try:
             p, src = detect(), "detected"
         except RuntimeError:
-            print(f"no CUDA device found; known profiles: {', '.join(list_profiles())}")
+            print(f"no CUDA device found: `egg optimize` compiles for the default {DEFAULT_PROFILE} profile "
+                  f"(--profile NAME for another); known profiles: {', '.join(list_profiles())}")
             return 0
     print(f"{src}: {p.name} (sm {p.compute_capability}, {p.arch}), {p.sms} SMs, "
           f"{p.shared_per_block_optin // 1024} KiB smem/block, L2 {p.l2_bytes // 2**20} MiB, "
@@ -217,8 +225,14 @@ def _llm(a) -> LLMConfig:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="egg", description="EGG: turn a PyTorch reference into a verified, faster CUDA kernel.")
-    p.add_argument("--checkpoint", default=None, help="SQLite checkpoint file or postgresql:// URL (default .egg/checkpoints.sqlite or $EGG_CHECKPOINT)")
+    help_cp = "SQLite checkpoint file or postgresql:// URL (default .egg/checkpoints.sqlite or $EGG_CHECKPOINT)"
+    p.add_argument("--checkpoint", default=None, help=help_cp)
+    # global options are accepted after the subcommand too (`egg optimize T --checkpoint x`)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--checkpoint", default=argparse.SUPPRESS, help=help_cp)
     sub = p.add_subparsers(dest="cmd", required=True)
+    _add = sub.add_parser
+    sub.add_parser = lambda *a, **k: _add(*a, parents=[common], **k)
     o = sub.add_parser("optimize", help="optimize one KernelBench-format task file")
     o.add_argument("task_file")
     o.add_argument("--agent", default="expert", help="expert (default), openai:MODEL, hybrid:MODEL or module:factory")
@@ -299,16 +313,20 @@ def _flag_error(exc) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from graph.runner import UnknownThreadError
     from pydantic import ValidationError
+
+    from graph.errors import CheckpointError, ThreadBusyError, UnknownThreadError
     args = parser().parse_args(argv)
     try:
         return args.fn(args)
+    except BrokenPipeError:  # `egg history T | head -1`: the reader left; not an error
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except ValidationError as exc:  # the settings models validate; the CLI only names the flag
         print(f"egg: error: {_flag_error(exc)}", file=sys.stderr)
         return 2
     except (TaskError, UnknownProfileError, UnknownAgentError, UnknownThreadError, FileNotFoundError,
-            ValueError, CliError) as exc:
+            ValueError, CliError, CheckpointError, ThreadBusyError) as exc:
         print(f"egg: error: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # a bug of ours: one line, the traceback on request

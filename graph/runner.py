@@ -10,17 +10,14 @@ from typing import Callable
 
 from graph.builder import build
 from graph.checkpointing import open_checkpointer
+from graph.errors import UnknownThreadError
+from graph.lease import lease
 from context import EggContext, build_context
 from hardware_profiles import detect, load_profile
 from artifacts import export_run
 from langgraph.types import Command
 from state import STAGES, Budget, LLMConfig, ReviewDecision, RunSettings, RunState
 from tasks import file_sha256, load_task
-
-class UnknownThreadError(KeyError):
-    def __str__(self) -> str:
-        return f"unknown thread {self.args[0]!r} (see `egg runs`)"
-
 
 @dataclass
 class RunSummary:
@@ -55,6 +52,12 @@ def pending_review(app, config) -> dict | None:
         for i in t.interrupts:
             return i.value
     return None
+
+
+def pause_of(thread_id: str, checkpoint: str | None = None) -> dict | None:
+    """The review pause a thread waits at (stage, round, plan), if any."""
+    with open_checkpointer(checkpoint, must_exist=True) as saver:
+        return pending_review(build(saver), {"configurable": {"thread_id": thread_id}})
 
 
 def _answer(decision) -> Command:
@@ -107,8 +110,9 @@ def optimize(task_path: str | Path, *, agent: str = "expert", profile: str | Non
         app = build(saver)
         if app.get_state(config).values:
             raise ValueError(f"thread {thread_id!r} already exists; use `egg resume {thread_id}`")
-        _drive(app, {"settings": settings}, config, ctx, on_event or (None if quiet else _progress_printer()),
-               owns_evaluator=evaluator_obj is None, reviewer=reviewer)
+        with lease(saver, thread_id):
+            _drive(app, {"settings": settings}, config, ctx, on_event or (None if quiet else _progress_printer()),
+                   owns_evaluator=evaluator_obj is None, reviewer=reviewer)
         return thread_id, _state(app, config)
 
 
@@ -145,6 +149,9 @@ def resume(thread_id: str, *, checkpoint: str | None = None, decision: dict | st
         if st is None:
             raise UnknownThreadError(thread_id)
         if not app.get_state(config).next:
+            if decision is not None:
+                raise ValueError(f"thread {thread_id!r} has finished "
+                                 f"({st.result.status if st.result else st.failure or 'done'}): no review to answer")
             return st  # finished already
         _check_resumable(thread_id, st, force)
         payload = None
@@ -156,8 +163,9 @@ def resume(thread_id: str, *, checkpoint: str | None = None, decision: dict | st
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             ctx = build_context(st.settings, agent_obj, evaluator_obj, profile=st.profile)
-        _drive(app, payload, config, ctx, on_event or (None if quiet else _progress_printer()),
-               owns_evaluator=evaluator_obj is None, reviewer=reviewer)
+        with lease(saver, thread_id):
+            _drive(app, payload, config, ctx, on_event or (None if quiet else _progress_printer()),
+                   owns_evaluator=evaluator_obj is None, reviewer=reviewer)
         return _state(app, config)
 
 

@@ -26,6 +26,7 @@ class HardwareProfile(BaseModel):
     shared_per_block_optin: int
     max_threads_per_sm: int = 2048
     l2_bytes: int
+    memory_bytes: int | None = None  # device memory: a task that cannot fit fails before any work
     mem_bandwidth_gbs: float  # datasheet; measured_bandwidth_gbs wins where known
     measured_bandwidth_gbs: float | None = None
     peak_tflops: dict[str, float]  # fp32, tf32, bf16, fp16 (dense)
@@ -78,8 +79,17 @@ def _from_attributes(name: str, attrs: dict) -> HardwareProfile:
         shared_per_block_optin=attrs.get("MaxSharedMemoryPerBlockOptin", 49152),
         max_threads_per_sm=attrs.get("MaxThreadsPerMultiProcessor", 2048),
         l2_bytes=attrs.get("L2CacheSize", 0), mem_bandwidth_gbs=bw or 1000.0,
+        memory_bytes=_total_memory(),
         peak_tflops={"fp32": 10.0}, features=feats, source="device attributes",
     )
+
+
+def _total_memory() -> int | None:
+    try:
+        import cupy
+        return int(cupy.cuda.runtime.memGetInfo()[1])
+    except Exception:
+        return None
 
 
 def detect(device: int = 0) -> HardwareProfile:

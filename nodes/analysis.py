@@ -6,7 +6,7 @@ import traceback
 from langgraph.runtime import Runtime
 
 from context import EggContext, resolve
-from runtime.analysis import analyze
+from runtime.analysis import TaskTooLarge, analyze
 from state import RunState
 from tasks import TaskError, load_task, materialize, task_spec
 
@@ -14,8 +14,10 @@ from tasks import TaskError, load_task, materialize, task_spec
 def _where(exc: BaseException, path: str) -> str:
     """file:line of the deepest frame of the task file in the traceback (else the deepest frame)."""
     frames = traceback.extract_tb(exc.__traceback__)
-    mine = [f for f in frames if f.filename == path] or frames[-1:]
-    return f"{mine[-1].filename}:{mine[-1].lineno}" if mine else path
+    mine = [f for f in frames if f.filename == path]
+    if mine:
+        return f"{path}:{mine[-1].lineno}"
+    return f"{path}: calling it, in {frames[-1].filename}:{frames[-1].lineno}" if frames else path
 
 
 def analysis(state: RunState, runtime: Runtime[EggContext]) -> dict:
@@ -29,6 +31,8 @@ def analysis(state: RunState, runtime: Runtime[EggContext]) -> dict:
     known = {"task": spec, "profile": ctx.profile, "stage": "analysis"}
     try:
         result = analyze(task, ctx.profile)
+    except TaskTooLarge as exc:
+        return {**known, "failure": f"too large: {exc}"}
     except Exception as exc:  # the reference itself is broken: the run ends here, it cannot succeed on resume
         return {**known, "failure": f"the reference raised {type(exc).__name__}: {str(exc)[:200]} "
                                     f"({_where(exc, str(task.path))})"}

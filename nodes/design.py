@@ -39,6 +39,8 @@ def design_step(stage: str, state: RunState, runtime: Runtime[EggContext]) -> di
     req = StageRequest(stage=stage, round=rnd, task=state.task, analysis=state.analysis, profile=state.profile or ctx.profile,
                        design=state.design, attempts=state.stage_attempts(stage), best=best, max_candidates=limit)
     proposal = ctx.agent.propose(req)
+    if proposal.error:
+        return {**update, "failure": proposal.error}
     if proposal.unsupported:
         return {**update, "failure": f"unsupported by the {ctx.agent.name} agent: {proposal.unsupported}"}
     if state.settings.review:

@@ -9,6 +9,14 @@ from runtime.correctness import as_list
 from runtime.guard import OpRecorder, classify
 from state import Roofline, TaskAnalysis, TensorSpec
 
+GIB = float(1 << 30)
+CPU_FALLBACK_BYTES = 8 << 30  # a reference that meta tensors cannot run is run on the CPU up to this size
+
+
+class TaskTooLarge(ValueError):
+    """The task cannot fit on the profile's GPU; the message has the numbers."""
+
+
 MATMUL_OPS = {"mm", "bmm", "addmm", "baddbmm", "convolution", "_scaled_dot_product_flash_attention",
               "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention"}
 
@@ -30,15 +38,25 @@ def _run(model, inputs):
 def analyze(task, profile) -> TaskAnalysis:
     """Meta tensors give shapes and FLOPs without computing; a CPU run is the fallback."""
     notes = []
-    model = task.make_model(42).to("meta")
+    with torch.device("meta"):  # parameters of any size: nothing is allocated
+        model = task.make_model(42)
     inputs = task.make_inputs(1, "meta")
     try:
         out, ops, mm_flops = _run(model, inputs)
     except Exception as exc:
         notes.append(f"meta run failed ({type(exc).__name__}); ran on the CPU")
+        need = sum(_nbytes(p) for p in model.parameters()) + sum(_nbytes(x) for x in inputs)
+        if need > CPU_FALLBACK_BYTES:
+            raise TaskTooLarge(f"the reference does not run on meta tensors ({type(exc).__name__}) and its "
+                               f"{need / GIB:.1f} GiB of inputs and parameters are too large to run on the CPU") from None
         model, inputs = task.make_model(42), task.make_inputs(1)
         out, ops, mm_flops = _run(model, inputs)
     outs = [o for o in as_list(out) if isinstance(o, torch.Tensor)]
+    need = (sum(_nbytes(p) for p in model.parameters()) + sum(_nbytes(b) for b in model.buffers())
+            + sum(_nbytes(x) for x in inputs) + sum(_nbytes(o) for o in outs))
+    if profile.memory_bytes and need > profile.memory_bytes:
+        raise TaskTooLarge(f"the task needs {need / GIB:.1f} GiB for its inputs, outputs and parameters alone; "
+                           f"the {profile.name} has {profile.memory_bytes / GIB:.1f} GiB")
     # FlopCounterMode counts matmul-like ops; charge one FLOP per output element of each other compute op
     other = 0
     compute = [o for o in ops if classify(o) == "compute"]

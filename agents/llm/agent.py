@@ -64,8 +64,9 @@ class LLMAgent:
             except (ValidationError, OutputParserException, ValueError) as exc:
                 # the SDK's own parse step raises on content that is not the schema's JSON
                 out = {"parsed": None, "parsing_error": exc}
-            except Exception as exc:  # the endpoint failed after the client's own retries
-                return Proposal(plan=f"LLM call failed: {type(exc).__name__}: {str(exc)[:300]}")
+            except Exception as exc:  # the endpoint failed after the client's own retries: a run-level error
+                return Proposal(error=f"LLM call failed ({self.cfg.base_url or os.environ.get('OPENAI_BASE_URL') or 'OpenAI'}): "
+                                      f"{type(exc).__name__}: {str(exc)[:300]}")
             reply, err = out.get("parsed"), out.get("parsing_error")
             if err is not None or reply is None:
                 feedback = f"It did not parse as JSON for the StageReply schema: {str(err)[:500]}"
