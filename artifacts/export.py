@@ -54,9 +54,21 @@ def report_markdown(state: RunState) -> str:
             for res in ev.compile.resources:
                 lines.append(f"- {res.name}: {res.registers} registers, {res.shared_bytes} B shared, "
                              f"{res.spill_store_bytes} B spilled")
-        if ev.correctness:
-            lines.append(f"- correctness: {ev.correctness.trials} trials, max abs err {ev.correctness.max_abs_err}, "
-                         f"{ev.correctness.detail}")
+        if (c := ev.correctness):
+            lines.append(f"- correctness ({c.rule} rule, truth: {c.truth or 'eager'}): {c.trials} trials; {c.detail}")
+            if c.note:
+                lines.append(f"- precision note: {c.note}")
+            if c.errors:
+                lines += ["", "| trial | output | candidate error (norm / max) | eager error (norm / max) |", "|---|---|---|---|"]
+                lines += [f"| {e.trial} | {e.output} | {e.cand_norm:.2e} / {e.cand_max:.2e} | {e.eager_norm:.2e} / "
+                          f"{e.eager_max:.2e} |" for e in c.errors]
+                lines.append("")
+        if ev.peak_bytes and ev.eager_peak_bytes:
+            lines.append(f"- device memory: the evaluation peaked at {ev.peak_bytes / 2**30:.2f} GiB, "
+                         f"{ev.peak_bytes / ev.eager_peak_bytes:.2f}x eager's own {ev.eager_peak_bytes / 2**30:.2f} GiB")
+        if ev.timing_cost_s is not None:
+            lines.append(f"- timing: median of {ev.timing.reps} calls on fresh inputs ({ev.reason}); "
+                         f"{ev.timing_cost_s:.1f} s spent timing")
     if d.plan:
         lines += ["", "## Plan", "", d.plan]
     return "\n".join(lines) + "\n"

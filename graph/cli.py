@@ -146,8 +146,10 @@ def cmd_history(a) -> int:
             ev = st.evaluation(at.candidate_id)
             res = ev.compile.resources if ev and ev.compile else []
             regs = f"{res[0].registers or '-':>3} regs {res[0].shared_bytes:>6} B smem" if res else " " * 19
+            w = ev.correctness.worst if ev and ev.correctness else None
+            err = f"  err {w.cand_norm:.1e} (eager {w.eager_norm:.1e})" if w else ""
             print(f"    {at.candidate_id:32s} {at.verdict:14s} {_fmt_ms(at.median_ms):>9s} {regs}  {at.params}  "
-                  f"{at.reason[:80]}")
+                  f"{at.reason[:80]}{err}")
     if st.failure:
         print(f"  failure: {st.failure}")
     if st.result:
