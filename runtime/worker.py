@@ -150,7 +150,7 @@ class Worker:
             fns["compiled"] = lambda: c(*inputs)
         with torch.no_grad():
             t = time_interleaved(fns, reps=reps, flusher=self.flusher)
-        del inputs, fns
+        fns = inputs = None  # noqa: F841 (free the inputs before emptying the cache)
         torch.cuda.empty_cache()  # leave the device to the candidate worker
         return {"eager": t["eager"].model_dump(), "compiled": t["compiled"].model_dump() if "compiled" in t else None,
                 "note": self.compile_note}
@@ -272,7 +272,22 @@ class Worker:
         self._untouched("while ModelNew was built")
         return api, new
 
-    def _judge(self, outs: list, eager: list, truth: list | None, label: str, widened: bool,
+    @staticmethod
+    def _eager_view(eager: list, truth: list | None) -> tuple[list, list]:
+        """What the comparisons need of eager's outputs: its error stats against the truth, and the
+        tensors themselves only where no truth stands in (integer outputs, the kernelbench rule). The
+        rest is freed before the candidate runs: at KernelBench sizes every full copy counts."""
+        stats, kept = [], []
+        for i, e in enumerate(eager):
+            if isinstance(e, torch.Tensor) and e.is_floating_point() and truth is not None:
+                stats.append(error_stats(e, truth[i]))
+                kept.append(torch.empty(e.shape, dtype=e.dtype, device="meta"))  # shape and dtype only
+            else:
+                stats.append(None)
+                kept.append(e)
+        return stats, kept
+
+    def _judge(self, outs: list, eager: list, eager_stats: list, truth: list | None, label: str, widened: bool,
                errors: list[OutputError] | None) -> str:
         """'' when `outs` is right for this trial."""
         why = check_structure(outs, eager)
@@ -286,15 +301,14 @@ class Worker:
                 if bad:
                     return f"output {i}: {bad} of {e.numel()} elements differ from eager"
                 continue
-            if truth is None:  # kernelbench rule, or no float64 truth for this task
+            if eager_stats[i] is None:  # kernelbench rule, or no float64 truth for this task
                 why = kernelbench_allclose(o, e)
                 if why:
                     return f"output {i}: {why}"
                 if o.numel() > 1 and float(o.max()) == float(o.min()) and float(e.max()) > float(e.min()):
                     return f"output {i} is constant while the reference varies"
                 continue
-            t = truth[i]
-            cs, es = error_stats(o, t), error_stats(e, t)
+            cs, es = error_stats(o, truth[i]), copy.copy(eager_stats[i])
             if widened:  # counted wherever the reference is finite
                 cs.inf_mismatch = es.inf_mismatch = 0
             if errors is not None:
@@ -335,7 +349,7 @@ class Worker:
                 truth, truth_where = self._truth(inputs)
             fp = fingerprint(inputs)
             with torch.no_grad():
-                eager = as_list(self.ref(*inputs))
+                eager_stats, eager = self._eager_view(as_list(self.ref(*inputs)), truth)
             if fingerprint(inputs) != fp:  # the reference itself works in place: give the candidate fresh copies
                 inputs = self.task.make_inputs(seed if kind == "task" else seed - 1, "cuda")
                 inputs = _widen(inputs, seed) if kind == "widened" else inputs
@@ -366,12 +380,14 @@ class Worker:
                                            for o in out) for r in earlier):
                 ev.verdict, ev.reason = Verdict.rejected, "returned a tensor from an earlier call (output caching)"
                 return
-            why = self._judge(out, eager, truth, label, kind == "widened", errors)
+            why = self._judge(out, eager, eager_stats, truth, label, kind == "widened", errors)
             if not why and t == 0:
+                earlier += [weakref.ref(o) for o in out if isinstance(o, torch.Tensor)]
+                del out
                 with torch.no_grad():  # the same inputs again: garbage that passes once fails here
                     out2 = as_list(new(*inputs))
                 self._sync()
-                why2 = self._judge(out2, eager, truth, label, False, None)
+                why2 = self._judge(out2, eager, eager_stats, truth, label, False, None)
                 why = f"second run on the same inputs: {why2}" if why2 else ""
                 del out2
                 if not why:  # the candidate's own kernels must matter: with its launches skipped it must fail
@@ -382,7 +398,7 @@ class Worker:
                         self._sync()
                     finally:
                         api.skip = False
-                    if not self._judge(out3, eager, truth, label, False, None):
+                    if not self._judge(out3, eager, eager_stats, truth, label, False, None):
                         ev.verdict, ev.reason = Verdict.rejected, "right even with its own kernels skipped: they do nothing the result needs"
                         return
                     del out3
@@ -393,8 +409,10 @@ class Worker:
                 corr.detail = f"{label}: {why}"
                 ev.reason = corr.detail[:400]
                 return
-            earlier += [weakref.ref(o) for o in out if isinstance(o, torch.Tensor)]
-            del out, eager, truth, inputs
+            if t:
+                earlier += [weakref.ref(o) for o in out if isinstance(o, torch.Tensor)]
+                del out
+            del eager, truth, inputs
         self._summarize(corr)
         why = guard.judge(cand.guard_policy, ops, own_launches=1, reference_compute=self.ref_compute)
         if why:
