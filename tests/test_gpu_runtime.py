@@ -42,7 +42,7 @@ def test_torch_inside_forward_is_rejected(evaluator):
 def test_cached_output_is_rejected(evaluator):
     e = run(evaluator, planted.cand("cache", planted.CACHES))
     assert e.verdict.value in ("rejected", "incorrect")
-    assert "caching" in e.reason or "off" in e.reason
+    assert "caching" in e.reason or "off" in e.reason or "skipped" in e.reason
 
 
 def test_out_of_bounds_write_crashes_only_itself(evaluator):
