@@ -9,7 +9,7 @@ set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD || exit 1
 export EGG_COMMIT=${EGG_COMMIT:-$(cat bench_state/COMMIT 2>/dev/null || echo unknown)} PYTHONUNBUFFERED=1
-name=${BENCH_NAME:-kb}; paths=${BENCH_PATHS:-.kb/level1 .kb/level2}
+name=${BENCH_NAME:-kb}; paths=${BENCH_PATHS:-.kb}  # .kb: task keys keep their level (level1/19_ReLU)
 mkdir -p "bench_out/$name"
 [ -f "bench_state/$name.sqlite.xz" ] && [ ! -f "bench_out/$name/checkpoints.sqlite" ] && python3 -c "
 import lzma, shutil; shutil.copyfileobj(lzma.open('bench_state/$name.sqlite.xz'), open('bench_out/$name/checkpoints.sqlite', 'wb'))"

@@ -4,8 +4,11 @@ float64 temporaries on the device), and judged against PyTorch eager's own error
 The float64 rule (default): for every floating output, the candidate's norm-wise error
 ||c - t|| / ||t|| and its max error max|c - t| / max|t| must each be at most RULE_MULTIPLE times
 eager's own error on the same inputs, or under a floor of a few units of the output dtype's
-rounding (exact outputs, where eager's error is ~0). A reordered fp32 sum lands near eager;
-fp16 or TF32 arithmetic on an fp32 matmul that eager computes in fp32 lands 100x+ away.
+rounding (exact outputs, where eager's error is ~0). Measured (tests/test_correctness_rule.py and
+the H200 KernelBench run): a plain sequential fp32 sum over 4096 terms lands at 14-19x eager's
+cascaded sums, a two-level sum over 10^6 terms at 9x; TF32 or fp16 arithmetic on an fp32 matmul
+that eager computes in fp32 lands at 1000-5000x, and rounding through bf16 at 6000x+. 32x sits
+in that gap.
 
 The kernelbench rule: KernelBench's own `torch.allclose(out, eager, atol=rtol=1e-4 fp32 /
 1e-2 fp16, bf16)`, chunked, so figures can sit beside published ones.
@@ -21,12 +24,17 @@ from dataclasses import dataclass
 
 import torch
 
-RULE_MULTIPLE = 8.0
+RULE_MULTIPLE = 32.0
 EPS = {torch.float32: 2.0 ** -23, torch.float64: 2.0 ** -52, torch.float16: 2.0 ** -10, torch.bfloat16: 2.0 ** -7}
 FLOOR_NORM_EPS = 2.0  # the floors, in units of the output dtype's epsilon
 FLOOR_MAX_EPS = 4.0
 KERNELBENCH_TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2, torch.float64: 1e-4}
-CHUNK = 1 << 24  # elements per comparison chunk: 128 MiB in float64
+CHUNK = 1 << 22  # elements per comparison chunk at most: 32 MiB a float64 temporary
+
+
+def chunk_for(n: int, chunk: int | None = None) -> int:
+    """A chunk of about 1/16 of the tensor (so temporaries stay small beside it), within [256K, CHUNK]."""
+    return chunk or max(1 << 18, min(CHUNK, n // 16))
 
 
 def as_list(out) -> list:
@@ -62,9 +70,10 @@ def _flat(x: torch.Tensor) -> torch.Tensor:
     return x.reshape(-1)
 
 
-def error_stats(x: torch.Tensor, t: torch.Tensor, chunk: int = CHUNK) -> Stats:
+def error_stats(x: torch.Tensor, t: torch.Tensor, chunk: int | None = None) -> Stats:
     """`x` any floating dtype on the device; `t` the truth (float64, on the device or the CPU)."""
     xf, tf = _flat(x), _flat(t)
+    chunk = chunk_for(xf.numel(), chunk)
     dev = x.device
     sq_err = sq_ref = 0.0
     max_err = max_ref = 0.0
@@ -127,9 +136,10 @@ def check_structure(outs: list, refs: list) -> str:
     return ""
 
 
-def exact_equal(o: torch.Tensor, r: torch.Tensor, chunk: int = CHUNK) -> int:
+def exact_equal(o: torch.Tensor, r: torch.Tensor, chunk: int | None = None) -> int:
     """Number of differing elements (integer and boolean outputs)."""
     of, rf = _flat(o), _flat(r)
+    chunk = chunk_for(of.numel(), chunk)
     return sum(int((of[s:s + chunk] != rf[s:s + chunk]).sum()) for s in range(0, of.numel(), chunk))
 
 
@@ -158,10 +168,11 @@ def float64_rule(cand: Stats, eager: Stats, dtype: torch.dtype) -> str:
     return ""
 
 
-def kernelbench_allclose(o: torch.Tensor, e: torch.Tensor, chunk: int = CHUNK) -> str:
+def kernelbench_allclose(o: torch.Tensor, e: torch.Tensor, chunk: int | None = None) -> str:
     """KernelBench's check, `torch.allclose(o, e, atol=tol, rtol=tol)`, chunked; '' when it passes."""
     tol = KERNELBENCH_TOL.get(e.dtype, 1e-4)
     of, ef = _flat(o), _flat(e)
+    chunk = chunk_for(of.numel(), chunk)
     for s in range(0, of.numel(), chunk):
         a, b = of[s:s + chunk], ef[s:s + chunk]
         if not torch.allclose(a, b, atol=tol, rtol=tol):
@@ -172,9 +183,10 @@ def kernelbench_allclose(o: torch.Tensor, e: torch.Tensor, chunk: int = CHUNK) -
     return ""
 
 
-def relative_diff(a: torch.Tensor, b: torch.Tensor, chunk: int = CHUNK) -> float:
+def relative_diff(a: torch.Tensor, b: torch.Tensor, chunk: int | None = None) -> float:
     """||a - b|| / ||b||, chunked, NaN-aware (a NaN anywhere gives inf)."""
     af, bf = _flat(a), _flat(b)
+    chunk = chunk_for(af.numel(), chunk)
     num = den = 0.0
     for s in range(0, af.numel(), chunk):
         x, y = af[s:s + chunk].double(), bf[s:s + chunk].double()

@@ -13,7 +13,7 @@ import torch
 
 GIB = float(1 << 30)
 _INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-_CHUNK = 1 << 24
+_CHUNK = 1 << 22  # 32 MiB an int64 temporary
 
 
 def fingerprint(xs: list) -> list:
@@ -30,8 +30,9 @@ def fingerprint(xs: list) -> list:
         elif flat.is_floating_point() or flat.dtype.itemsize in _INT_VIEW:
             flat = flat.view(_INT_VIEW[flat.element_size()])
         s1 = s2 = 0
-        for s in range(0, flat.numel(), _CHUNK):
-            b = flat[s:s + _CHUNK].to(torch.int64)
+        step = max(1 << 18, min(_CHUNK, flat.numel() // 16))
+        for s in range(0, flat.numel(), step):
+            b = flat[s:s + step].to(torch.int64)
             w = torch.arange(s + 1, s + 1 + b.numel(), device=b.device, dtype=torch.int64) % 65521
             s1 += int(b.sum())
             s2 += int((b * w).sum())

@@ -334,7 +334,8 @@ class Worker:
         earlier: list = []  # weak references to earlier outputs: one still alive and returned again is a cache
         ops: list[str] = []
         truth_where = ""
-        corr = CorrectnessResult(passed=False, trials=0, rule=rule, errors=errors, note=req.get("precision_note", ""))
+        corr = CorrectnessResult(passed=False, trials=0, rule=rule, note=req.get("precision_note", ""))
+        errors = corr.errors  # pydantic copied the list it was given: append to the record's own
         ev.correctness = corr
         for t, (kind, seed) in enumerate(plan):
             label = f"{kind} seed {seed}"

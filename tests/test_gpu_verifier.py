@@ -31,7 +31,7 @@ def test_honest_kernel_float64_rule(evaluator):
     c = e.correctness
     assert c.rule == "float64" and c.truth == "float64 on cuda" and c.trials == 4  # 3 task trials + 1 widened
     assert any(x.trial.startswith("widened") for x in c.errors)
-    assert all(x.cand_norm <= 8 * x.eager_norm + 1e-6 for x in c.errors)
+    assert all(x.cand_norm <= 32 * x.eager_norm + 1e-6 for x in c.errors)
     assert e.eager is not None and e.speedup_vs_eager > 0 and "timed call" in e.reason
     assert e.timing_cost_s > 0 and e.peak_bytes and e.eager_peak_bytes
 
@@ -62,7 +62,8 @@ def test_policy_cheats_rejected_on_the_gpu(evaluator, name, src, policy, says):
 
 
 @pytest.mark.parametrize("name,src,names,policy,says", [
-    ("memo_pointer", planted.MEMO_POINTER, ["relu"], "strict", ("caching", "stale", "off eager", "earlier call", "error")),
+    ("memo_pointer", planted.MEMO_POINTER, ["relu"], "strict", ("caching", "stale", "off eager", "earlier call", "error",
+                                                                 "skipped")),
     ("counts_calls", planted.COUNTS_CALLS, ["relu"], "strict", ("timed call", "NaN", "error")),
     ("caches", planted.CACHES, ["relu"], "strict", ("caching", "earlier call", "error", "skipped")),
     ("returns_input", planted.RETURNS_INPUT, ["relu"], "strict", ("aliases an input",)),
