@@ -19,13 +19,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def server(tmp_path):
+def _serve(tmp_path, reload: bool):
     port = free_port()
-    env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "EGG_CACHE_DIR": str(tmp_path / "cache")}
+    env = {**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "EGG_CACHE_DIR": str(tmp_path / "cache"),
+           "EGG_OUT_DIR": str(tmp_path / "served_out")}
     log = open(tmp_path / "server.log", "w")  # outside the project: a log inside it would trigger reloads
-    proc = subprocess.Popen(["langgraph", "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser",
-                             "--no-reload"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(["langgraph", "dev", "--host", "127.0.0.1", "--port", str(port), "--no-browser"]
+                            + ([] if reload else ["--no-reload"]), cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     from langgraph_sdk import get_sync_client
     client = get_sync_client(url=f"http://127.0.0.1:{port}")
     deadline = time.time() + 120
@@ -39,12 +39,44 @@ def server(tmp_path):
                 raise AssertionError("langgraph dev did not come up on the chosen port:\n" +
                                      (tmp_path / "server.log").read_text()[-3000:]) from None
             time.sleep(1)
-    yield client
+    return proc, client
+
+
+def _stop(proc):
     proc.terminate()
     try:
         proc.wait(20)
     except subprocess.TimeoutExpired:
         proc.kill()
+
+
+@pytest.fixture
+def server(tmp_path):
+    proc, client = _serve(tmp_path, reload=False)
+    yield client
+    _stop(proc)
+
+
+def test_a_run_survives_another_finishing_with_reload_on(tmp_path, relu_task):
+    """As the README starts it (reload on): runs write their kernels outside the watched project, so one run
+    finishing does not reload the server and cancel the other."""
+    proc, client = _serve(tmp_path, reload=True)
+    try:
+        settings = {"task_path": relu_task, "evaluator": "compile_only", "profile": "h200"}  # default out_dir
+        a, b = client.threads.create(), client.threads.create()
+        ra = client.runs.create(a["thread_id"], "egg", input={"settings": settings})
+        rb = client.runs.create(b["thread_id"], "egg", input={"settings": {**settings, "budget": {"candidates_per_stage": 1}}})
+        for t, r in ((a, ra), (b, rb)):
+            client.runs.join(t["thread_id"], r["run_id"])
+            assert client.runs.get(t["thread_id"], r["run_id"])["status"] == "success"
+            assert client.threads.get_state(t["thread_id"])["values"]["result"]["status"] == "unverified"
+        log = (tmp_path / "server.log").read_text()
+        assert "Reloading" not in log and "CancelledError" not in log, log[-2000:]
+        assert list((tmp_path / "served_out" / "egg_out" / "relu_small").glob("*/report.md"))
+        assert not (ROOT / "egg_out" / "relu_small").exists() or not any(
+            p.stat().st_mtime > time.time() - 600 for p in (ROOT / "egg_out" / "relu_small").rglob("report.md"))
+    finally:
+        _stop(proc)
 
 
 def test_studio_server_runs_the_graph(server, tmp_path, relu_task):
