@@ -67,3 +67,31 @@ def test_unreachable_postgres_is_one_clear_error(tmp_path, relu_task):
     r = subprocess.run([sys.executable, "-m", "graph.cli", "--checkpoint", f"postgresql://nobody@127.0.0.1:{free_port()}/x",
                         "runs"], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert r.returncode == 2 and "cannot connect to the Postgres checkpointer" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_thread_lease_in_postgres(pg_url):
+    """The per-thread lease works in the Postgres checkpointer too: a live holder blocks, a dead one is taken over."""
+    import subprocess
+    import sys
+
+    from graph.checkpointing import open_checkpointer
+    from graph.errors import ThreadBusyError
+    from graph.lease import lease
+    from tests.conftest import ROOT
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; sys.path.insert(0, %r)\n"
+        "from graph.checkpointing import open_checkpointer\nfrom graph.lease import lease\n"
+        "with open_checkpointer(%r) as s, lease(s, 'pg-t'):\n    print('held', flush=True); time.sleep(60)\n") % (str(ROOT), pg_url)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with open_checkpointer(pg_url) as s:
+            with pytest.raises(ThreadBusyError, match=f"pid {holder.pid}"):
+                with lease(s, "pg-t"):
+                    pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with open_checkpointer(pg_url) as s:
+        with lease(s, "pg-t"):
+            pass
