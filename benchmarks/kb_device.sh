@@ -1,5 +1,6 @@
 #!/bin/bash
 # KernelBench levels 1-2 on the lent H200, resumable across device calls.
+# Here, before every call: git rev-parse --short HEAD > bench_state/COMMIT (the tree there has no .git).
 # Here (once): ../shared/device/wheels.sh; mkdir -p .kb && cp -r ../shared/kernelbench/level{1,2} .kb/
 #   (.kb and .whl are ignored: list them in .git/info/exclude) and carry [".whl", ".kb", "bench_state"].
 # There: [BENCH_NAME=kb BENCH_PATHS='.kb/level1 .kb/level2' CPS=2 REPS=30 KB_SECONDS=540] benchmarks/kb_device.sh. The bench's checkpoints live in bench_state/
