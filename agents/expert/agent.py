@@ -8,12 +8,16 @@ from agents import principles
 from agents.protocol import Proposal, ProposedKernel, StageRequest
 from agents.expert import host
 from agents.expert.opgraph import OpGraph, Unsupported, export_graph
-from agents.expert.templates import gemm, pointwise, rowwise
+from agents.expert.templates import gemm, pointwise, rowwise, scan
 from tasks import load_task, materialize
 
 
 def family_of(g: OpGraph) -> str:
     kinds = {n.kind for n in g.nodes}
+    if any(n.kind == "pw" and n.op == "flip" for n in g.nodes):
+        raise Unsupported("aten::flip (the expert knows it only as flip-cumsum-flip, a reverse scan)")
+    if "scan" in kinds:
+        return "scan"
     if "gemm" in kinds:
         return "gemm"
     if "reduce" in kinds:
@@ -49,7 +53,7 @@ class ExpertAgent:
     def _plan(self, path: str):
         g = self.graph(path)
         fam = family_of(g)
-        plan = gemm.plan_gemm(g) if fam == "gemm" else rowwise.plan_rows(g) if fam == "rows" else None
+        plan = {"gemm": gemm.plan_gemm, "rows": rowwise.plan_rows, "scan": scan.plan_scan}.get(fam, lambda _: None)(g)
         return g, fam, plan
 
     def precheck(self, path: str) -> str | None:
@@ -74,7 +78,7 @@ class ExpertAgent:
         tried = {tuple(sorted(a.params.items())) for a in req.attempts}
         if req.best is not None:
             tried.add(tuple(sorted(req.best.params.items())))
-        kernels = []
+        kernels, broke = [], None
         for params in variants:
             if tuple(sorted(params.items())) in tried or len(kernels) >= req.max_candidates:
                 continue
@@ -82,13 +86,21 @@ class ExpertAgent:
                 kernels.append(self.emit(g, fam, plan, params, req.profile))
             except Unsupported:
                 continue  # a knob combination the template cannot express
+            except Exception as exc:  # a bug of ours on this task: a clear result, not a crashed run
+                broke = broke or f"the expert agent failed emitting {fam} ({type(exc).__name__}: {str(exc)[:120]})"
+                continue
             tried.add(tuple(sorted(params.items())))
+        if not kernels and broke:
+            return Proposal(unsupported=broke)
         return Proposal(kernels=kernels, plan=self._plan_text(g, fam, plan, req))
 
     def _plan_text(self, g, fam, plan, req) -> str:
         ops = " -> ".join(dict.fromkeys(o.removeprefix("aten::") for o in g.aten_ops)) or "identity"
         bound = req.analysis.roofline.bound if req.analysis else "unknown"
-        if fam == "pointwise":
+        if fam == "scan":
+            how = (f"a {'reverse ' if plan.scan.reverse else ''}{plan.scan.op} over (outer={plan.outer}, L={plan.L}, "
+                   f"inner={plan.inner}), the pointwise chain before and after it fused")
+        elif fam == "pointwise":
             how = "one fused pointwise kernel, one pass over the output"
         elif fam == "rows":
             how = (f"a row program over (outer={plan.outer}, R={plan.R}, inner={plan.inner}) with "
@@ -120,6 +132,13 @@ class ExpertAgent:
                 # with 16-byte vectors a thread per vector and no grid-stride loop often wins (the copy kernel's shape)
                 vecs = sorted({v or pointwise.vec_width(g.output.dtype) for v in kn["pointwise_vec"]}, reverse=True)
                 out = [{**base, "vec": v, **extra} for v in vecs for extra in ({}, {"items": 1, "waves": 0})]
+        elif fam == "scan":
+            if st == "parallel_mapping":
+                out = [{**base, "block": b} for b in kn.get("scan_block", [128, 256, 512, 1024])]
+            elif st == "tiling":
+                out = [{**base, "items": i} for i in kn.get("scan_items", [4, 8, 16])] if plan.inner == 1 else []
+            elif st == "memory_optimization":
+                out = [{**base, "waves": w} for w in kn.get("scan_waves", [4, 16])]
         elif fam == "rows":
             if st == "parallel_mapping":
                 if plan.inner > 1:
@@ -156,6 +175,8 @@ class ExpertAgent:
         return out
 
     def _default(self, fam, g, plan, req) -> dict:
+        if fam == "scan":
+            return {"family": "scan", "block": 256, "items": 8, "waves": 8}
         if fam == "pointwise":
             return {"family": "pointwise", "block": 256, "items": 1, "vec": 1, "waves": 4}
         if fam == "rows":
@@ -177,6 +198,13 @@ class ExpertAgent:
             launch = host.Launch("egg_pointwise", (pointwise.grid(g, k, sms, tpsm),), (k.block,),
                                  host.leaves(g), 0, align16=k.vec > 1)
             desc = f"fused pointwise, block {k.block}, {k.items} item(s)/thread, vector width {k.vec}"
+        elif fam == "scan":
+            k = scan.ScanKnobs(block=params["block"], items=params["items"], waves=params["waves"])
+            src = scan.render(g, plan, k)
+            launch = host.Launch("egg_scan", (scan.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), 0)
+            desc = (f"{'reverse ' if plan.scan.reverse else ''}{plan.scan.op}, "
+                    + (f"block {k.block} per row, {k.items} item(s) a thread" if plan.inner == 1 else
+                       f"a thread per column, block {k.block}"))
         elif fam == "rows":
             k = rowwise.RowKnobs(mapping=params["mapping"], block=params["block"], cache=params["cache"],
                                  waves=params["waves"])

@@ -7,7 +7,7 @@ import math
 from agents.expert.opgraph import Node, Unsupported
 
 CTYPE = {"float32": "float", "bfloat16": "__nv_bfloat16", "float16": "__half", "int64": "long long",
-         "int32": "int"}
+         "int32": "int", "bool": "bool"}
 PRELUDE = r"""#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #ifndef INFINITY

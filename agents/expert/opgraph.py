@@ -24,8 +24,9 @@ class Node:
     dtype: str = "float32"
     index: int = -1  # user-input position, or parameter order
     target: str = ""  # parameter FQN for params
-    dims: tuple = ()  # reduce: reduced dims (positive)
+    dims: tuple = ()  # reduce: reduced dims (positive); scan and flip: the dim
     keepdim: bool = False
+    reverse: bool = False  # scan: from the end of the dim towards its start
 
     def __repr__(self) -> str:
         return f"%{self.name}"
@@ -61,6 +62,7 @@ POINTWISE = {
 }
 IDENTITY = {"clone", "contiguous", "alias", "detach", "dropout", "lift_fresh_copy", "feature_dropout", "identity"}
 VIEWS = {"view", "reshape", "_unsafe_view", "flatten", "squeeze", "unsqueeze", "expand"}
+SCAN = {"cumsum", "cumprod"}
 REDUCE = {"sum", "mean", "amax", "amin", "max", "min", "prod", "argmax", "argmin", "var", "std",
           "linalg_vector_norm", "norm", "logsumexp"}
 NORMS = {"softmax", "_softmax", "log_softmax", "_log_softmax", "layer_norm", "rms_norm", "batch_norm",
@@ -217,6 +219,13 @@ class _Op:
         if len(self.args) > i:
             return self.args[i]
         return self.kwargs.get(key, default) if key else default
+
+    def dim(self, i: int, key: str = "dim") -> int:
+        d = self.arg(i, key)
+        d = d[0] if isinstance(d, (list, tuple)) and len(d) == 1 else d
+        if not isinstance(d, int):
+            raise Unsupported(f"aten::{self.name} over dims {d}")
+        return d % self.rank
 
     def red(self, op, src, dims, keepdim, out_dtype="float32") -> Node:
         return self.b.add("reduce", op, [src], _rshape(src.shape, dims, keepdim), out_dtype, dims=dims, keepdim=keepdim)
@@ -380,6 +389,23 @@ def _layer_rms_norm(o: _Op):
     if bias is not None:
         y = o.pw("add", [y, bias], x.shape)
     return y
+
+
+@lowers("cumsum", "cumprod")
+def _scan(o: _Op):
+    d = o.dim(1)
+    return o.b.add("scan", o.name, [o.x], o.x.shape, o.dtype, dims=(d,))
+
+
+@lowers("flip")
+def _flip(o: _Op):
+    """Only as reverse scans are written: flip(cumsum(flip(x, d), d), d) is x scanned from the end."""
+    d = o.dim(1, "dims")
+    x = o.x
+    if x.kind == "scan" and not x.reverse and x.dims == (d,) and x.args[0].kind == "pw" and x.args[0].op == "flip" \
+            and x.args[0].dims == (d,):
+        return o.b.add("scan", x.op, [x.args[0].args[0]], x.shape, x.dtype, dims=(d,), reverse=True)
+    return o.b.add("pw", "flip", [x], o.shape, o.dtype, dims=(d,))  # lowered further only inside that pattern
 
 
 @lowers("batch_norm", "_native_batch_norm_legit_no_training")
