@@ -8,7 +8,7 @@ from agents import principles
 from agents.protocol import Proposal, ProposedKernel, StageRequest
 from agents.expert import host
 from agents.expert.opgraph import OpGraph, Unsupported, export_graph
-from agents.expert.templates import gemm, pointwise, rowwise, scan
+from agents.expert.templates import gemm, pointwise, pool, rowwise, scan
 from tasks import load_task, materialize
 
 
@@ -18,6 +18,8 @@ def family_of(g: OpGraph) -> str:
         raise Unsupported("aten::flip (the expert knows it only as flip-cumsum-flip, a reverse scan)")
     if "scan" in kinds:
         return "scan"
+    if "pool" in kinds:
+        return "pool"
     if "gemm" in kinds:
         return "gemm"
     if "reduce" in kinds:
@@ -53,7 +55,8 @@ class ExpertAgent:
     def _plan(self, path: str):
         g = self.graph(path)
         fam = family_of(g)
-        plan = {"gemm": gemm.plan_gemm, "rows": rowwise.plan_rows, "scan": scan.plan_scan}.get(fam, lambda _: None)(g)
+        plan = {"gemm": gemm.plan_gemm, "rows": rowwise.plan_rows, "scan": scan.plan_scan,
+                "pool": pool.plan_pool}.get(fam, lambda _: None)(g)
         return g, fam, plan
 
     def precheck(self, path: str) -> str | None:
@@ -97,7 +100,11 @@ class ExpertAgent:
     def _plan_text(self, g, fam, plan, req) -> str:
         ops = " -> ".join(dict.fromkeys(o.removeprefix("aten::") for o in g.aten_ops)) or "identity"
         bound = req.analysis.roofline.bound if req.analysis else "unknown"
-        if fam == "scan":
+        if fam == "pool":
+            a = plan.pool.attrs
+            how = (f"{a['kind']} pooling over {plan.nd} dim(s) (kernel {a['kernel']}, stride {a['stride']}, padding "
+                   f"{a['padding']}), a thread per output, the pointwise chain before and after it fused")
+        elif fam == "scan":
             how = (f"a {'reverse ' if plan.scan.reverse else ''}{plan.scan.op} over (outer={plan.outer}, L={plan.L}, "
                    f"inner={plan.inner}), the pointwise chain before and after it fused")
         elif fam == "pointwise":
@@ -132,6 +139,11 @@ class ExpertAgent:
                 # with 16-byte vectors a thread per vector and no grid-stride loop often wins (the copy kernel's shape)
                 vecs = sorted({v or pointwise.vec_width(g.output.dtype) for v in kn["pointwise_vec"]}, reverse=True)
                 out = [{**base, "vec": v, **extra} for v in vecs for extra in ({}, {"items": 1, "waves": 0})]
+        elif fam == "pool":
+            if st == "parallel_mapping":
+                out = [{**base, "block": b} for b in kn.get("pool_block", [128, 512, 1024])]
+            elif st == "tiling":
+                out = [{**base, "waves": w} for w in kn.get("pool_waves", [0, 4, 16])]
         elif fam == "scan":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in kn.get("scan_block", [128, 256, 512, 1024])]
@@ -177,6 +189,8 @@ class ExpertAgent:
     def _default(self, fam, g, plan, req) -> dict:
         if fam == "scan":
             return {"family": "scan", "block": 256, "items": 8, "waves": 8}
+        if fam == "pool":
+            return {"family": "pool", "block": 256, "waves": 8}
         if fam == "pointwise":
             return {"family": "pointwise", "block": 256, "items": 1, "vec": 1, "waves": 4}
         if fam == "rows":
@@ -198,6 +212,11 @@ class ExpertAgent:
             launch = host.Launch("egg_pointwise", (pointwise.grid(g, k, sms, tpsm),), (k.block,),
                                  host.leaves(g), 0, align16=k.vec > 1)
             desc = f"fused pointwise, block {k.block}, {k.items} item(s)/thread, vector width {k.vec}"
+        elif fam == "pool":
+            k = pool.PoolKnobs(block=params["block"], waves=params["waves"])
+            src = pool.render(g, plan, k)
+            launch = host.Launch("egg_pool", (pool.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), 0)
+            desc = f"{plan.pool.attrs['kind']} pool, a thread per output, block {k.block}" + ("" if k.waves else ", no grid-stride loop")
         elif fam == "scan":
             k = scan.ScanKnobs(block=params["block"], items=params["items"], waves=params["waves"])
             src = scan.render(g, plan, k)

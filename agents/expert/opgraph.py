@@ -27,6 +27,7 @@ class Node:
     dims: tuple = ()  # reduce: reduced dims (positive); scan and flip: the dim
     keepdim: bool = False
     reverse: bool = False  # scan: from the end of the dim towards its start
+    attrs: dict = field(default_factory=dict)  # pool: kernel, stride, padding, dilation, count_include_pad, divisor
 
     def __repr__(self) -> str:
         return f"%{self.name}"
@@ -406,6 +407,36 @@ def _flip(o: _Op):
             and x.args[0].dims == (d,):
         return o.b.add("scan", x.op, [x.args[0].args[0]], x.shape, x.dtype, dims=(d,), reverse=True)
     return o.b.add("pw", "flip", [x], o.shape, o.dtype, dims=(d,))  # lowered further only inside that pattern
+
+
+def _per_dim(v, nd: int, default) -> list[int]:
+    if v is None or (isinstance(v, (list, tuple)) and len(v) == 0):
+        v = default
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    v = v * nd if len(v) == 1 else v
+    if len(v) != nd or not all(isinstance(a, int) for a in v):
+        raise Unsupported(f"pooling parameters {v}")
+    return v
+
+
+@lowers("max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d")
+def _pool(o: _Op):
+    nd = int(o.name[-2])
+    x = o.x
+    if len(x.shape) < nd + 1:
+        raise Unsupported(f"aten::{o.name} on a {len(x.shape)}-d input")
+    k = _per_dim(o.arg(1, "kernel_size"), nd, None)
+    s = _per_dim(o.arg(2, "stride"), nd, k)
+    p = _per_dim(o.arg(3, "padding"), nd, 0)
+    if o.name.startswith("max"):
+        d = _per_dim(o.arg(4, "dilation"), nd, 1)
+        attrs = dict(kind="max", kernel=k, stride=s, padding=p, dilation=d, count_include_pad=True, divisor=0)
+    else:
+        include = o.arg(5, "count_include_pad", True)
+        div = o.arg(6, "divisor_override", None)
+        attrs = dict(kind="avg", kernel=k, stride=s, padding=p, dilation=[1] * nd,
+                     count_include_pad=bool(True if include is None else include), divisor=int(div or 0))
+    return o.b.add("pool", o.name, [x], o.shape, o.dtype, attrs=attrs)
 
 
 @lowers("batch_norm", "_native_batch_norm_legit_no_training")

@@ -1,0 +1,112 @@
+"""Max and average pooling, 1d/2d/3d, with stride, padding, dilation (max), ceil_mode (through the
+output shape torch.export reports), count_include_pad and divisor_override (avg), and the pointwise
+chain before and after the pool fused.
+
+A thread per output element walks its window; neighbouring threads own neighbouring outputs, so
+their windows overlap and the loads hit L1/L2 rather than DRAM. The window bounds follow PyTorch's
+own kernels (avg: the divisor counts padding up to the padded edge when count_include_pad)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from agents.expert.codegen import CTYPE, PRELUDE, Emitter
+from agents.expert.opgraph import Node, OpGraph, Unsupported
+
+
+@dataclass
+class PoolPlan:
+    pool: Node
+    nd: int
+    lead: int  # batch x channels (everything before the pooled dims)
+    inp: tuple  # pooled dims of the input
+    out: tuple  # of the output
+
+
+@dataclass
+class PoolKnobs:
+    block: int = 256
+    waves: int = 8  # grid = min(needed, SMs x blocks per SM x waves); 0: a thread per output, no loop
+
+
+def plan_pool(g: OpGraph) -> PoolPlan:
+    pools = [n for n in g.nodes if n.kind == "pool"]
+    if len(pools) != 1:
+        raise Unsupported(f"{len(pools)} poolings in one task")
+    if any(n.kind in ("reduce", "gemm", "scan") for n in g.nodes):
+        raise Unsupported("a pooling beside a reduction, matmul or scan")
+    p = pools[0]
+    if tuple(g.output.shape) != tuple(p.shape):
+        raise Unsupported(f"output shape {g.output.shape} is not the pooled shape {p.shape}")
+    nd = len(p.attrs["kernel"])
+    src = tuple(p.args[0].shape)
+    return PoolPlan(p, nd, math.prod(src[:-nd]), src[-nd:], tuple(p.shape)[-nd:])
+
+
+def render(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
+    a, out = p.pool.attrs, g.output
+    nd, mx = p.nd, a["kind"] == "max"
+    tensors = g.inputs + g.params
+    args = ", ".join([f"{CTYPE[out.dtype]}* __restrict__ out"] +
+                     [f"const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in tensors])
+    pre = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", prefix="a")
+    v_in = pre.value(p.pool.args[0], "i")
+    post = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", lambda n: "s_val" if n is p.pool else None, prefix="o")
+    v_out = post.value(out, "o_lin")
+    n_out = p.lead * math.prod(p.out)
+    names = ["p_d", "p_h", "p_w"][3 - nd:]
+    lines = ["        long long p_r = o_lin;"]
+    for nm, size in reversed(list(zip(names, p.out))):
+        lines.append(f"        const long long o{nm} = p_r % {size}LL; p_r /= {size}LL;")
+    lines.append("        const long long p_nc = p_r;")
+    ind = "        "
+    if not mx:
+        lines.append(f"{ind}long long p_full = 1, p_clip = 1;")
+    loops, closes = [], []
+    for j, nm in enumerate(names):
+        K, S, P, D, IN = a["kernel"][j], a["stride"][j], a["padding"][j], a["dilation"][j], p.inp[j]
+        if mx:
+            loops.append(f"{ind}for (int k{nm} = 0; k{nm} < {K}; ++k{nm}) {{\n"
+                         f"{ind}    const long long i{nm} = o{nm} * {S}LL - {P}LL + (long long)k{nm} * {D}LL;\n"
+                         f"{ind}    if (i{nm} < 0 || i{nm} >= {IN}LL) continue;")
+        else:
+            lines += [f"{ind}long long s{nm} = o{nm} * {S}LL - {P}LL, e{nm} = s{nm} + {K}LL < {IN + P}LL ? s{nm} + {K}LL : {IN + P}LL;",
+                      f"{ind}p_full *= e{nm} - s{nm};",
+                      f"{ind}s{nm} = s{nm} > 0 ? s{nm} : 0; e{nm} = e{nm} < {IN}LL ? e{nm} : {IN}LL;",
+                      f"{ind}p_clip *= e{nm} > s{nm} ? e{nm} - s{nm} : 0;"]
+            loops.append(f"{ind}for (long long i{nm} = s{nm}; i{nm} < e{nm}; ++i{nm}) {{")
+        closes.append(f"{ind}}}")
+    lin = "p_nc"
+    for nm, size in zip(names, p.inp):
+        lin = f"({lin} * {size}LL + i{nm})"
+    step = ("if (v > s_acc || v != v) s_acc = v;" if mx else "s_acc += v;")
+    inner = (f"{ind}    const long long i = {lin};\n{pre.take(ind + '    ')}\n"
+             f"{ind}    const float v = {v_in};\n{ind}    {step}")
+    if mx:
+        fin = "const float s_val = s_acc;"
+    elif a["divisor"]:
+        fin = f"const float s_val = s_acc / {float(a['divisor'])!r}f;"
+    else:
+        fin = f"const float s_val = s_acc / (float)({'p_full' if a['count_include_pad'] else 'p_clip'});"
+    body = "\n".join(lines + [f"{ind}float s_acc = {'-INFINITY' if mx else '0.0f'};"] + loops + [inner] + closes[::-1]
+                     + [f"{ind}{fin}", post.take(ind), f"{ind}out[o_lin] = from_f<{CTYPE[out.dtype]}>({v_out});"])
+    if k.waves:
+        head = (f"    for (long long o_lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; o_lin < {n_out}LL;\n"
+                f"         o_lin += (long long)gridDim.x * blockDim.x) {{")
+    else:
+        head = (f"    {{\n        const long long o_lin = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+                f"        if (o_lin >= {n_out}LL) return;")
+    return f"""{PRELUDE}
+extern "C" __global__ void __launch_bounds__({k.block}) egg_pool({args}) {{
+{head}
+{body}
+    }}
+}}
+"""
+
+
+def grid(p: PoolPlan, k: PoolKnobs, sms: int, max_threads_per_sm: int) -> int:
+    need = max(1, -(-p.lead * math.prod(p.out) // k.block))
+    if not k.waves:
+        return int(need)
+    return int(min(need, sms * max(1, max_threads_per_sm // k.block) * k.waves))

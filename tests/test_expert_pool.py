@@ -1,0 +1,78 @@
+"""The pooling family on the CPU: max/avg pool 1d/2d/3d lowered with their parameters, every variant
+compiles for sm_90a, and the kernels, run on the CPU through tests/cpu_emulator.py, match PyTorch at
+awkward shapes (padding, dilation, stride > kernel, ceil_mode, count_include_pad, divisor_override)."""
+import pytest
+import torch
+
+from agents.expert import ExpertAgent
+from agents.expert.opgraph import export_graph
+from agents.expert.templates import pool
+from agents.protocol import StageRequest
+from hardware_profiles import load_profile
+from runtime.compile import compile_check
+from state import STAGES, DesignRecord, KernelCandidate
+from tasks import load_task, task_spec
+from tests import cpu_emulator
+
+TEMPLATE = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.pool = {module}
+    def forward(self, x):
+        return {expr}
+def get_inputs():
+    return [torch.randn({shape})]
+def get_init_inputs():
+    return []
+"""
+CASES = [
+    ("max1d", "nn.MaxPool1d(8, stride=1, padding=4, dilation=3)", "self.pool(x)", "2, 3, 61"),
+    ("max2d", "nn.MaxPool2d(4, stride=1, padding=1)", "self.pool(x)", "2, 3, 17, 19"),
+    ("max2d_ceil", "nn.MaxPool2d(3, stride=2, padding=1, ceil_mode=True)", "self.pool(x)", "2, 3, 16, 15"),
+    ("max3d", "nn.MaxPool3d(3, stride=2, padding=1, dilation=3)", "self.pool(x)", "2, 2, 13, 12, 14"),
+    ("avg1d", "nn.AvgPool1d(8, stride=1, padding=4)", "self.pool(x)", "2, 3, 50"),
+    ("avg2d_big_stride", "nn.AvgPool2d(11)", "self.pool(x)", "2, 3, 40, 35"),
+    ("avg2d_excl_pad", "nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False)", "self.pool(x)", "2, 3, 15, 16"),
+    ("avg2d_ceil", "nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True)", "self.pool(x)", "2, 3, 16, 15"),
+    ("avg2d_divisor", "nn.AvgPool2d(2, divisor_override=3)", "self.pool(x)", "2, 3, 8, 8"),
+    ("avg3d", "nn.AvgPool3d(3, stride=2, padding=1)", "self.pool(x)", "2, 2, 9, 10, 11"),
+    ("relu_pool_tanh", "nn.MaxPool2d(2)", "torch.tanh(self.pool(torch.relu(x)) * 2.0)", "2, 3, 10, 12"),
+]
+
+
+def task(tmp_path, name, module, expr, shape):
+    p = tmp_path / f"{name}.py"
+    p.write_text(TEMPLATE.format(module=module, expr=expr, shape=shape))
+    return p
+
+
+@pytest.mark.parametrize("name,module,expr,shape", CASES, ids=[c[0] for c in CASES])
+def test_pool_matches_torch_on_the_cpu(tmp_egg, name, module, expr, shape):
+    p = task(tmp_egg, name, module, expr, shape)
+    loaded = load_task(p)
+    g = export_graph(loaded)
+    plan = pool.plan_pool(g)
+    agent, prof, best = ExpertAgent(), load_profile("h200"), None
+    spec = task_spec(loaded)
+    kernels = []
+    for st in STAGES:
+        req = StageRequest(stage=st, round=1, task=spec, analysis=None, profile=prof, design=DesignRecord(),
+                           attempts=[], best=best, max_candidates=8)
+        for k in agent.propose(req).kernels:
+            r = compile_check(k.cuda_source, k.compile_options, "sm_90a")
+            assert r.ok, (k.params, r.errors)
+            kernels.append(k)
+            best = best or KernelCandidate(id="a", stage=st, **k.model_dump())
+    assert len(kernels) >= 4
+    if not cpu_emulator.available():
+        pytest.skip("no g++ to run the kernel on the CPU")
+    torch.manual_seed(0)
+    x = torch.randn(*[int(s) for s in shape.split(",")])
+    want = loaded.make_model(42)(x)
+    for k in (kernels[0], kernels[-1]):
+        kn = pool.PoolKnobs(block=k.params["block"], waves=k.params["waves"])
+        got = cpu_emulator.run(k.cuda_source, "egg_pool", pool.grid(plan, kn, 4, 2048), kn.block, tuple(want.shape), [x],
+                               tmp_egg / f"emu_{k.params['block']}_{k.params['waves']}")
+        assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (k.params, (got - want).abs().max())
