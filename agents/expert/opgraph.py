@@ -419,6 +419,15 @@ def _per_dim(v, nd: int, default) -> list[int]:
     return v
 
 
+@lowers("numpy_T", "t", "transpose", "permute")
+def _transpose(o: _Op):
+    """A 2-d transpose: only as a matmul operand (read in place by the GEMM), see templates/gemm.py."""
+    x = o.x
+    if len(x.shape) != 2 or tuple(o.shape) != tuple(x.shape)[::-1]:
+        raise Unsupported(f"aten::{o.name} of a {len(x.shape)}-d tensor")
+    return o.pw("transpose2d", [x])
+
+
 @lowers("max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d")
 def _pool(o: _Op):
     nd = int(o.name[-2])

@@ -24,6 +24,13 @@ class GemmPlan:
     b_batched: bool
     bias: Node | None
     dtype: str
+    a_layout: str = "mk"  # "km": A is stored transposed (A.T in the reference), fp32 SIMT path only
+    a_src: Node | None = None  # the tensors the kernel reads (a transposed operand's own input)
+    b_src: Node | None = None
+
+    def __post_init__(self):
+        self.a_src = self.a_src or self.gemm.args[0]
+        self.b_src = self.b_src or self.gemm.args[1]
 
 
 @dataclass
@@ -51,6 +58,9 @@ def plan_gemm(g: OpGraph) -> GemmPlan:
     if any(n.kind == "reduce" for n in g.nodes):
         raise Unsupported("a reduction after a matmul")
     a, b, bias = gm.args
+    if a.kind == "pw" and a.op == "transpose2d" and b.kind == "pw" and b.op == "transpose2d" or \
+            gm.op != "linear" and (a.op == "transpose2d" or b.op == "transpose2d"):
+        return _plan_transposed(gm, a, b)
     if a.kind not in ("input", "param") or b.kind not in ("input", "param"):
         raise Unsupported("a matmul whose operands are computed (a prologue)")
     if a.dtype != b.dtype or a.dtype not in ("float32", "bfloat16", "float16"):
@@ -76,6 +86,24 @@ def plan_gemm(g: OpGraph) -> GemmPlan:
     raise Unsupported(f"matmul of shapes {a.shape} x {b.shape}")
 
 
+def _plan_transposed(gm: Node, a: Node, b: Node) -> GemmPlan:
+    """A 2-d matmul whose operands are stored transposed (`A.T @ B`, `A @ B.T`): read in place."""
+    def under(n):
+        return (n.args[0], True) if n.kind == "pw" and n.op == "transpose2d" else (n, False)
+    (sa, ta), (sb, tb) = under(a), under(b)
+    if sa.kind not in ("input", "param") or sb.kind not in ("input", "param") or len(a.shape) != 2 or len(b.shape) != 2:
+        raise Unsupported("a matmul whose operands are computed (a prologue)")
+    if sa.dtype != sb.dtype or sa.dtype not in ("float32", "bfloat16", "float16"):
+        raise Unsupported(f"matmul of {sa.dtype} x {sb.dtype}")
+    (M, K), (K2, N) = a.shape, b.shape
+    if K != K2:
+        raise Unsupported(f"matmul of shapes {a.shape} x {b.shape}")
+    if ta and sa.dtype != "float32":
+        raise Unsupported("a transposed A operand on tensor cores (bf16/fp16)")
+    return GemmPlan(gm, 1, M, N, K, "nk" if tb else "kn", False, False, None, sa.dtype,
+                    a_layout="km" if ta else "mk", a_src=sa, b_src=sb)
+
+
 def _epilogue(g: OpGraph, p: GemmPlan, acc: str, idx: str, indent: str) -> tuple[str, str]:
     bias = p.gemm.args[2]
 
@@ -90,7 +118,7 @@ def _epilogue(g: OpGraph, p: GemmPlan, acc: str, idx: str, indent: str) -> tuple
 
 def _args(g: OpGraph, p: GemmPlan) -> str:
     out = g.output
-    a, b, _ = p.gemm.args
+    a, b = p.a_src, p.b_src
     rest = [t for t in g.inputs + g.params if t is not a and t is not b]
     return ", ".join([f"{CTYPE[out.dtype]}* __restrict__ out", f"const {CTYPE[a.dtype]}* __restrict__ A",
                       f"const {CTYPE[b.dtype]}* __restrict__ B"] +
@@ -98,7 +126,7 @@ def _args(g: OpGraph, p: GemmPlan) -> str:
 
 
 def arg_order(g: OpGraph, p: GemmPlan) -> list[Node]:
-    a, b, _ = p.gemm.args
+    a, b = p.a_src, p.b_src
     return [a, b] + [t for t in g.inputs + g.params if t is not a and t is not b]
 
 
@@ -115,6 +143,16 @@ def render_simt(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     M, N, K = p.M, p.N, p.K
     T = k.threads(False)
     ch = k_chunk_tiles(K, k.BK)
+    if p.a_layout == "km":  # A stored (K, M): consecutive threads take consecutive m, so the loads coalesce
+        a_tile = f"""        for (int e = tid; e < BM * BK; e += {T}) {{
+            int r = e % BM, c = e / BM;  // A tile row r, k c; A stored transposed in memory
+            As[c][r] = (m0 + r < {M} && k0 + c < {K}) ? to_f(Ab[(long long)(k0 + c) * {M}LL + (m0 + r)]) : 0.0f;
+        }}"""
+    else:
+        a_tile = f"""        for (int e = tid; e < BM * BK; e += {T}) {{
+            int r = e / BK, c = e % BK;  // A tile row r, k c; stored transposed
+            As[c][r] = (m0 + r < {M} && k0 + c < {K}) ? to_f(Ab[(long long)(m0 + r) * {K}LL + (k0 + c)]) : 0.0f;
+        }}"""
     tgt = "part" if ch else "acc"
     part_decl = ("\n    float part[TM][TN];\n#pragma unroll\n    for (int i = 0; i < TM; ++i)\n#pragma unroll\n"
                  "        for (int j = 0; j < TN; ++j) part[i][j] = 0.0f;") if ch else ""
@@ -147,10 +185,7 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({_args(g, p)}) {{
 #pragma unroll
         for (int j = 0; j < TN; ++j) acc[i][j] = 0.0f;{part_decl}
     for (int k0 = 0; k0 < {K}; k0 += BK) {{
-        for (int e = tid; e < BM * BK; e += {T}) {{
-            int r = e / BK, c = e % BK;  // A tile row r, k c; stored transposed
-            As[c][r] = (m0 + r < {M} && k0 + c < {K}) ? to_f(Ab[(long long)(m0 + r) * {K}LL + (k0 + c)]) : 0.0f;
-        }}
+{a_tile}
         for (int e = tid; e < BK * BN; e += {T}) {{
             int r = e / BN, c = e % BN;  // B tile k r, column c
             Bs[r][c] = (n0 + c < {N} && k0 + r < {K}) ? to_f({bload}) : 0.0f;
@@ -225,6 +260,8 @@ class _Tc:
 
 
 def _tc_config(p: GemmPlan, k: GemmKnobs) -> _Tc:
+    if p.a_layout != "mk":
+        raise Unsupported("a transposed A operand on tensor cores")
     TMW, TNW = k.BM // k.WM, k.BN // k.WN
     MI, NI = TMW // 16, TNW // 8
     if MI < 1 or NI < 1 or TMW % 16 or TNW % 8:

@@ -1,0 +1,52 @@
+"""Matmuls with operands stored transposed (`A.T @ B`, `A @ B.T`, both): lowered as GEMM layouts read
+in place (KernelBench 16-18), compiled for sm_90a; a transpose anywhere else still says unsupported."""
+import pytest
+
+from agents.expert import ExpertAgent
+from agents.expert.opgraph import export_graph
+from agents.expert.templates import gemm
+from agents.protocol import StageRequest
+from hardware_profiles import load_profile
+from runtime.compile import compile_check
+from state import DesignRecord
+from tasks import load_task, task_spec
+
+TEMPLATE = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def forward(self, a, b):
+        return {expr}
+def get_inputs():
+    return [torch.randn({sa}), torch.randn({sb})]
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("expr,sa,sb,a_layout,b_layout,mnk", [
+    ("torch.matmul(a.T, b)", "96, 40", "96, 72", "km", "kn", (40, 72, 96)),
+    ("torch.matmul(a, b.T)", "40, 96", "72, 96", "mk", "nk", (40, 72, 96)),
+    ("torch.matmul(a.T, b.T) * 2.0", "96, 40", "72, 96", "km", "nk", (40, 72, 96)),
+    ("torch.relu(a.t() @ b)", "33, 17", "33, 29", "km", "kn", (17, 29, 33)),
+])
+def test_transposed_operands(tmp_egg, expr, sa, sb, a_layout, b_layout, mnk):
+    p = tmp_egg / "t.py"
+    p.write_text(TEMPLATE.format(expr=expr, sa=sa, sb=sb))
+    plan = gemm.plan_gemm(export_graph(load_task(p)))
+    assert (plan.a_layout, plan.b_layout, (plan.M, plan.N, plan.K)) == (a_layout, b_layout, mnk)
+    assert plan.a_src.kind == plan.b_src.kind == "input"
+    req = StageRequest(stage="algorithm_design", round=1, task=task_spec(load_task(p)), analysis=None,
+                       profile=load_profile("h200"), design=DesignRecord(), attempts=[], best=None, max_candidates=2)
+    (k,) = ExpertAgent().propose(req).kernels
+    r = compile_check(k.cuda_source, k.compile_options, "sm_90a")
+    assert r.ok, r.errors
+    assert "[out, x0, x1]" in k.host_code  # the stored tensors themselves, no copy
+
+
+def test_transpose_elsewhere_is_unsupported(tmp_egg):
+    p = tmp_egg / "t.py"
+    p.write_text(TEMPLATE.format(expr="a.T + b", sa="8, 8", sb="8, 8"))
+    assert "outside a matmul operand" in ExpertAgent().precheck(str(p))
+    p.write_text(TEMPLATE.format(expr="torch.matmul(a.T, b)", sa="8, 8", sb="8, 8").replace("torch.randn", "torch.randn").replace(
+        "return [torch.randn(8, 8), torch.randn(8, 8)]", "return [torch.randn(8, 8).bfloat16(), torch.randn(8, 8).bfloat16()]"))
+    assert "transposed A operand on tensor cores" in ExpertAgent().precheck(str(p))  # not read transposed there yet
