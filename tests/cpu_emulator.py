@@ -1,9 +1,12 @@
-"""Run a generated kernel on the CPU: the CUDA source compiled as plain C++ (g++), every block and
-thread of the launch run one after another. Only for kernels without barriers, shuffles or shared
-memory (pointwise, pooling): enough to check index math and semantics against PyTorch on a machine
-with no GPU. The GPU's verifier stays the judge; this catches a wrong window early."""
+"""Run a generated kernel on the CPU: the CUDA source compiled as plain C++ (g++ -std=c++20), the
+blocks of the launch one after another, each block's threads as real threads, so `__syncthreads`
+is a barrier, `__shared__` memory is shared by the block, and warp shuffles exchange values between
+the 32 threads of a warp. Enough to check index math, tiling, barriers and scans against PyTorch on a
+machine with no GPU (float32 tensors; no inline PTX: tensor-core kernels are out of its reach). The
+GPU's verifier stays the judge; this catches a wrong window or a lost carry early."""
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -13,16 +16,42 @@ import torch
 
 from agents.expert.codegen import PRELUDE
 
-CPU_PRELUDE = r"""#include <cmath>
+CPU_PRELUDE = r"""#include <barrier>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
+#include <vector>
 #define __global__
 #define __device__
 #define __forceinline__ inline
 #define __launch_bounds__(x)
 #define __restrict__
+#define __shared__ static
 struct EmuDim { long long x = 0, y = 0, z = 0; };
-static EmuDim blockIdx, threadIdx, blockDim, gridDim;
+static EmuDim blockIdx, blockDim, gridDim;
+static thread_local EmuDim threadIdx;
+static std::barrier<>* emu_block_barrier;
+static std::vector<std::barrier<>*> emu_warp_barriers;
+alignas(8) static unsigned char emu_warp_buf[32][32][8];
+static unsigned char emu_dyn_smem[1 << 20];
+inline void __syncthreads() { emu_block_barrier->arrive_and_wait(); }
+template <typename T> inline T emu_shfl(T v, int src_lane) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    std::memcpy(emu_warp_buf[warp][lane], &v, sizeof(T));
+    emu_warp_barriers[warp]->arrive_and_wait();
+    T r;
+    std::memcpy(&r, emu_warp_buf[warp][src_lane], sizeof(T));
+    emu_warp_barriers[warp]->arrive_and_wait();
+    return r;
+}
+template <typename T> inline T __shfl_xor_sync(unsigned, T v, int m) { return emu_shfl(v, (int)((threadIdx.x & 31) ^ m)); }
+template <typename T> inline T __shfl_up_sync(unsigned, T v, int d) {
+    const int lane = threadIdx.x & 31; return emu_shfl(v, lane >= d ? lane - d : lane); }
+template <typename T> inline T __shfl_down_sync(unsigned, T v, int d) {
+    const int lane = threadIdx.x & 31; return emu_shfl(v, lane + d < 32 ? lane + d : lane); }
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float to_f(float x) { return x; }
 inline float to_f(bool x) { return x ? 1.0f : 0.0f; }
 template <typename T> inline T from_f(float x);
@@ -34,36 +63,56 @@ def available() -> bool:
     return shutil.which("g++") is not None
 
 
-def run(src: str, kernel: str, grid: int, block: int, out_shape, inputs: list[torch.Tensor], workdir: Path) -> torch.Tensor:
-    """float32 in, float32 out; `inputs` in the kernel's argument order after `out`."""
-    body = src.replace(PRELUDE, "")
-    params = ", ".join(f"(const float*)ins[{i}]" for i in range(len(inputs)))
+def _cpu_source(src: str) -> str:
+    from agents.expert.templates.scan import BOOL_PRELUDE
+    body = src.replace(PRELUDE, "").replace(BOOL_PRELUDE, "")
+    # dynamic shared memory becomes one static buffer (blocks run one at a time)
+    return re.sub(r"extern __shared__ (?:__align__\(\d+\) )?(\w+) (\w+)\[\];",
+                  r"\1* \2 = reinterpret_cast<\1*>(emu_dyn_smem);", body)
+
+
+def run(src: str, kernel: str, grid: int, block: int, out_shape, inputs: list[torch.Tensor], workdir: Path,
+        grid_yz: tuple[int, int] = (1, 1)) -> torch.Tensor:
+    """float32 (or bool) inputs in the kernel's argument order after `out`; float32 out."""
+    types = ["const bool*" if x.dtype == torch.bool else "const float*" for x in inputs]
+    params = ", ".join(f"({t})ins[{i}]" for i, t in enumerate(types))
+    n_out = int(np.prod(out_shape))
     driver = f"""
 int main(int argc, char** argv) {{
-    const int n_in = {len(inputs)};
     void* ins[{max(1, len(inputs))}];
-    long long n_out = {int(np.prod(out_shape))}LL;
-    for (int i = 0; i < n_in; ++i) {{
+    for (int i = 0; i < {len(inputs)}; ++i) {{
         FILE* f = fopen(argv[2 + i], "rb"); fseek(f, 0, SEEK_END); long sz = ftell(f); fseek(f, 0, SEEK_SET);
-        ins[i] = malloc(sz); fread(ins[i], 1, sz, f); fclose(f);
+        ins[i] = malloc(sz > 0 ? sz : 1); if (fread(ins[i], 1, sz, f) != (size_t)sz) return 3; fclose(f);
     }}
-    float* out = (float*)malloc(n_out * sizeof(float));
-    gridDim.x = {grid}; blockDim.x = {block};
-    for (blockIdx.x = 0; blockIdx.x < gridDim.x; ++blockIdx.x)
-        for (threadIdx.x = 0; threadIdx.x < blockDim.x; ++threadIdx.x)
-            {kernel}(out{", " + params if params else ""});
-    FILE* f = fopen(argv[1], "wb"); fwrite(out, sizeof(float), n_out, f); fclose(f);
+    float* out = (float*)malloc({n_out} * sizeof(float));
+    for (long long q = 0; q < {n_out}; ++q) out[q] = NAN;  // poisoned: an unwritten element shows
+    gridDim.x = {grid}; gridDim.y = {grid_yz[0]}; gridDim.z = {grid_yz[1]}; blockDim.x = {block};
+    const int nwarps = ({block} + 31) / 32;
+    for (int w = 0; w < nwarps; ++w) emu_warp_barriers.push_back(new std::barrier<>(std::min(32, {block} - 32 * w)));
+    emu_block_barrier = new std::barrier<>({block});
+    for (blockIdx.z = 0; blockIdx.z < gridDim.z; ++blockIdx.z)
+    for (blockIdx.y = 0; blockIdx.y < gridDim.y; ++blockIdx.y)
+    for (blockIdx.x = 0; blockIdx.x < gridDim.x; ++blockIdx.x) {{
+        std::vector<std::thread> ts;
+        for (int t = 0; t < {block}; ++t)
+            ts.emplace_back([&, t] {{ threadIdx.x = t; {kernel}(out{", " + params if params else ""}); }});
+        for (auto& th : ts) th.join();
+    }}
+    FILE* f = fopen(argv[1], "wb"); fwrite(out, sizeof(float), {n_out}, f); fclose(f);
     return 0;
 }}
 """
     workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "k.cpp").write_text(CPU_PRELUDE + body + driver)
-    subprocess.run(["g++", "-O1", "-std=c++17", "-o", str(workdir / "k"), str(workdir / "k.cpp")], check=True,
-                   capture_output=True, text=True)
+    (workdir / "k.cpp").write_text(CPU_PRELUDE + _cpu_source(src) + driver)
+    r = subprocess.run(["g++", "-O1", "-std=c++20", "-pthread", "-o", str(workdir / "k"), str(workdir / "k.cpp")],
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(f"the CPU build of the kernel failed:\n{r.stderr[-3000:]}")
     files = []
     for i, x in enumerate(inputs):
         p = workdir / f"in{i}.bin"
-        x.contiguous().numpy().astype(np.float32).tofile(p)
+        (x.contiguous().numpy().astype(np.bool_) if x.dtype == torch.bool else
+         x.contiguous().numpy().astype(np.float32)).tofile(p)
         files.append(str(p))
-    subprocess.run([str(workdir / "k"), str(workdir / "out.bin"), *files], check=True)
+    subprocess.run([str(workdir / "k"), str(workdir / "out.bin"), *files], check=True, timeout=600)
     return torch.from_numpy(np.fromfile(workdir / "out.bin", dtype=np.float32).reshape(out_shape))

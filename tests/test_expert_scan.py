@@ -63,3 +63,34 @@ def test_what_scans_still_cannot_do(tmp_egg):
     excl = task(tmp_egg, "excl", "torch.cumsum(x.narrow(1, 0, 999), dim=1)")
     with pytest.raises(Unsupported, match="narrow"):
         export_graph(load_task(excl))
+
+
+@pytest.mark.parametrize("name,expr,args,shape,params", [
+    ("cumsum", "torch.cumsum(x, dim=1)", "x", (3, 1000), {"block": 64, "items": 4}),
+    ("cumsum_tiles", "torch.cumsum(x, dim=1)", "x", (2, 2500), {"block": 128, "items": 8}),
+    ("cumprod", "torch.cumprod(x, dim=1)", "x", (2, 300), {"block": 64, "items": 2}),
+    ("reverse", "torch.cumsum(x.flip(1), dim=1).flip(1)", "x", (3, 777), {"block": 96, "items": 4}),
+    ("masked", "torch.cumsum(x * mask, dim=1) * 2.0", "x, mask", (2, 513), {"block": 64, "items": 8}),
+    ("columns", "torch.cumsum(x, dim=1)", "x", (3, 50, 7), {"block": 32, "items": 8}),
+])
+def test_scan_matches_torch_on_the_cpu(tmp_egg, name, expr, args, shape, params):
+    """The generated kernel run as C++ with real threads, barriers and warp shuffles (tests/cpu_emulator.py)."""
+    import torch
+
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    inputs = "torch.rand" + str(tuple(shape)) + (", torch.randint(0, 2, " + str(tuple(shape)) + ").bool()" if "mask" in args else "")
+    p = task(tmp_egg, name, expr, args, inputs)
+    loaded = load_task(p)
+    g = export_graph(loaded)
+    plan = scan.plan_scan(g)
+    k = scan.ScanKnobs(block=params["block"], items=params["items"], waves=1)
+    src = scan.render(g, plan, k)
+    torch.manual_seed(1)
+    xs = [torch.rand(*shape) * (1.0 if "prod" not in name else 1.9)]
+    if "mask" in args:
+        xs.append(torch.randint(0, 2, shape).bool())
+    want = loaded.make_model(42)(*xs)
+    got = cpu_emulator.run(src, "egg_scan", scan.grid(plan, k, 2, 1024), k.block, tuple(want.shape), xs, tmp_egg / "emu")
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-4), (got - want).abs().max()

@@ -50,3 +50,32 @@ def test_transpose_elsewhere_is_unsupported(tmp_egg):
     p.write_text(TEMPLATE.format(expr="torch.matmul(a.T, b)", sa="8, 8", sb="8, 8").replace("torch.randn", "torch.randn").replace(
         "return [torch.randn(8, 8), torch.randn(8, 8)]", "return [torch.randn(8, 8).bfloat16(), torch.randn(8, 8).bfloat16()]"))
     assert "transposed A operand on tensor cores" in ExpertAgent().precheck(str(p))  # not read transposed there yet
+
+
+@pytest.mark.parametrize("expr,sa,sb", [
+    ("torch.matmul(a.T, b)", (96, 40), (96, 72)),
+    ("torch.matmul(a, b.T)", (40, 96), (72, 96)),
+    ("torch.matmul(a.T, b.T) * 2.0", (96, 40), (72, 96)),
+    ("torch.matmul(a, b)", (9, 9000), (9000, 5)),  # K >= 8192: the two-level K sum
+])
+def test_simt_gemm_matches_torch_on_the_cpu(tmp_egg, expr, sa, sb):
+    """The fp32 GEMM kernel run as C++ with real threads and barriers (tests/cpu_emulator.py)."""
+    import torch
+
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    p = tmp_egg / "t.py"
+    p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb))))
+    loaded = load_task(p)
+    g = export_graph(loaded)
+    plan = gemm.plan_gemm(g)
+    k = gemm.GemmKnobs()
+    src = gemm.render_simt(g, plan, k)
+    torch.manual_seed(2)
+    a, b = torch.randn(*sa), torch.randn(*sb)
+    want = loaded.make_model(42)(a, b)
+    gx, gy, gz = gemm.grid(plan, k)
+    got = cpu_emulator.run(src, "egg_gemm", gx, k.threads(False), tuple(want.shape), [a, b], tmp_egg / "emu",
+                           grid_yz=(gy, gz))
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-3), (got - want).abs().max()
