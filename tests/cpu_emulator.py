@@ -116,3 +116,56 @@ int main(int argc, char** argv) {{
         files.append(str(p))
     subprocess.run([str(workdir / "k"), str(workdir / "out.bin"), *files], check=True, timeout=600)
     return torch.from_numpy(np.fromfile(workdir / "out.bin", dtype=np.float32).reshape(out_shape))
+
+
+def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffers: dict[str, int],
+                inputs: dict[str, torch.Tensor], result: str, workdir: Path) -> torch.Tensor:
+    """Several launches in order over shared float32 buffers (e.g. out, part, res) and the inputs:
+    each step is (kernel, grid (x[, y[, z]]), block, argument names). Returns buffer `result` (flat)."""
+    names = list(buffers) + list(inputs)
+    var = {n: f"emu_v_{n}" for n in names}  # driver variables never clash with the kernel's own names
+    decl = "\n".join(f"    float* {var[b]} = (float*)malloc({n} * sizeof(float)); for (long long q = 0; q < {n}; ++q) {var[b]}[q] = NAN;"
+                     for b, n in buffers.items())
+    loads = "\n".join(
+        f"""    void* emu_r_{x}_raw; {{ FILE* f = fopen(argv[{2 + i}], "rb"); fseek(f, 0, SEEK_END); long sz = ftell(f);
+        fseek(f, 0, SEEK_SET); emu_r_{x}_raw = malloc(sz > 0 ? sz : 1); if (fread(emu_r_{x}_raw, 1, sz, f) != (size_t)sz) return 3; fclose(f); }}
+    const {"bool" if t.dtype == torch.bool else "float"}* {var[x]} = ({"const bool" if t.dtype == torch.bool else "const float"}*)emu_r_{x}_raw;"""
+        for i, (x, t) in enumerate(inputs.items()))
+    calls = []
+    for kernel, grid, block, args in steps:
+        g = tuple(grid) + (1,) * (3 - len(grid))
+        calls.append(f"""    gridDim.x = {g[0]}; gridDim.y = {g[1]}; gridDim.z = {g[2]}; blockDim.x = {block};
+    emu_warp_barriers.clear();
+    for (int w = 0; w < ({block} + 31) / 32; ++w) emu_warp_barriers.push_back(new std::barrier<>(std::min(32, {block} - 32 * w)));
+    emu_block_barrier = new std::barrier<>({block});
+    for (blockIdx.z = 0; blockIdx.z < gridDim.z; ++blockIdx.z)
+    for (blockIdx.y = 0; blockIdx.y < gridDim.y; ++blockIdx.y)
+    for (blockIdx.x = 0; blockIdx.x < gridDim.x; ++blockIdx.x) {{
+        std::vector<std::thread> ts;
+        for (int emu_t = 0; emu_t < {block}; ++emu_t)
+            ts.emplace_back([&, emu_t] {{ threadIdx.x = emu_t; {kernel}({", ".join(var[a] for a in args)}); }});
+        for (auto& th : ts) th.join();
+    }}""")
+    driver = f"""
+int main(int argc, char** argv) {{
+{decl}
+{loads}
+{chr(10).join(calls)}
+    FILE* f = fopen(argv[1], "wb"); fwrite({var[result]}, sizeof(float), {buffers[result]}, f); fclose(f);
+    return 0;
+}}
+"""
+    workdir.mkdir(parents=True, exist_ok=True)
+    (workdir / "p.cpp").write_text(CPU_PRELUDE + _cpu_source(src) + driver)
+    r = subprocess.run(["g++", "-O1", "-std=c++20", "-pthread", "-o", str(workdir / "p"), str(workdir / "p.cpp")],
+                       capture_output=True, text=True)
+    if r.returncode:
+        raise RuntimeError(f"the CPU build of the program failed:\n{r.stderr[-3000:]}")
+    files = []
+    for x, t in inputs.items():
+        p = workdir / f"{x}.bin"
+        (t.contiguous().numpy().astype(np.bool_) if t.dtype == torch.bool else t.contiguous().numpy().astype(np.float32)).tofile(p)
+        files.append(str(p))
+    subprocess.run([str(workdir / "p"), str(workdir / "out.bin"), *files], check=True, timeout=600)
+    assert names  # every buffer and input was declared
+    return torch.from_numpy(np.fromfile(workdir / "out.bin", dtype=np.float32))

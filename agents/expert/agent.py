@@ -8,7 +8,7 @@ from agents import principles
 from agents.protocol import Proposal, ProposedKernel, StageRequest
 from agents.expert import host
 from agents.expert.opgraph import OpGraph, Unsupported, export_graph
-from agents.expert.templates import gemm, pointwise, pool, rowwise, scan
+from agents.expert.templates import gemm, gridreduce, pointwise, pool, rowwise, scan
 from tasks import load_task, materialize
 
 
@@ -58,6 +58,10 @@ class ExpertAgent:
     def _plan(self, path: str):
         g = self.graph(path)
         fam = family_of(g)
+        if fam == "rows" and not any(n.kind == "gemm" for n in g.nodes):
+            rp = rowwise.plan_rows(g, grid_ok=True)
+            if rowwise.needs_grid(rp.outer, rp.R, rp.inner):
+                return g, "grid", gridreduce.plan_grid(g)
         plan = {"gemm": gemm.plan_gemm, "rows": rowwise.plan_rows, "scan": scan.plan_scan,
                 "pool": pool.plan_pool}.get(fam, lambda _: None)(g)
         return g, fam, plan
@@ -103,7 +107,11 @@ class ExpertAgent:
     def _plan_text(self, g, fam, plan, req) -> str:
         ops = " -> ".join(dict.fromkeys(o.removeprefix("aten::") for o in g.aten_ops)) or "identity"
         bound = req.analysis.roofline.bound if req.analysis else "unknown"
-        if fam == "pool":
+        if fam == "grid":
+            how = (f"a grid-level reduction: {plan.outer} row(s) of {plan.R} elements split over many blocks, "
+                   f"{len(plan.reductions)} reduction pass(es) [{', '.join(r.op for r in plan.reductions)}] with a fold "
+                   f"each{', then a full-size output pass' if plan.full_output else ''}; no atomics")
+        elif fam == "pool":
             a = plan.pool.attrs
             how = (f"{a['kind']} pooling over {plan.nd} dim(s) (kernel {a['kernel']}, stride {a['stride']}, padding "
                    f"{a['padding']}), a thread per output, the pointwise chain before and after it fused")
@@ -142,6 +150,11 @@ class ExpertAgent:
                 # with 16-byte vectors a thread per vector and no grid-stride loop often wins (the copy kernel's shape)
                 vecs = sorted({v or pointwise.vec_width(g.output.dtype) for v in kn["pointwise_vec"]}, reverse=True)
                 out = [{**base, "vec": v, **extra} for v in vecs for extra in ({}, {"items": 1, "waves": 0})]
+        elif fam == "grid":
+            if st == "parallel_mapping":
+                out = [{**base, "block": b} for b in kn.get("grid_block", [128, 512, 1024])]
+            elif st == "tiling":
+                out = [{**base, "parts": n} for n in kn.get("grid_parts", [528, 2112, 4224])]
         elif fam == "pool":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in kn.get("pool_block", [128, 512, 1024])]
@@ -194,6 +207,8 @@ class ExpertAgent:
             return {"family": "scan", "block": 256, "items": 8, "waves": 8}
         if fam == "pool":
             return {"family": "pool", "block": 256, "waves": 8}
+        if fam == "grid":
+            return {"family": "grid", "block": 256, "parts": 1056}
         if fam == "pointwise":
             return {"family": "pointwise", "block": 256, "items": 1, "vec": 1, "waves": 4}
         if fam == "rows":
@@ -215,6 +230,15 @@ class ExpertAgent:
             launch = host.Launch("egg_pointwise", (pointwise.grid(g, k, sms, tpsm),), (k.block,),
                                  host.leaves(g), 0, align16=k.vec > 1)
             desc = f"fused pointwise, block {k.block}, {k.items} item(s)/thread, vector width {k.vec}"
+        elif fam == "grid":
+            k = gridreduce.GridKnobs(block=params["block"], parts=params["parts"])
+            src = gridreduce.render(g, plan, k)
+            P = gridreduce.parts_per_row(plan, k)
+            host_code = host.module_source_multi(g, gridreduce.launches(plan, k, sms, tpsm), k.block, host.leaves(g),
+                                                 plan.outer * P, len(plan.reductions) * plan.outer)
+            return ProposedKernel(cuda_source=src, host_code=host_code, kernel_names=gridreduce.kernel_names(plan),
+                                  params=params, description=f"grid-level reduction, block {k.block}, {P} part(s) a row",
+                                  family=fam, guard_policy="strict", compile_options=["-lineinfo"])
         elif fam == "pool":
             k = pool.PoolKnobs(block=params["block"], waves=params["waves"])
             src = pool.render(g, plan, k)

@@ -42,7 +42,13 @@ def _combine(op: str, a: str, b: str) -> str:
     return {"sum": f"{a} + {b}", "prod": f"{a} * {b}", "amax": f"fmaxf({a}, {b})", "amin": f"fminf({a}, {b})"}[op]
 
 
-def plan_rows(g: OpGraph) -> RowPlan:
+def needs_grid(outer: int, R: int, inner: int) -> bool:
+    """Too few rows to fill the GPU and too long to reduce in one block: a grid-level reduction."""
+    return outer * inner < 132 and R > (1 << 20)
+
+
+def plan_rows(g: OpGraph, grid_ok: bool = False) -> RowPlan:
+    """`grid_ok`: plan it even where the rows are too few and too long (templates/gridreduce.py takes it)."""
     reds = [n for n in g.nodes if n.kind == "reduce"]
     shape, dims = tuple(reds[0].args[0].shape), tuple(reds[0].dims)
     for r in reds:
@@ -53,7 +59,7 @@ def plan_rows(g: OpGraph) -> RowPlan:
     outer = math.prod(shape[: dims[0]])
     R = math.prod(shape[dims[0]: dims[-1] + 1])
     inner = math.prod(shape[dims[-1] + 1:])
-    if outer * inner < 132 and R > (1 << 20):
+    if not grid_ok and needs_grid(outer, R, inner):
         raise Unsupported(f"a reduction of {R} elements into {outer * inner} output(s) (needs a grid-level reduction)")
     out = g.output
     full = tuple(out.shape) == shape
