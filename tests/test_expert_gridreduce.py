@@ -30,6 +30,12 @@ CASES = [
     ("frobenius", "pass", "x", "x / torch.norm(x, p='fro')", "torch.randn(12, 9, 13)"),
     ("layernorm", "self.ln = nn.LayerNorm((6, 7, 9))", "x", "self.ln(x)", "torch.randn(3, 6, 7, 9)"),
     ("amax", "pass", "x", "torch.amax(x) * 2.0 + 1.0", "torch.randn(50, 41)"),
+    ("smooth_l1", "pass", "p, t", "torch.nn.functional.smooth_l1_loss(p, t)", "torch.randn(30, 40), torch.randn(30, 40)"),
+    ("smooth_l1_beta", "pass", "p, t", "torch.nn.functional.smooth_l1_loss(p, t, beta=0.5)", "torch.randn(30, 40), torch.randn(30, 40)"),
+    ("huber", "pass", "p, t", "torch.nn.functional.huber_loss(p, t, delta=2.0)", "torch.randn(30, 40) * 3, torch.randn(30, 40)"),
+    ("l1_sum", "pass", "p, t", "torch.nn.functional.l1_loss(p, t, reduction='sum')", "torch.randn(30, 40), torch.randn(30, 40)"),
+    ("kl_batchmean", "pass", "p, t", "torch.nn.functional.kl_div(torch.log(p), t, reduction='batchmean')",
+     "torch.rand(16, 50).softmax(dim=-1), torch.rand(16, 50).softmax(dim=-1)"),
 ]
 
 
@@ -45,7 +51,7 @@ def test_kernelbench_losses_and_norms_route_here():
     if not kb.exists():
         pytest.skip("no KernelBench beside the checkout")
     agent = ExpertAgent()
-    for t in ("94_MSELoss", "100_HingeLoss", "37_FrobeniusNorm_", "40_LayerNorm"):
+    for t in ("94_MSELoss", "100_HingeLoss", "37_FrobeniusNorm_", "40_LayerNorm", "96_HuberLoss", "98_KLDivLoss"):
         assert agent.precheck(str(kb / f"{t}.py")) is None, t
         assert agent._plan(str(kb / f"{t}.py"))[1] == "grid"
 

@@ -448,6 +448,61 @@ def _pool(o: _Op):
     return o.b.add("pool", o.name, [x], o.shape, o.dtype, attrs=attrs)
 
 
+@lowers("broadcast_tensors")
+def _broadcast_tensors(o: _Op):
+    xs = o.args[0]
+    if len({tuple(x.shape) for x in xs}) != 1:
+        raise Unsupported("aten::broadcast_tensors of different shapes")
+    return list(xs)  # already one shape: each is itself
+
+
+def _loss_reduce(o: _Op, per_elem: Node, reduction: int):
+    """reduction 0 none, 1 mean, 2 sum (torch's enum)."""
+    if reduction == 0:
+        return per_elem
+    dims = tuple(range(len(per_elem.shape)))
+    s = o.red("sum", per_elem, dims, False, o.dtype)
+    return s if reduction == 2 else o.pw("div", [s, float(math.prod(per_elem.shape))], s.shape)
+
+
+@lowers("smooth_l1_loss", "huber_loss", "mse_loss", "l1_loss")
+def _pointwise_loss(o: _Op):
+    x, y = o.args[0], o.args[1]
+    if tuple(x.shape) != tuple(y.shape):
+        raise Unsupported(f"aten::{o.name} of different shapes")
+    red = o.arg(2, "reduction", 1)
+    d = o.pw("sub", [x, y], x.shape)
+    if o.name == "mse_loss":
+        e = o.pw("mul", [d, d], x.shape)
+    elif o.name == "l1_loss":
+        e = o.pw("abs", [d], x.shape)
+    else:  # smooth L1 (beta) and Huber (delta): written with clamps, no branch
+        beta = float(o.arg(3, "beta" if o.name == "smooth_l1_loss" else "delta", 1.0))
+        if beta <= 0:
+            raise Unsupported(f"aten::{o.name} with beta {beta}")
+        a = o.pw("abs", [d], x.shape)
+        m = o.pw("clamp_max", [a, beta], x.shape)
+        quad = o.pw("mul", [o.pw("mul", [m, m], x.shape), 0.5 / beta if o.name == "smooth_l1_loss" else 0.5], x.shape)
+        lin = o.pw("clamp_min", [o.pw("sub", [a, beta], x.shape), 0.0], x.shape)
+        if o.name == "huber_loss":
+            lin = o.pw("mul", [lin, beta], x.shape)
+        e = o.pw("add", [quad, lin], x.shape)
+    return _loss_reduce(o, e, int(red))
+
+
+@lowers("kl_div")
+def _kl_div(o: _Op):
+    x, t = o.args[0], o.args[1]
+    if tuple(x.shape) != tuple(t.shape):
+        raise Unsupported("aten::kl_div of different shapes")
+    red, log_target = int(o.arg(2, "reduction", 1)), bool(o.arg(3, "log_target", False))
+    if log_target:  # exp(t) * (t - x)
+        e = o.pw("mul", [o.pw("exp", [t], t.shape), o.pw("sub", [t, x], t.shape)], t.shape)
+    else:  # t * (log t - x): PyTorch's xlogy gives 0 where t == 0, which random inputs never hit exactly
+        e = o.pw("mul", [t, o.pw("sub", [o.pw("log", [t], t.shape), x], t.shape)], t.shape)
+    return _loss_reduce(o, e, red)
+
+
 @lowers("batch_norm", "_native_batch_norm_legit_no_training")
 def _batch_norm(o: _Op):
     x, args = o.x, o.args
