@@ -105,3 +105,17 @@ def test_tensor_core_gemm_ring_of_cp_async_stages(task):
     assert "shared_mem=" in mem[0].host_code
     smem = int(mem[0].host_code.split("shared_mem=")[1].split(")")[0])
     assert 4 * 128 * 40 * 2 <= smem <= PROFILE.shared_per_block_optin
+
+
+def test_scalar_input_is_specialised_and_checked(tmp_egg):
+    """A Python number among forward's inputs (KernelBench 5): export bakes it in, so the kernel is
+    specialised to it like to the shapes, and the host code refuses another value."""
+    p = tmp_egg / "scalar.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, a, s):\n"
+                 "        return a * s\ndef get_inputs():\n    return [torch.randn(64, 32), 3.5]\n"
+                 "def get_init_inputs():\n    return []\n")
+    g = export_graph(load_task(p))
+    assert g.scalars == [(1, 3.5)] and [n.index for n in g.inputs] == [0]
+    (k,) = ExpertAgent().propose(request(p)).kernels
+    assert "def forward(self, x0, s1):" in k.host_code and "if s1 != 3.5:" in k.host_code
+    assert "3.5f" in k.cuda_source and compile_check(k.cuda_source, k.compile_options, PROFILE.arch).ok

@@ -31,8 +31,12 @@ def module_source(g: OpGraph, launch: Launch) -> str:
     for p in g.params:
         lines.append(f"        self.register_buffer('p{p.index}', torch.empty({tuple(p.shape)!r}, "
                      f"dtype=torch.{p.dtype}))")
-    args = ", ".join(f"x{n.index}" for n in g.inputs)
+    slots = sorted([(n.index, f"x{n.index}") for n in g.inputs] + [(i, f"s{i}") for i, _ in g.scalars])
+    args = ", ".join(name for _, name in slots)
     lines += ["", f"    def forward(self, {args}):"]
+    for i, v in g.scalars:
+        lines += [f"        if s{i} != {v!r}:",
+                  f"            raise ValueError('kernel specialised for input {i} = {v!r}, got %r' % (s{i},))"]
     for n in g.inputs:
         lines += [f"        if tuple(x{n.index}.shape) != {tuple(n.shape)!r} or x{n.index}.dtype != torch.{n.dtype}:",
                   f"            raise ValueError('kernel specialised for input {n.index} of shape {tuple(n.shape)} "

@@ -40,6 +40,9 @@ class OpGraph:
     params: list[Node]
     output: Node
     aten_ops: list[str]
+    # forward's non-tensor inputs, (position, value): torch.export specialises them into the graph, so
+    # the kernel is specialised to the value, as it is to the shapes (the host code checks both)
+    scalars: list = field(default_factory=list)
 
     def consumers(self, n: Node) -> list[Node]:
         return [m for m in self.nodes if any(a is n for a in _flat(m.args))]
@@ -90,6 +93,7 @@ def export_graph(task) -> OpGraph:
     env: dict[str, object] = {}
     nodes: list[Node] = []
     user_inputs: list[Node] = []
+    scalars: list = []
     params: list[Node] = []
     aten_ops: list[str] = []
     out_node = None
@@ -114,10 +118,14 @@ def export_graph(task) -> OpGraph:
                          target=to_param[fx.name])
                 params.append(n)
             else:
+                position = len(user_inputs) + len(scalars)
                 if not isinstance(meta, torch.Tensor):
-                    env[fx.name] = meta  # a scalar input: baked in would be wrong; refuse below if used
-                    raise Unsupported("scalar (non-tensor) inputs to forward")
-                n = Node(fx.name, "input", shape=tuple(meta.shape), dtype=_dt(meta), index=len(user_inputs))
+                    if not isinstance(meta, (int, float, bool)):
+                        raise Unsupported(f"a non-tensor input of type {type(meta).__name__} to forward")
+                    env[fx.name] = meta
+                    scalars.append((position, meta))
+                    continue
+                n = Node(fx.name, "input", shape=tuple(meta.shape), dtype=_dt(meta), index=position)
                 user_inputs.append(n)
             env[fx.name] = n
             nodes.append(n)
@@ -158,7 +166,7 @@ def export_graph(task) -> OpGraph:
     params = [p for p in params if p.name in live]
     for i, p in enumerate(params):
         p.index = i
-    return OpGraph(nodes=nodes, inputs=user_inputs, params=params, output=out_node, aten_ops=aten_ops)
+    return OpGraph(nodes=nodes, inputs=user_inputs, params=params, output=out_node, aten_ops=aten_ops, scalars=scalars)
 
 
 def _reachable(out: Node) -> set[str]:
