@@ -456,6 +456,48 @@ def _pool(o: _Op):
     return o.b.add("pool", o.name, [x], o.shape, o.dtype, attrs=attrs)
 
 
+def _normalize(o: _Op, xv: Node, dims: tuple, eps: float) -> Node:
+    """(x - mean) * rsqrt(var + eps) over `dims` of xv (biased variance, as the norms use)."""
+    n = _count(dims, xv)
+    rs = _rshape(xv.shape, dims, True)
+    mean = o.pw("div", [o.red("sum", xv, dims, True, o.dtype), n], rs)
+    xc = o.pw("sub", [xv, mean], xv.shape)
+    var = o.pw("div", [o.red("sum", o.pw("mul", [xc, xc], xv.shape), dims, True, o.dtype), n], rs)
+    return o.pw("mul", [xc, o.pw("rsqrt", [o.pw("add", [var, float(eps)], rs)], rs)], xv.shape)
+
+
+def _affine(o: _Op, y: Node, w, b) -> Node:
+    cs = (1, o.x.shape[1]) + (1,) * (len(o.x.shape) - 2)
+    if w is not None:
+        y = o.pw("mul", [y, o.pw("view", [w], cs)])
+    if b is not None:
+        y = o.pw("add", [y, o.pw("view", [b], cs)])
+    return y
+
+
+@lowers("instance_norm")
+def _instance_norm(o: _Op):
+    x, args = o.x, o.args
+    w, b = o.arg(1, "weight"), o.arg(2, "bias")
+    use_stats, eps = o.arg(5, "use_input_stats", True), o.arg(7, "eps", 1e-5)
+    if not use_stats:
+        raise Unsupported("aten::instance_norm with running statistics")
+    y = _normalize(o, x, tuple(range(2, len(x.shape))), eps)
+    return _affine(o, y, w, b)
+
+
+@lowers("group_norm")
+def _group_norm(o: _Op):
+    x = o.x
+    G, w, b, eps = int(o.arg(1, "num_groups")), o.arg(2, "weight"), o.arg(3, "bias"), o.arg(4, "eps", 1e-5)
+    N, C = x.shape[0], x.shape[1]
+    if C % G:
+        raise Unsupported(f"aten::group_norm of {C} channels in {G} groups")
+    gshape = (N, G, C // G) + tuple(x.shape[2:])  # a group's channels and positions are contiguous (NC...)
+    y = _normalize(o, o.pw("view", [x], gshape), tuple(range(2, len(gshape))), eps)
+    return _affine(o, o.pw("view", [y], x.shape), w, b)
+
+
 @lowers("broadcast_tensors")
 def _broadcast_tensors(o: _Op):
     xs = o.args[0]

@@ -62,7 +62,8 @@ def plan_rows(g: OpGraph, grid_ok: bool = False) -> RowPlan:
     if not grid_ok and needs_grid(outer, R, inner):
         raise Unsupported(f"a reduction of {R} elements into {outer * inner} output(s) (needs a grid-level reduction)")
     out = g.output
-    full = tuple(out.shape) == shape
+    # full size: the reduced tensor's shape, or a view of it (group norm reduces a (N, G, C/G, ...) view)
+    full = tuple(out.shape) == shape or (math.prod(out.shape) == math.prod(shape) and math.prod(out.shape) != outer * inner)
     if not full and math.prod(out.shape) != outer * inner:
         raise Unsupported(f"output shape {out.shape} is neither the input's nor the reduced one")
     if any(n.kind == "gemm" for n in g.nodes):
