@@ -477,7 +477,7 @@ def _affine(o: _Op, y: Node, w, b) -> Node:
 
 @lowers("instance_norm")
 def _instance_norm(o: _Op):
-    x, args = o.x, o.args
+    x = o.x
     w, b = o.arg(1, "weight"), o.arg(2, "bias")
     use_stats, eps = o.arg(5, "use_input_stats", True), o.arg(7, "eps", 1e-5)
     if not use_stats:
