@@ -79,3 +79,27 @@ def test_simt_gemm_matches_torch_on_the_cpu(tmp_egg, expr, sa, sb):
     got = cpu_emulator.run(src, "egg_gemm", gx, k.threads(False), tuple(want.shape), [a, b], tmp_egg / "emu",
                            grid_yz=(gy, gz))
     assert torch.allclose(got, want, rtol=1e-4, atol=1e-3), (got - want).abs().max()
+
+
+@pytest.mark.parametrize("expr", ["torch.triu(torch.matmul(a, b))", "torch.tril(torch.matmul(a, b))",
+                                  "torch.tril(torch.matmul(a, b), diagonal=-2) * 3.0", "torch.triu(a @ b, 1)"])
+def test_triangular_epilogue_matches_torch_on_the_cpu(tmp_egg, expr):
+    """KernelBench 14 and 15: triu/tril of a matmul, fused into the GEMM's store by (row, col)."""
+    import torch
+
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    p = tmp_egg / "t.py"
+    p.write_text(TEMPLATE.format(expr=expr, sa="70, 50", sb="50, 66"))
+    loaded = load_task(p)
+    g = export_graph(loaded)
+    plan = gemm.plan_gemm(g)
+    k = gemm.GemmKnobs()
+    src = gemm.render_simt(g, plan, k)
+    torch.manual_seed(5)
+    a, b = torch.randn(70, 50), torch.randn(50, 66)
+    want = loaded.make_model(42)(a, b)
+    gx, gy, gz = gemm.grid(plan, k)
+    got = cpu_emulator.run(src, "egg_gemm", gx, k.threads(False), tuple(want.shape), [a, b], tmp_egg / "emu", grid_yz=(gy, gz))
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-4), (got - want).abs().max()

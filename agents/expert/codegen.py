@@ -173,6 +173,12 @@ class Emitter:
             if n.op == "view":
                 src = n.args[0]
                 e = self.value(src, idx)  # same element count, contiguous: same linear index
+            elif n.op in ("tril", "triu"):  # keep an element by its (row, col) in the last two dims
+                rows, cols = n.shape[-2], n.shape[-1]
+                d = int(n.args[1]) if len(n.args) > 1 and n.args[1] is not None else 0
+                col_minus_row = f"((({idx}) % {cols}LL) - ((({idx}) / {cols}LL) % {rows}LL))"
+                keep = f"{col_minus_row} <= {d}LL" if n.op == "tril" else f"{col_minus_row} >= {d}LL"
+                e = f"({keep} ? {self.value(n.args[0], idx)} : 0.0f)"
             else:
                 ops = [self.value(a, bmap(a.shape, n.shape, idx)) if isinstance(a, Node) else
                        (lit(a) if isinstance(a, (int, float)) and not isinstance(a, bool) else "")

@@ -498,6 +498,13 @@ def _group_norm(o: _Op):
     return _affine(o, o.pw("view", [y], x.shape), w, b)
 
 
+@lowers("tril", "triu")
+def _triangle(o: _Op):
+    if len(o.x.shape) < 2:
+        raise Unsupported(f"aten::{o.name} of a {len(o.x.shape)}-d tensor")
+    return o.pw(o.name, [o.x, int(o.arg(1, "diagonal", 0) or 0)])
+
+
 @lowers("broadcast_tensors")
 def _broadcast_tensors(o: _Op):
     xs = o.args[0]
