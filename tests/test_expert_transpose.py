@@ -103,3 +103,29 @@ def test_triangular_epilogue_matches_torch_on_the_cpu(tmp_egg, expr):
     gx, gy, gz = gemm.grid(plan, k)
     got = cpu_emulator.run(src, "egg_gemm", gx, k.threads(False), tuple(want.shape), [a, b], tmp_egg / "emu", grid_yz=(gy, gz))
     assert torch.allclose(got, want, rtol=1e-4, atol=1e-4), (got - want).abs().max()
+
+
+def test_einsum_last_dim_matmul_matches_torch_on_the_cpu(tmp_egg):
+    """KernelBench 11: einsum("bijl,lk->bijk") is one GEMM with M = b*i*j."""
+    import torch
+
+    from tests import cpu_emulator
+    p = tmp_egg / "e.py"
+    p.write_text(TEMPLATE.format(expr='torch.einsum("bijl,lk->bijk", a, b)', sa="2, 3, 5, 24", sb="24, 20"))
+    loaded = load_task(p)
+    g = export_graph(loaded)
+    plan = gemm.plan_gemm(g)
+    assert (plan.M, plan.N, plan.K) == (30, 20, 24)
+    other = tmp_egg / "o.py"
+    other.write_text(TEMPLATE.format(expr='torch.einsum("ij,jk->ik", a, b) + torch.einsum("ii->i", a).sum()', sa="4, 4", sb="4, 4"))
+    assert ExpertAgent().precheck(str(other))
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    k = gemm.GemmKnobs()
+    src = gemm.render_simt(g, plan, k)
+    torch.manual_seed(6)
+    a, b = torch.randn(2, 3, 5, 24), torch.randn(24, 20)
+    want = loaded.make_model(42)(a, b)
+    gx, gy, gz = gemm.grid(plan, k)
+    got = cpu_emulator.run(src, "egg_gemm", gx, k.threads(False), tuple(want.shape), [a, b], tmp_egg / "emu", grid_yz=(gy, gz))
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-4), (got - want).abs().max()

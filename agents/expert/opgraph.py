@@ -498,6 +498,21 @@ def _group_norm(o: _Op):
     return _affine(o, o.pw("view", [y], x.shape), w, b)
 
 
+@lowers("einsum")
+def _einsum(o: _Op):
+    """The einsum that is a matmul of a tensor's last dim with a matrix ("bijl,lk->bijk"): one big M."""
+    eq, ops = o.args[0], o.args[1]
+    lhs, _, out = str(eq).replace(" ", "").partition("->")
+    specs = lhs.split(",")
+    if len(specs) != 2 or len(ops) != 2:
+        raise Unsupported(f"aten::einsum {eq!r}")
+    s1, s2 = specs
+    if not (len(s2) == 2 and s1 and s1[-1] == s2[0] and out == s1[:-1] + s2[1] and len(set(s1 + s2[1])) == len(s1) + 1
+            and len(s1) == len(ops[0].shape) and len(ops[1].shape) == 2):
+        raise Unsupported(f"aten::einsum {eq!r} (only a last-dim contraction with a matrix)")
+    return o.b.add("gemm", "mm", [ops[0], ops[1], None], o.shape, o.dtype)
+
+
 @lowers("tril", "triu")
 def _triangle(o: _Op):
     if len(o.x.shape) < 2:

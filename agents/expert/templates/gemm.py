@@ -6,6 +6,7 @@ bf16/fp16: tensor cores through `mma.sync.m16n8k16` (fp32 accumulate); warps til
 (WM x WN), 16-byte global loads, padded shared tiles, optional cp.async double buffering."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
@@ -81,8 +82,8 @@ def plan_gemm(g: OpGraph) -> GemmPlan:
         return GemmPlan(gm, 1, M, N, K, "kn", False, False, None, a.dtype)
     if len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] == b.shape[0]:
         return GemmPlan(gm, a.shape[0], a.shape[1], b.shape[2], a.shape[2], "kn", True, True, None, a.dtype)
-    if len(a.shape) == 3 and len(b.shape) == 2:  # (B, M, K) @ (K, N): one big M
-        return GemmPlan(gm, 1, a.shape[0] * a.shape[1], b.shape[1], a.shape[2], "kn", False, False, None, a.dtype)
+    if len(a.shape) >= 3 and len(b.shape) == 2:  # (B, ..., M, K) @ (K, N): one big M
+        return GemmPlan(gm, 1, math.prod(a.shape[:-1]), b.shape[1], a.shape[-1], "kn", False, False, None, a.dtype)
     raise Unsupported(f"matmul of shapes {a.shape} x {b.shape}")
 
 
