@@ -92,9 +92,6 @@ def check_host_code(src: str, policy: str) -> None:
             if not bases or any(b not in ("nn.Module", "torch.nn.Module") for b in bases) or node.keywords:
                 raise PolicyError(f"host code {_where(node)}: class {node.name}({', '.join(bases)}) "
                                   "(classes derive from nn.Module only)")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-            # string-built attribute access (getattr is banned; hasattr with a private name reads state)
-            pass
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "hasattr":
             if len(node.args) > 1 and isinstance(node.args[1], ast.Constant) and str(node.args[1].value).startswith("_"):
                 raise PolicyError(f"host code {_where(node)}: hasattr on a private attribute")

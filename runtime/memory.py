@@ -11,9 +11,10 @@ import re
 
 import torch
 
+from runtime.correctness import chunk_for
+
 GIB = float(1 << 30)
 _INT_VIEW = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-_CHUNK = 1 << 22  # 32 MiB an int64 temporary
 
 
 def fingerprint(xs: list) -> list:
@@ -30,7 +31,7 @@ def fingerprint(xs: list) -> list:
         elif flat.is_floating_point() or flat.dtype.itemsize in _INT_VIEW:
             flat = flat.view(_INT_VIEW[flat.element_size()])
         s1 = s2 = 0
-        step = max(1 << 18, min(_CHUNK, flat.numel() // 16))
+        step = chunk_for(flat.numel())
         for s in range(0, flat.numel(), step):
             b = flat[s:s + step].to(torch.int64)
             w = torch.arange(s + 1, s + 1 + b.numel(), device=b.device, dtype=torch.int64) % 65521

@@ -319,6 +319,12 @@ class Worker:
                 return f"output {i}: {why}"
         return ""
 
+    def _trial_inputs(self, kind: str, seed: int) -> list:
+        """The task's inputs for a trial; the widened trial widens the set drawn with the seed before it."""
+        if kind == "task":
+            return self.task.make_inputs(seed, "cuda")
+        return _widen(self.task.make_inputs(seed - 1, "cuda"), seed)
+
     def _evaluate(self, cand: KernelCandidate, ev: Evaluation, req: dict) -> None:
         loaded = self._load(cand, ev, req)
         if loaded is None:
@@ -330,7 +336,6 @@ class Worker:
         plan = [("task", base + t) for t in range(trials)]
         if rule == "float64":
             plan.append(("widened", base + trials))
-        errors: list[OutputError] = []
         earlier: list = []  # weak references to earlier outputs: one still alive and returned again is a cache
         ops: list[str] = []
         truth_where = ""
@@ -339,9 +344,7 @@ class Worker:
         ev.correctness = corr
         for t, (kind, seed) in enumerate(plan):
             label = f"{kind} seed {seed}"
-            inputs = self.task.make_inputs(seed if kind == "task" else seed - 1, "cuda")
-            if kind == "widened":
-                inputs = _widen(inputs, seed)
+            inputs = self._trial_inputs(kind, seed)
             if kind == "task" and any(degenerate_input(x) for x in inputs):
                 ev.reason = "the task's get_inputs() gave a constant input; refusing to verify on it"
                 return
@@ -352,8 +355,7 @@ class Worker:
             with torch.no_grad():
                 eager_stats, eager = self._eager_view(as_list(self.ref(*inputs)), truth)
             if fingerprint(inputs) != fp:  # the reference itself works in place: give the candidate fresh copies
-                inputs = self.task.make_inputs(seed if kind == "task" else seed - 1, "cuda")
-                inputs = _widen(inputs, seed) if kind == "widened" else inputs
+                inputs = self._trial_inputs(kind, seed)
                 fp = fingerprint(inputs)
             threads, launches = threading.active_count(), api.launches
             with torch.no_grad(), guard.OpRecorder() as rec:
@@ -420,7 +422,7 @@ class Worker:
             ev.verdict, ev.reason = Verdict.rejected, why
             return
         api.poison = False  # poisoning is for the correctness trials; timing measures the kernel alone
-        self._time(new, api, ev, req, base + len(plan) + 1)
+        self._time(new, ev, req, base + len(plan) + 1)
 
     def _summarize(self, corr: CorrectnessResult) -> None:
         corr.passed = True
@@ -438,7 +440,7 @@ class Worker:
         seen = max((e.cand_norm + e.eager_norm for e in errs), default=0.0)
         return max(4.0 * seen, 16 * EPS.get(dtype, 2.0 ** -23), 1e-4 if not errs else 0.0)
 
-    def _time(self, new, api, ev: Evaluation, req: dict, seed: int) -> None:
+    def _time(self, new, ev: Evaluation, req: dict, seed: int) -> None:
         """Every timed call sees fresh inputs (new contents and tensors); a random share of the calls,
         unknowable to the candidate, is checked against eager on the spot, inputs included."""
         reps = int(req.get("reps", 50))

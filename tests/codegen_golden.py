@@ -25,26 +25,17 @@ def key(p: Path) -> str:
 
 
 def hashes() -> dict[str, str]:
-    from agents.protocol import StageRequest
     from agents.expert import ExpertAgent
-    from hardware_profiles import load_profile
-    from state import STAGES, DesignRecord, KernelCandidate
-    from tasks import load_task, task_spec
-    agent, prof, out = ExpertAgent(), load_profile("h200"), {}
+    from tests.support import stage_kernels
+    agent, out = ExpertAgent(), {}
     for p in task_paths():
         why = agent.precheck(str(p))
         if why:
             out[key(p)] = "unsupported: " + why
             continue
-        spec, best, h = task_spec(load_task(p)), None, hashlib.sha256()
-        for st in STAGES:
-            req = StageRequest(stage=st, round=1, task=spec, analysis=None, profile=prof, design=DesignRecord(),
-                               attempts=[], best=best, max_candidates=100)
-            ks = agent.propose(req).kernels
-            for k in ks:
-                h.update(k.cuda_source.encode() + b"\0" + k.host_code.encode() + b"\0" + json.dumps(k.params, sort_keys=True).encode())
-            if ks and best is None:
-                best = KernelCandidate(id=f"{st}-0", stage=st, **ks[0].model_dump())
+        h = hashlib.sha256()
+        for k in stage_kernels(agent, p, max_candidates=100):
+            h.update(k.cuda_source.encode() + b"\0" + k.host_code.encode() + b"\0" + json.dumps(k.params, sort_keys=True).encode())
         out[key(p)] = h.hexdigest()
     return out
 

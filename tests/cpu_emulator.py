@@ -73,49 +73,11 @@ def _cpu_source(src: str) -> str:
 
 def run(src: str, kernel: str, grid: int, block: int, out_shape, inputs: list[torch.Tensor], workdir: Path,
         grid_yz: tuple[int, int] = (1, 1)) -> torch.Tensor:
-    """float32 (or bool) inputs in the kernel's argument order after `out`; float32 out."""
-    types = ["const bool*" if x.dtype == torch.bool else "const float*" for x in inputs]
-    params = ", ".join(f"({t})ins[{i}]" for i, t in enumerate(types))
-    n_out = int(np.prod(out_shape))
-    driver = f"""
-int main(int argc, char** argv) {{
-    void* ins[{max(1, len(inputs))}];
-    for (int i = 0; i < {len(inputs)}; ++i) {{
-        FILE* f = fopen(argv[2 + i], "rb"); fseek(f, 0, SEEK_END); long sz = ftell(f); fseek(f, 0, SEEK_SET);
-        ins[i] = malloc(sz > 0 ? sz : 1); if (fread(ins[i], 1, sz, f) != (size_t)sz) return 3; fclose(f);
-    }}
-    float* out = (float*)malloc({n_out} * sizeof(float));
-    for (long long q = 0; q < {n_out}; ++q) out[q] = NAN;  // poisoned: an unwritten element shows
-    gridDim.x = {grid}; gridDim.y = {grid_yz[0]}; gridDim.z = {grid_yz[1]}; blockDim.x = {block};
-    const int nwarps = ({block} + 31) / 32;
-    for (int w = 0; w < nwarps; ++w) emu_warp_barriers.push_back(new std::barrier<>(std::min(32, {block} - 32 * w)));
-    emu_block_barrier = new std::barrier<>({block});
-    for (blockIdx.z = 0; blockIdx.z < gridDim.z; ++blockIdx.z)
-    for (blockIdx.y = 0; blockIdx.y < gridDim.y; ++blockIdx.y)
-    for (blockIdx.x = 0; blockIdx.x < gridDim.x; ++blockIdx.x) {{
-        std::vector<std::thread> ts;
-        for (int t = 0; t < {block}; ++t)
-            ts.emplace_back([&, t] {{ threadIdx.x = t; {kernel}(out{", " + params if params else ""}); }});
-        for (auto& th : ts) th.join();
-    }}
-    FILE* f = fopen(argv[1], "wb"); fwrite(out, sizeof(float), {n_out}, f); fclose(f);
-    return 0;
-}}
-"""
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "k.cpp").write_text(CPU_PRELUDE + _cpu_source(src) + driver)
-    r = subprocess.run(["g++", "-O1", "-std=c++20", "-pthread", "-o", str(workdir / "k"), str(workdir / "k.cpp")],
-                       capture_output=True, text=True)
-    if r.returncode:
-        raise RuntimeError(f"the CPU build of the kernel failed:\n{r.stderr[-3000:]}")
-    files = []
-    for i, x in enumerate(inputs):
-        p = workdir / f"in{i}.bin"
-        (x.contiguous().numpy().astype(np.bool_) if x.dtype == torch.bool else
-         x.contiguous().numpy().astype(np.float32)).tofile(p)
-        files.append(str(p))
-    subprocess.run([str(workdir / "k"), str(workdir / "out.bin"), *files], check=True, timeout=600)
-    return torch.from_numpy(np.fromfile(workdir / "out.bin", dtype=np.float32).reshape(out_shape))
+    """One launch: float32 (or bool) inputs in the kernel's argument order after `out`; float32 out."""
+    names = [f"in{i}" for i in range(len(inputs))]
+    got = run_program(src, [(kernel, (grid, *grid_yz), block, ["out", *names])], {"out": int(np.prod(out_shape))},
+                      dict(zip(names, inputs)), "out", workdir)
+    return got.reshape(out_shape)
 
 
 def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffers: dict[str, int],
@@ -167,5 +129,4 @@ int main(int argc, char** argv) {{
         (t.contiguous().numpy().astype(np.bool_) if t.dtype == torch.bool else t.contiguous().numpy().astype(np.float32)).tofile(p)
         files.append(str(p))
     subprocess.run([str(workdir / "p"), str(workdir / "out.bin"), *files], check=True, timeout=600)
-    assert names  # every buffer and input was declared
     return torch.from_numpy(np.fromfile(workdir / "out.bin", dtype=np.float32))

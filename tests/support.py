@@ -108,3 +108,51 @@ class KillingAgent(ScriptedAgent):
             Path(self.marker).write_text("killed")
             os._exit(9)
         return super().propose(req)
+
+
+def stage_kernels(agent, path, max_candidates: int = 8) -> list[ProposedKernel]:
+    """What `agent` proposes at every stage for the task file at `path`, in order, each tuning stage
+    starting from the first kernel proposed (for the H200 profile)."""
+    from hardware_profiles import load_profile
+    from state import STAGES, DesignRecord, KernelCandidate
+    from tasks import load_task, task_spec
+    spec, prof, best, out = task_spec(load_task(path)), load_profile("h200"), None, []
+    for st in STAGES:
+        req = StageRequest(stage=st, round=1, task=spec, analysis=None, profile=prof, design=DesignRecord(),
+                           attempts=[], best=best, max_candidates=max_candidates)
+        ks = agent.propose(req).kernels
+        out += ks
+        if ks and best is None:
+            best = KernelCandidate(id=f"{st}-0", stage=st, **ks[0].model_dump())
+    return out
+
+
+def check_thread_lease(checkpoint: str, thread_id: str) -> None:
+    """A lease held by a live process blocks another taker and names its pid; once that process is
+    gone, the stale lease is taken over. Works for any checkpoint target (SQLite file, Postgres URL)."""
+    import subprocess
+    import sys
+
+    import pytest
+
+    from graph.checkpointing import open_checkpointer
+    from graph.errors import ThreadBusyError
+    from graph.lease import lease
+    root = str(Path(__file__).resolve().parent.parent)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; sys.path.insert(0, %r)\n"
+        "from graph.checkpointing import open_checkpointer\nfrom graph.lease import lease\n"
+        "with open_checkpointer(%r) as s, lease(s, %r):\n    print('held', flush=True); time.sleep(60)\n")
+        % (root, checkpoint, thread_id)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with open_checkpointer(checkpoint) as s:
+            with pytest.raises(ThreadBusyError, match=f"pid {holder.pid}"):
+                with lease(s, thread_id):
+                    pass
+    finally:
+        holder.kill()
+        holder.wait()
+    with open_checkpointer(checkpoint) as s:  # its process is gone: the lease is stale and taken over
+        with lease(s, thread_id):
+            pass

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from tests.conftest import ROOT
+from tests.support import check_thread_lease
 from tests.test_cli import egg, one_clear_line
 
 RELU = str(ROOT / "tests" / "tasks" / "relu_small.py")
@@ -108,27 +109,7 @@ def test_corrupted_checkpoint_is_caught_before_work(tmp_path):
 
 def test_two_resumes_of_one_thread(tmp_path):
     """The second resume says who holds the thread instead of running the stages again."""
-    from graph.checkpointing import open_checkpointer
-    from graph.errors import ThreadBusyError
-    from graph.lease import lease
-    cp = str(tmp_path / "c.sqlite")
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; sys.path.insert(0, %r)\n"
-        "from graph.checkpointing import open_checkpointer\nfrom graph.lease import lease\n"
-        "with open_checkpointer(%r) as s, lease(s, 't9'):\n    print('held', flush=True); time.sleep(60)\n") % (str(ROOT), cp)],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        with open_checkpointer(cp) as s:
-            with pytest.raises(ThreadBusyError, match=f"pid {holder.pid}"):
-                with lease(s, "t9"):
-                    pass
-    finally:
-        holder.kill()
-        holder.wait()
-    with open_checkpointer(cp) as s:  # its process is gone: the lease is stale and taken over
-        with lease(s, "t9"):
-            pass
+    check_thread_lease(str(tmp_path / "c.sqlite"), "t9")
 
 
 def test_one_out_folder_per_run_and_latest(tmp_path):

@@ -69,8 +69,8 @@ def test_grid_reduction_matches_torch_on_the_cpu(tmp_egg, name, init, args, expr
     torch.manual_seed(3)
     xs = loaded.make_inputs(3)
     want = loaded.make_model(42)(*xs).detach()
-    P = gridreduce.parts_per_row(plan, k)
-    bufs = {"out": want.numel(), "part": plan.outer * P, "res": len(plan.reductions) * plan.outer}
+    part, res = gridreduce.workspace(plan, k)
+    bufs = {"out": want.numel(), "part": part, "res": res}
     model = loaded.make_model(42)
     sd = model.state_dict()
     params = {n.name: sd[n.target].detach() for n in g.params}

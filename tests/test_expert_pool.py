@@ -7,11 +7,9 @@ import torch
 from agents.expert import ExpertAgent
 from agents.expert.opgraph import export_graph
 from agents.expert.templates import pool
-from agents.protocol import StageRequest
-from hardware_profiles import load_profile
 from runtime.compile import compile_check
-from state import STAGES, DesignRecord, KernelCandidate
-from tasks import load_task, task_spec
+from tasks import load_task
+from tests.support import stage_kernels
 from tests import cpu_emulator
 
 TEMPLATE = """import torch
@@ -54,17 +52,10 @@ def test_pool_matches_torch_on_the_cpu(tmp_egg, name, module, expr, shape):
     loaded = load_task(p)
     g = export_graph(loaded)
     plan = pool.plan_pool(g)
-    agent, prof, best = ExpertAgent(), load_profile("h200"), None
-    spec = task_spec(loaded)
-    kernels = []
-    for st in STAGES:
-        req = StageRequest(stage=st, round=1, task=spec, analysis=None, profile=prof, design=DesignRecord(),
-                           attempts=[], best=best, max_candidates=8)
-        for k in agent.propose(req).kernels:
-            r = compile_check(k.cuda_source, k.compile_options, "sm_90a")
-            assert r.ok, (k.params, r.errors)
-            kernels.append(k)
-            best = best or KernelCandidate(id="a", stage=st, **k.model_dump())
+    kernels = stage_kernels(ExpertAgent(), p)
+    for k in kernels:
+        r = compile_check(k.cuda_source, k.compile_options, "sm_90a")
+        assert r.ok, (k.params, r.errors)
     assert len(kernels) >= 4
     if not cpu_emulator.available():
         pytest.skip("no g++ to run the kernel on the CPU")

@@ -6,11 +6,9 @@ import pytest
 from agents.expert import ExpertAgent
 from agents.expert.opgraph import Unsupported, export_graph
 from agents.expert.templates import scan
-from agents.protocol import StageRequest
-from hardware_profiles import load_profile
 from runtime.compile import compile_check
-from state import STAGES, DesignRecord, KernelCandidate
-from tasks import load_task, task_spec
+from tasks import load_task
+from tests.support import stage_kernels
 
 TEMPLATE = """import torch
 import torch.nn as nn
@@ -43,18 +41,12 @@ def test_scan_lowering_and_compile(tmp_egg, name, expr, args, inputs, op, revers
     g = export_graph(load_task(p))
     plan = scan.plan_scan(g)
     assert (plan.scan.op, plan.scan.reverse, plan.outer, plan.L, plan.inner) == (op, reverse, outer, L, inner)
-    agent, prof, best, n = ExpertAgent(), load_profile("h200"), None, 0
-    spec = task_spec(load_task(p))
-    for st in STAGES:
-        req = StageRequest(stage=st, round=1, task=spec, analysis=None, profile=prof, design=DesignRecord(),
-                           attempts=[], best=best, max_candidates=8)
-        for k in agent.propose(req).kernels:
-            r = compile_check(k.cuda_source, k.compile_options, "sm_90a")
-            assert r.ok, (k.params, r.errors)
-            assert r.resources[0].spill_store_bytes == 0
-            n += 1
-            best = best or KernelCandidate(id="a", stage=st, **k.model_dump())
-    assert n >= 4
+    kernels = stage_kernels(ExpertAgent(), p)
+    for k in kernels:
+        r = compile_check(k.cuda_source, k.compile_options, "sm_90a")
+        assert r.ok, (k.params, r.errors)
+        assert r.resources[0].spill_store_bytes == 0
+    assert len(kernels) >= 4
 
 
 def test_what_scans_still_cannot_do(tmp_egg):

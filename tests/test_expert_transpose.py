@@ -70,14 +70,9 @@ def test_simt_gemm_matches_torch_on_the_cpu(tmp_egg, expr, sa, sb):
     loaded = load_task(p)
     g = export_graph(loaded)
     plan = gemm.plan_gemm(g)
-    k = gemm.GemmKnobs()
-    src = gemm.render_simt(g, plan, k)
     torch.manual_seed(2)
     a, b = torch.randn(*sa), torch.randn(*sb)
-    want = loaded.make_model(42)(a, b)
-    gx, gy, gz = gemm.grid(plan, k)
-    got = cpu_emulator.run(src, "egg_gemm", gx, k.threads(False), tuple(want.shape), [a, b], tmp_egg / "emu",
-                           grid_yz=(gy, gz))
+    want, got = _emulate_simt(loaded, g, plan, a, b, tmp_egg)
     assert torch.allclose(got, want, rtol=1e-4, atol=1e-3), (got - want).abs().max()
 
 
@@ -95,13 +90,9 @@ def test_triangular_epilogue_matches_torch_on_the_cpu(tmp_egg, expr):
     loaded = load_task(p)
     g = export_graph(loaded)
     plan = gemm.plan_gemm(g)
-    k = gemm.GemmKnobs()
-    src = gemm.render_simt(g, plan, k)
     torch.manual_seed(5)
     a, b = torch.randn(70, 50), torch.randn(50, 66)
-    want = loaded.make_model(42)(a, b)
-    gx, gy, gz = gemm.grid(plan, k)
-    got = cpu_emulator.run(src, "egg_gemm", gx, k.threads(False), tuple(want.shape), [a, b], tmp_egg / "emu", grid_yz=(gy, gz))
+    want, got = _emulate_simt(loaded, g, plan, a, b, tmp_egg)
     assert torch.allclose(got, want, rtol=1e-4, atol=1e-4), (got - want).abs().max()
 
 
@@ -121,11 +112,18 @@ def test_einsum_last_dim_matmul_matches_torch_on_the_cpu(tmp_egg):
     assert ExpertAgent().precheck(str(other))
     if not cpu_emulator.available():
         pytest.skip("no g++")
-    k = gemm.GemmKnobs()
-    src = gemm.render_simt(g, plan, k)
     torch.manual_seed(6)
     a, b = torch.randn(2, 3, 5, 24), torch.randn(24, 20)
+    want, got = _emulate_simt(loaded, g, plan, a, b, tmp_egg)
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-4), (got - want).abs().max()
+
+
+def _emulate_simt(loaded, g, plan, a, b, tmp):
+    """PyTorch's answer and the fp32 GEMM kernel's, run on the CPU (tests/cpu_emulator.py)."""
+    from tests import cpu_emulator
+    k = gemm.GemmKnobs()
     want = loaded.make_model(42)(a, b)
     gx, gy, gz = gemm.grid(plan, k)
-    got = cpu_emulator.run(src, "egg_gemm", gx, k.threads(False), tuple(want.shape), [a, b], tmp_egg / "emu", grid_yz=(gy, gz))
-    assert torch.allclose(got, want, rtol=1e-4, atol=1e-4), (got - want).abs().max()
+    got = cpu_emulator.run(gemm.render_simt(g, plan, k), "egg_gemm", gx, k.threads(False), tuple(want.shape), [a, b],
+                           tmp / "emu", grid_yz=(gy, gz))
+    return want, got

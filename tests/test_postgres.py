@@ -71,27 +71,5 @@ def test_unreachable_postgres_is_one_clear_error(tmp_path, relu_task):
 
 def test_thread_lease_in_postgres(pg_url):
     """The per-thread lease works in the Postgres checkpointer too: a live holder blocks, a dead one is taken over."""
-    import subprocess
-    import sys
-
-    from graph.checkpointing import open_checkpointer
-    from graph.errors import ThreadBusyError
-    from graph.lease import lease
-    from tests.conftest import ROOT
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time; sys.path.insert(0, %r)\n"
-        "from graph.checkpointing import open_checkpointer\nfrom graph.lease import lease\n"
-        "with open_checkpointer(%r) as s, lease(s, 'pg-t'):\n    print('held', flush=True); time.sleep(60)\n") % (str(ROOT), pg_url)],
-        stdout=subprocess.PIPE, text=True)
-    try:
-        assert holder.stdout.readline().strip() == "held"
-        with open_checkpointer(pg_url) as s:
-            with pytest.raises(ThreadBusyError, match=f"pid {holder.pid}"):
-                with lease(s, "pg-t"):
-                    pass
-    finally:
-        holder.kill()
-        holder.wait()
-    with open_checkpointer(pg_url) as s:
-        with lease(s, "pg-t"):
-            pass
+    from tests.support import check_thread_lease
+    check_thread_lease(pg_url, "pg-t")

@@ -58,12 +58,12 @@ class ExpertAgent:
     def _plan(self, path: str):
         g = self.graph(path)
         fam = family_of(g)
-        if fam == "rows" and not any(n.kind == "gemm" for n in g.nodes):
+        if fam == "rows":  # planned once; rows too few and too long go to the grid-level template
             rp = rowwise.plan_rows(g, grid_ok=True)
             if rowwise.needs_grid(rp.outer, rp.R, rp.inner):
-                return g, "grid", gridreduce.plan_grid(g)
-        plan = {"gemm": gemm.plan_gemm, "rows": rowwise.plan_rows, "scan": scan.plan_scan,
-                "pool": pool.plan_pool}.get(fam, lambda _: None)(g)
+                return g, "grid", gridreduce.check_grid(rp)
+            return g, fam, rp
+        plan = {"gemm": gemm.plan_gemm, "scan": scan.plan_scan, "pool": pool.plan_pool}.get(fam, lambda _: None)(g)
         return g, fam, plan
 
     def precheck(self, path: str) -> str | None:
@@ -235,7 +235,7 @@ class ExpertAgent:
             src = gridreduce.render(g, plan, k)
             P = gridreduce.parts_per_row(plan, k)
             host_code = host.module_source_multi(g, gridreduce.launches(plan, k, sms, tpsm), k.block, host.leaves(g),
-                                                 plan.outer * P, len(plan.reductions) * plan.outer)
+                                                 *gridreduce.workspace(plan, k))
             return ProposedKernel(cuda_source=src, host_code=host_code, kernel_names=gridreduce.kernel_names(plan),
                                   params=params, description=f"grid-level reduction, block {k.block}, {P} part(s) a row",
                                   family=fam, guard_policy="strict", compile_options=["-lineinfo"])

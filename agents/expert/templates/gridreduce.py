@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
 from agents.expert.opgraph import OpGraph, Unsupported
-from agents.expert.templates.rowwise import INIT, RowPlan, plan_rows
+from agents.expert.templates.rowwise import INIT, RowPlan
 
 
 @dataclass
@@ -24,8 +24,8 @@ class GridKnobs:
     out_waves: int = 8  # the full-output pass: grid = SMs x blocks per SM x waves
 
 
-def plan_grid(g: OpGraph) -> RowPlan:
-    p = plan_rows(g, grid_ok=True)
+def check_grid(p: RowPlan) -> RowPlan:
+    """The row plan (rowwise.plan_rows(g, grid_ok=True)) if this template can take it."""
     if p.inner != 1:
         raise Unsupported("a grid-level reduction over non-trailing dims")
     if any(r.op not in ("sum", "amax", "amin") for r in p.reductions):
@@ -110,8 +110,9 @@ def render(g: OpGraph, p: RowPlan, k: GridKnobs) -> str:
     return PRELUDE + "\n" + "\n".join(kernels) + "\n"
 
 
-def workspace_floats(p: RowPlan, k: GridKnobs) -> int:
-    return p.outer * parts_per_row(p, k) + len(p.reductions) * p.outer
+def workspace(p: RowPlan, k: GridKnobs) -> tuple[int, int]:
+    """Floats of the workspace: the partials of every row, then one result per reduction and row."""
+    return p.outer * parts_per_row(p, k), len(p.reductions) * p.outer
 
 
 def launches(p: RowPlan, k: GridKnobs, sms: int, max_threads_per_sm: int) -> list[tuple[str, tuple, bool]]:
