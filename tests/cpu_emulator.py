@@ -2,7 +2,8 @@
 blocks of the launch one after another, each block's threads as real threads, so `__syncthreads`
 is a barrier, `__shared__` memory is shared by the block, and warp shuffles exchange values between
 the 32 threads of a warp. Enough to check index math, tiling, barriers and scans against PyTorch on a
-machine with no GPU (float32 tensors; no inline PTX: tensor-core kernels are out of its reach). The
+machine with no GPU (float32 tensors; inline PTX only where it stands behind a function given here in C++: the
+3xTF32 GEMM's). The
 GPU's verifier stays the judge; this catches a wrong window or a lost carry early."""
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ static thread_local EmuDim threadIdx;
 static std::barrier<>* emu_block_barrier;
 static std::vector<std::barrier<>*> emu_warp_barriers;
 alignas(8) static unsigned char emu_warp_buf[32][32][8];
-static unsigned char emu_dyn_smem[1 << 20];
+alignas(16) static unsigned char emu_dyn_smem[1 << 20];
 inline void __syncthreads() { emu_block_barrier->arrive_and_wait(); }
 template <typename T> inline T emu_shfl(T v, int src_lane) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -56,6 +57,39 @@ inline float to_f(float x) { return x; }
 inline float to_f(bool x) { return x ? 1.0f : 0.0f; }
 template <typename T> inline T from_f(float x);
 template <> inline float from_f<float>(float x) { return x; }
+using std::max;
+using std::min;
+// the tensor-core GEMM's PTX (agents/expert/templates/gemm_tf32.py TF32_PRELUDE): cp.async as a plain
+// copy with zero fill, cvt.rna.tf32 by rounding the mantissa to 10 bits, mma.m16n8k8 by gathering the
+// warp's fragments (PTX ISA fragment layouts) and each lane computing its own four results
+inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline unsigned tf32_of(float x) {
+    unsigned u; std::memcpy(&u, &x, 4);
+    return (u & 0x7f800000u) == 0x7f800000u ? u : ((u + 0x1000u) & 0xffffe000u);
+}
+inline void split_tf32(float x, unsigned& hi, unsigned& lo) { hi = tf32_of(x); lo = tf32_of(x - __uint_as_float(hi)); }
+static unsigned emu_mma_a[32][32][4], emu_mma_b[32][32][2];
+inline void mma_tf32(float* d, const unsigned* a, const unsigned* b) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+    for (int q = 0; q < 4; ++q) emu_mma_a[warp][lane][q] = a[q];
+    for (int q = 0; q < 2; ++q) emu_mma_b[warp][lane][q] = b[q];
+    emu_warp_barriers[warp]->arrive_and_wait();
+    for (int h = 0; h < 2; ++h)
+        for (int e = 0; e < 2; ++e) {
+            const int r = g + 8 * h, n = 2 * t + e;
+            double s = 0.0;
+            for (int k = 0; k < 8; ++k)  // A(r, k): lane (r % 8) * 4 + k % 4, register (r >= 8) + 2 (k >= 4); B(k, n): lane 4n + k % 4, register k >= 4
+                s += (double)__uint_as_float(emu_mma_a[warp][(r % 8) * 4 + k % 4][(r >= 8) + 2 * (k >= 4)]) *
+                     (double)__uint_as_float(emu_mma_b[warp][n * 4 + k % 4][k >= 4]);
+            d[2 * h + e] += (float)s;
+        }
+    emu_warp_barriers[warp]->arrive_and_wait();
+}
+template <int BYTES> inline void cp_async(float* dst, const float* src, int valid_bytes) {
+    std::memset(dst, 0, BYTES); std::memcpy(dst, src, valid_bytes);
+}
+inline void cp_async_commit() {}
+template <int N> inline void cp_async_wait() {}
 """
 
 
@@ -64,10 +98,11 @@ def available() -> bool:
 
 
 def _cpu_source(src: str) -> str:
+    from agents.expert.templates.gemm_tf32 import TF32_PRELUDE
     from agents.expert.templates.scan import BOOL_PRELUDE
-    body = src.replace(PRELUDE, "").replace(BOOL_PRELUDE, "")
+    body = src.replace(PRELUDE, "").replace(BOOL_PRELUDE, "").replace(TF32_PRELUDE, "")
     # dynamic shared memory becomes one static buffer (blocks run one at a time)
-    return re.sub(r"extern __shared__ (?:__align__\(\d+\) )?(\w+) (\w+)\[\];",
+    return re.sub(r"extern __shared__ (?:__align__\(\d+\) )?(\w+(?: \w+)*?) (\w+)\[\];",
                   r"\1* \2 = reinterpret_cast<\1*>(emu_dyn_smem);", body)
 
 

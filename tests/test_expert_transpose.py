@@ -37,10 +37,12 @@ def test_transposed_operands(tmp_egg, expr, sa, sb, a_layout, b_layout, mnk):
     assert plan.a_src.kind == plan.b_src.kind == "input"
     req = StageRequest(stage="algorithm_design", round=1, task=task_spec(load_task(p)), analysis=None,
                        profile=load_profile("h200"), design=DesignRecord(), attempts=[], best=None, max_candidates=2)
-    (k,) = ExpertAgent().propose(req).kernels
-    r = compile_check(k.cuda_source, k.compile_options, "sm_90a")
-    assert r.ok, r.errors
-    assert "[out, x0, x1]" in k.host_code  # the stored tensors themselves, no copy
+    ks = ExpertAgent().propose(req).kernels
+    assert [k.params["family"] for k in ks] == ["gemm_tf32", "gemm"]  # 3xTF32 and SIMT both read in place
+    for k in ks:
+        r = compile_check(k.cuda_source, k.compile_options, "sm_90a")
+        assert r.ok, r.errors
+        assert "[out, x0, x1]" in k.host_code  # the stored tensors themselves, no copy
 
 
 def test_transpose_elsewhere_is_unsupported(tmp_egg):

@@ -8,7 +8,7 @@ from agents import principles
 from agents.protocol import Proposal, ProposedKernel, StageRequest
 from agents.expert import host
 from agents.expert.opgraph import OpGraph, Unsupported, export_graph
-from agents.expert.templates import gemm, gridreduce, pointwise, pool, rowwise, scan
+from agents.expert.templates import gemm, gemm_tf32, gridreduce, pointwise, pool, rowwise, scan
 from tasks import load_task, materialize
 
 
@@ -30,6 +30,13 @@ def family_of(g: OpGraph) -> str:
     if g.output.kind in ("input", "param"):
         raise Unsupported("the reference returns an input unchanged")
     return "pointwise"
+
+
+def gemm_path(plan, params: dict) -> str:
+    """Which GEMM kernel: "mma" (bf16/fp16 tensor cores), "tf32x3" (fp32 on tensor cores) or "simt" (fp32)."""
+    if plan.dtype != "float32":
+        return "mma"
+    return "tf32x3" if params.get("family") == "gemm_tf32" else "simt"
 
 
 def _depends(n, target) -> bool:
@@ -126,7 +133,7 @@ class ExpertAgent:
                    f"{' and a final write pass' if plan.full_output else ''}")
         else:
             how = (f"GEMM M={plan.M} N={plan.N} K={plan.K} batch={plan.batch} ({plan.dtype}, "
-                   f"{'tensor cores mma.sync' if plan.dtype != 'float32' else 'SIMT fp32'}) with the "
+                   f"{'tensor cores mma.sync' if plan.dtype != 'float32' else '3xTF32 tensor cores, or SIMT fp32'}) with the "
                    f"pointwise epilogue fused into the store")
         return f"ops: {ops}. {bound}-bound. Plan: {how}."
 
@@ -140,6 +147,8 @@ class ExpertAgent:
             start = base or self._default(fam, g, plan, req)
             return [{**start, **p} for p in req.params_override]
         if st == "algorithm_design":
+            if fam == "gemm" and plan.dtype == "float32":  # both algorithms: tensor cores first
+                return [self._default(fam, g, plan, req), self._simt_default()]
             return [self._default(fam, g, plan, req)]
         if fam == "pointwise":
             if st == "parallel_mapping":
@@ -183,21 +192,24 @@ class ExpertAgent:
                 if plan.inner == 1:  # a register-resident row needs a block big enough: try the larger blocks too
                     out += [{**base, "cache": "regs", "block": b} for b in (512, 1024) if b != base.get("block")]
         else:
-            tc = plan.dtype != "float32"
+            path = gemm_path(plan, base)
+            tk = "gemm_tf32" if path == "tf32x3" else "gemm_tc"
             if st == "parallel_mapping":
-                if tc:
-                    out = [{**base, "WM": wm, "WN": wn} for wm, wn in kn["gemm_tc_warps"]]
+                if path != "simt":
+                    out = [{**base, "WM": wm, "WN": wn} for wm, wn in kn[f"{tk}_warps"]]
                 else:
                     out = [{**base, "BM": bm, "BN": bn, "TM": tm, "TN": tn} for bm, bn, tm, tn in kn["gemm_simt_tiles"]]
             elif st == "tiling":
-                if tc:
-                    out = [{**base, "BM": bm, "BN": bn} for bm, bn in kn["gemm_tc_tiles"]]
+                if path != "simt":
+                    out = [{**base, "BM": bm, "BN": bn} for bm, bn in kn[f"{tk}_tiles"]]
                 else:
                     out = [{**base, "BK": bk} for bk in kn["gemm_simt_bk"]]
             elif st == "memory_optimization":
-                if tc:  # the most promising first: the budget may stop the list early
+                if path == "mma":  # the most promising first: the budget may stop the list early
                     out = [{**base, "stages": s, "pad": p, "ldm": ld} for ld in kn["gemm_tc_ldmatrix"] + [False]
                            for p in kn["gemm_tc_pad"] for s in sorted(kn["gemm_tc_stages"], reverse=True)]
+                elif path == "tf32x3":
+                    out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"]]
                 else:
                     out = [{**base, "pad": p} for p in kn["gemm_simt_pad"]]
         return out
@@ -217,8 +229,12 @@ class ExpertAgent:
             return {"family": "rows", "mapping": "block", "block": 256 if plan.R >= 256 else 128,
                     "cache": "none", "waves": 8}
         if plan.dtype == "float32":
-            return {"family": "gemm", "BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "pad": 4}
+            return {"family": "gemm_tf32", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "stages": 3}
         return {"family": "gemm_tc", "BM": 64, "BN": 64, "WM": 2, "WN": 2, "stages": 1, "pad": 8}
+
+    @staticmethod
+    def _simt_default() -> dict:
+        return {"family": "gemm", "BM": 64, "BN": 64, "BK": 16, "TM": 4, "TN": 4, "pad": 4}
 
     # -- emit one kernel ------------------------------------------------------------------
     def emit(self, g: OpGraph, fam: str, plan, params: dict, profile) -> ProposedKernel:
@@ -263,21 +279,26 @@ class ExpertAgent:
             launch = host.Launch("egg_rows", (rowwise.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), smem)
             desc = f"row program, {k.mapping} per row, block {k.block}{'' if k.cache == 'none' else f', row cached in {k.cache}'}"
         else:
-            tc = plan.dtype != "float32"
+            path = gemm_path(plan, params)
             k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "BK", "TM", "TN", "WM", "WN", "stages", "pad", "ldm")
                                   if f in params})
-            if tc:
-                src = gemm.render_tc(g, plan, k)
-                smem = gemm.shared_bytes_tc(plan, k)
-                if smem > profile.shared_per_block_optin:
-                    raise Unsupported("tile does not fit in shared memory")
-            else:
+            align16 = False
+            if path == "simt":
                 if k.BM % k.TM or k.BN % k.TN or k.threads(False) > 1024:
                     raise Unsupported("tile shape")
                 src, smem = gemm.render_simt(g, plan, k), 0
-            launch = host.Launch("egg_gemm", gemm.grid(plan, k), (k.threads(tc),), gemm.arg_order(g, plan), smem)
-            desc = (f"GEMM {'mma.sync bf16/fp16' if tc else 'SIMT fp32'} tile {k.BM}x{k.BN}"
-                    + (f", warps {k.WM}x{k.WN}, {k.stages} stage(s), pad {k.pad}{', ldmatrix' if k.ldm else ''}" if tc else
+            else:
+                src = gemm.render_tc(g, plan, k) if path == "mma" else gemm_tf32.render(g, plan, k)
+                smem = gemm.shared_bytes_tc(plan, k) if path == "mma" else gemm_tf32.shared_bytes(plan, k)
+                align16 = path == "tf32x3" and gemm_tf32.aligned16(plan, k)
+                if smem > profile.shared_per_block_optin:
+                    raise Unsupported("tile does not fit in shared memory")
+            launch = host.Launch("egg_gemm", gemm.grid(plan, k), (k.threads(path != "simt"),), gemm.arg_order(g, plan),
+                                 smem, align16=align16)
+            what = {"mma": "mma.sync bf16/fp16", "tf32x3": "3xTF32 mma.sync (fp32-grade)", "simt": "SIMT fp32"}[path]
+            desc = (f"GEMM {what} tile {k.BM}x{k.BN}"
+                    + (f", warps {k.WM}x{k.WN}, {k.stages} stage(s), pad {k.pad}{', ldmatrix' if k.ldm else ''}" if path == "mma" else
+                       f", warps {k.WM}x{k.WN}, {k.stages}-stage cp.async ring" if path == "tf32x3" else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
         return ProposedKernel(cuda_source=src, host_code=host.module_source(g, launch), kernel_names=[launch.kernel],
                               params=params, description=desc, family=fam, guard_policy="strict",

@@ -105,7 +105,7 @@ def _plan_transposed(gm: Node, a: Node, b: Node) -> GemmPlan:
                     a_layout="km" if ta else "mk", a_src=sa, b_src=sb)
 
 
-def _epilogue(g: OpGraph, p: GemmPlan, acc: str, idx: str, indent: str) -> tuple[str, str]:
+def epilogue(g: OpGraph, p: GemmPlan, acc: str, idx: str, indent: str) -> tuple[str, str]:
     bias = p.gemm.args[2]
 
     def special(n):
@@ -117,7 +117,7 @@ def _epilogue(g: OpGraph, p: GemmPlan, acc: str, idx: str, indent: str) -> tuple
     return em.take(indent), v
 
 
-def _args(g: OpGraph, p: GemmPlan) -> str:
+def kernel_args(g: OpGraph, p: GemmPlan) -> str:
     out = g.output
     a, b = p.a_src, p.b_src
     rest = [t for t in g.inputs + g.params if t is not a and t is not b]
@@ -166,14 +166,14 @@ def render_simt(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
         }}""") if ch else ""
     bload = (f"B[(long long)(n0 + c) * {K}LL + (k0 + r)]" if p.b_layout == "nk" else
              f"Bb[(long long)(k0 + r) * {N}LL + (n0 + c)]")
-    epi, v = _epilogue(g, p, "acc[i][j]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                ")
+    epi, v = epilogue(g, p, "acc[i][j]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                ")
     return f"""{PRELUDE}
 #define BM {k.BM}
 #define BN {k.BN}
 #define BK {k.BK}
 #define TM {k.TM}
 #define TN {k.TN}
-extern "C" __global__ void __launch_bounds__({T}) egg_gemm({_args(g, p)}) {{
+extern "C" __global__ void __launch_bounds__({T}) egg_gemm({kernel_args(g, p)}) {{
     __shared__ float As[BK][BM + {k.pad}];
     __shared__ float Bs[BK][BN + {k.pad}];
     const int tid = threadIdx.x, tx = tid % (BN / TN), ty = tid / (BN / TN);
@@ -429,13 +429,13 @@ def render_tc(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     c = _tc_config(p, k)
     M, N, K, ct, MI, NI = p.M, p.N, p.K, c.ct, c.MI, c.NI
     mainloop = _tc_mainloop(c)
-    epi, v = _epilogue(g, p, "acc[mi][ni][2 * h + e]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                    ")
+    epi, v = epilogue(g, p, "acc[mi][ni][2 * h + e]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                    ")
     bits = "__bfloat16_as_ushort" if p.dtype == "bfloat16" else "__half_as_ushort"
     return f"""{PRELUDE}
 __device__ __forceinline__ unsigned pack2({ct} lo, {ct} hi) {{
     return (unsigned){bits}(lo) | ((unsigned){bits}(hi) << 16);
 }}
-extern "C" __global__ void __launch_bounds__({c.T}) egg_gemm({_args(g, p)}) {{
+extern "C" __global__ void __launch_bounds__({c.T}) egg_gemm({kernel_args(g, p)}) {{
     extern __shared__ __align__(16) unsigned char smem[];
     {ct}* As = reinterpret_cast<{ct}*>(smem);
     {ct}* Bs = As + {k.stages} * {c.lay.a_elems};

@@ -1,0 +1,205 @@
+"""fp32 GEMM on tensor cores at fp32-grade accuracy: 3xTF32 through `mma.sync.m16n8k8.tf32`.
+
+Each fp32 operand x is split into a TF32 high part h = tf32(x) and a low part l = tf32(x - h);
+a*b ~ ah*bh + ah*bl + al*bh (the al*bl term is below fp32's own rounding), all accumulated in
+fp32, small terms first. Eager runs exact-fp32 cuBLAS on SIMT cores; this runs on the tensor
+pipe, three MMAs per product. Any operand layout (A as (M,K) or (K,M), B as (K,N) or (N,K)):
+each operand's shared tile keeps its global layout, padded so the fragment reads are
+conflict-free; tiles arrive by cp.async (16-byte chunks where the contiguous pitch allows,
+4-byte ones otherwise) into an S-slot ring."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agents.expert.codegen import CTYPE, PRELUDE
+from agents.expert.opgraph import OpGraph, Unsupported
+from agents.expert.templates.gemm import GemmKnobs, GemmPlan, epilogue, kernel_args
+
+BK = 32
+
+# the PTX the kernel uses, behind small functions (tests/cpu_emulator.py gives C++ versions of these)
+TF32_PRELUDE = r"""__device__ __forceinline__ unsigned tf32_of(float x) {
+    unsigned r; asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x)); return r;
+}
+__device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) {
+    hi = tf32_of(x); lo = tf32_of(x - __uint_as_float(hi));
+}
+__device__ __forceinline__ void mma_tf32(float* d, const unsigned* a, const unsigned* b) {
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+template <int BYTES> __device__ __forceinline__ void cp_async(float* dst, const float* src, int valid_bytes) {
+    unsigned sa = (unsigned)__cvta_generic_to_shared(dst);
+    if (BYTES == 16)
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" :: "r"(sa), "l"(src), "r"(valid_bytes));
+    else
+        asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" :: "r"(sa), "l"(src), "r"(valid_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" :: "n"(N)); }
+"""
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One operand's tile in shared memory: `rows` of the block's M (A) or N (B) by BK, stored
+    k-contiguous ((rows, BK + 4): A (M,K), B (N,K)) or row-contiguous ((BK, rows + 8): A (K,M), B (K,N))."""
+    name: str  # "A" or "B" (the kernel argument; `Ab`/`Bb` after the batch offset)
+    rows: int  # tile rows: BM or BN
+    total: int  # M or N
+    K: int
+    kcontig: bool
+    vec: int  # floats per cp.async: 4 where the contiguous pitch is a multiple of 4, else 1
+
+    @property
+    def ld(self) -> int:  # padded so the 32 lanes of a fragment read hit 32 banks
+        return BK + 4 if self.kcontig else self.rows + 8
+
+    @property
+    def elems(self) -> int:
+        return self.rows * self.ld if self.kcontig else BK * self.ld
+
+    def at(self, r: str, k: str) -> str:
+        """The shared offset of tile element (row r, k)."""
+        return f"({r}) * {self.ld} + ({k})" if self.kcontig else f"({k}) * {self.ld} + ({r})"
+
+    def loader(self, threads: int, smem: str, base: str, r0: str) -> str:
+        v, per = self.vec, (BK if self.kcontig else self.rows) // self.vec
+        chunks = (self.rows if self.kcontig else BK) * per
+        if self.kcontig:
+            rc = (f"const int r = c / {per}, kc = (c % {per}) * {v}; const long long gr = {r0} + r, gk = k0 + kc;\n"
+                  f"                const int n = gr < {self.total} ? (int)max(0LL, min((long long){v}, {self.K} - gk)) : 0;\n"
+                  f"                const float* src = {base} + gr * {self.K}LL + gk; float* dst = {smem} + r * {self.ld} + kc;")
+        else:
+            rc = (f"const int kr = c / {per}, rr = (c % {per}) * {v}; const long long gk = k0 + kr, gr = {r0} + rr;\n"
+                  f"                const int n = gk < {self.K} ? (int)max(0LL, min((long long){v}, {self.total} - gr)) : 0;\n"
+                  f"                const float* src = {base} + gk * {self.total}LL + gr; float* dst = {smem} + kr * {self.ld} + rr;")
+        return (f"            for (int c = tid; c < {chunks}; c += {threads}) {{\n                {rc}\n"
+                f"                cp_async<{4 * v}>(dst, n ? src : {base}, 4 * n);\n            }}")
+
+
+def operands(p: GemmPlan, k: GemmKnobs) -> tuple[Operand, Operand]:
+    a_k = p.a_layout == "mk"
+    b_k = p.b_layout == "nk"
+    a = Operand("A", k.BM, p.M, p.K, a_k, 4 if (p.K if a_k else p.M) % 4 == 0 else 1)
+    b = Operand("B", k.BN, p.N, p.K, b_k, 4 if (p.K if b_k else p.N) % 4 == 0 else 1)
+    return a, b
+
+
+def shared_bytes(p: GemmPlan, k: GemmKnobs) -> int:
+    a, b = operands(p, k)
+    return k.stages * (a.elems + b.elems) * 4
+
+
+def aligned16(p: GemmPlan, k: GemmKnobs) -> bool:
+    """Whether the kernel issues 16-byte copies (the host then checks its inputs' alignment)."""
+    return any(o.vec == 4 for o in operands(p, k))
+
+
+def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
+    if p.dtype != "float32":
+        raise Unsupported("3xTF32 is for fp32 operands")
+    TMW, TNW = k.BM // k.WM, k.BN // k.WN
+    MI, NI = TMW // 16, TNW // 8
+    if MI < 1 or NI < 1 or TMW % 16 or TNW % 8 or k.stages < 2:
+        raise Unsupported("tensor-core tile shape")
+    T = k.threads(True)
+    A, B = operands(p, k)
+    M, N, K, S = p.M, p.N, p.K, k.stages
+
+    def load(slot: str) -> str:
+        return (A.loader(T, f"As + ({slot}) * {A.elems}", "Ab", "m0") + "\n" +
+                B.loader(T, f"Bs + ({slot}) * {B.elems}", "Bb", "n0"))
+    a_reads = "\n".join(f"                    split_tf32(As_s[{A.at(f'rb + g + {8 * (q % 2)}', f'kk + t + {4 * (q // 2)}')}], ah[mi][{q}], al[mi][{q}]);"
+                        for q in range(4))
+    b_reads = "\n".join(f"                    split_tf32(Bs_s[{B.at('cb + g', f'kk + t + {4 * q}')}], bh[ni][{q}], bl[ni][{q}]);"
+                        for q in range(2))
+    compute = f"""            #pragma unroll
+            for (int kk = 0; kk < {BK}; kk += 8) {{
+                unsigned ah[{MI}][4], al[{MI}][4], bh[{NI}][2], bl[{NI}][2];
+                #pragma unroll
+                for (int mi = 0; mi < {MI}; ++mi) {{
+                    const int rb = wm * {TMW} + mi * 16;
+{a_reads}
+                }}
+                #pragma unroll
+                for (int ni = 0; ni < {NI}; ++ni) {{
+                    const int cb = wn * {TNW} + ni * 8;
+{b_reads}
+                }}
+                #pragma unroll
+                for (int mi = 0; mi < {MI}; ++mi)
+                    #pragma unroll
+                    for (int ni = 0; ni < {NI}; ++ni) {{  // small terms first
+                        mma_tf32(acc[mi][ni], al[mi], bh[ni]);
+                        mma_tf32(acc[mi][ni], ah[mi], bl[ni]);
+                        mma_tf32(acc[mi][ni], ah[mi], bh[ni]);
+                    }}
+            }}"""
+    epi, v = epilogue(g, p, "acc[mi][ni][2 * h + e]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                    ")
+    # An S-slot ring: S - 1 tiles in flight while one is computed; one barrier a step (it also frees
+    # the slot computed last step, refilled this step). Every step commits a group, empty or not,
+    # so `wait <S-2>` always means "tile kt has landed".
+    return f"""{PRELUDE}{TF32_PRELUDE}
+extern "C" __global__ void __launch_bounds__({T}) egg_gemm({kernel_args(g, p)}) {{
+    extern __shared__ __align__(16) unsigned char smem[];
+    float* As = reinterpret_cast<float*>(smem);
+    float* Bs = As + {S} * {A.elems};
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int wm = warp / {k.WN}, wn = warp % {k.WN};
+    const long long m0 = (long long)blockIdx.y * {k.BM}, n0 = (long long)blockIdx.x * {k.BN};
+    const int bz = blockIdx.z;
+    const float* Ab = A + {"(long long)bz * " + str(M * K) + "LL" if p.a_batched else "0"};
+    const float* Bb = B + {"(long long)bz * " + str(K * N) + "LL" if p.b_batched else "0"};
+    float acc[{MI}][{NI}][4];
+    #pragma unroll
+    for (int mi = 0; mi < {MI}; ++mi)
+        #pragma unroll
+        for (int ni = 0; ni < {NI}; ++ni)
+            #pragma unroll
+            for (int q = 0; q < 4; ++q) acc[mi][ni][q] = 0.0f;
+    const int KT = ({K} + {BK - 1}) / {BK};
+    #pragma unroll
+    for (int s = 0; s < {S - 1}; ++s) {{
+        if (s < KT) {{
+            const long long k0 = (long long)s * {BK};
+{load("s")}
+        }}
+        cp_async_commit();
+    }}
+    for (int kt = 0; kt < KT; ++kt) {{
+        cp_async_wait<{S - 2}>();
+        __syncthreads();
+        {{
+            const int kn = kt + {S - 1};
+            if (kn < KT) {{
+                const long long k0 = (long long)kn * {BK};
+{load(f"kn % {S}")}
+            }}
+            cp_async_commit();
+        }}
+        {{
+            const float* As_s = As + (kt % {S}) * {A.elems};
+            const float* Bs_s = Bs + (kt % {S}) * {B.elems};
+{compute}
+        }}
+    }}
+    cp_async_wait<0>();
+    #pragma unroll
+    for (int mi = 0; mi < {MI}; ++mi)
+        #pragma unroll
+        for (int ni = 0; ni < {NI}; ++ni)
+            #pragma unroll
+            for (int h = 0; h < 2; ++h)
+                #pragma unroll
+                for (int e = 0; e < 2; ++e) {{
+                    const long long m = m0 + wm * {TMW} + mi * 16 + g + 8 * h;
+                    const long long n = n0 + wn * {TNW} + ni * 8 + 2 * t + e;
+                    if (m < {M} && n < {N}) {{
+{epi}
+                    out[((long long)bz * {M}LL + m) * {N}LL + n] = from_f<{CTYPE[g.output.dtype]}>({v});
+                    }}
+                }}
+}}
+"""

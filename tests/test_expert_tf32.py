@@ -1,0 +1,104 @@
+"""The 3xTF32 tensor-core GEMM (agents/expert/templates/gemm_tf32.py): every operand layout, odd
+sizes, batches and a fused epilogue, run as C++ on the CPU emulator (its mma.m16n8k8 follows the
+PTX ISA's fragment layouts) and judged against a float64 truth; compiled for sm_90a with ptxas."""
+import shutil
+
+import pytest
+
+from agents.expert.opgraph import export_graph
+from agents.expert.templates import gemm, gemm_tf32
+from runtime.compile import compile_check
+from tasks import load_task
+
+TEMPLATE = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def forward(self, a, b):
+        return {expr}
+def get_inputs():
+    return [torch.randn({sa}), torch.randn({sb})]
+def get_init_inputs():
+    return []
+"""
+
+CASES = [  # expr, A shape, B shape, (BM, BN, WM, WN, stages)
+    ("torch.matmul(a, b)", (70, 75), (75, 50), (32, 32, 2, 1, 3)),  # K % 4 != 0: 4-byte copies, partial tiles
+    ("torch.matmul(a, b)", (64, 96), (96, 40), (64, 32, 2, 2, 2)),  # 16-byte copies
+    ("torch.matmul(a.T, b)", (96, 40), (96, 72), (32, 32, 2, 1, 3)),
+    ("torch.matmul(a, b.T)", (40, 96), (72, 96), (32, 32, 2, 1, 4)),
+    ("torch.relu(torch.matmul(a.T, b.T)) * 2.0", (67, 41), (39, 67), (32, 32, 2, 1, 2)),
+    ("torch.bmm(a, b)", (3, 33, 44), (3, 44, 20), (32, 32, 2, 1, 3)),
+]
+
+
+def _emulate(tmp, expr, sa, sb, knobs, seed=3):
+    import torch
+
+    from tests import cpu_emulator
+    p = tmp / "t.py"
+    p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb))))
+    loaded = load_task(p)
+    g = export_graph(loaded)
+    plan = gemm.plan_gemm(g)
+    BM, BN, WM, WN, S = knobs
+    k = gemm.GemmKnobs(BM=BM, BN=BN, WM=WM, WN=WN, stages=S)
+    torch.manual_seed(seed)
+    a, b = torch.randn(*sa), torch.randn(*sb)
+    model = loaded.make_model(42)
+    want = model(a, b)
+    truth = model.double()(a.double(), b.double())
+    gx, gy, gz = gemm.grid(plan, k)
+    got = cpu_emulator.run(gemm_tf32.render(g, plan, k), "egg_gemm", gx, k.threads(True), tuple(want.shape), [a, b],
+                           tmp / "emu", grid_yz=(gy, gz))
+    return want, got, truth
+
+
+@pytest.mark.parametrize("expr,sa,sb,knobs", CASES)
+def test_tf32x3_gemm_is_fp32_grade_on_the_cpu_emulator(tmp_egg, expr, sa, sb, knobs):
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    want, got, truth = _emulate(tmp_egg, expr, sa, sb, knobs)
+    got, want = got.double(), want.double()
+    scale = truth.abs().max()
+    err, eager_err = (got - truth).abs().max() / scale, (want - truth).abs().max() / scale
+    # one TF32 product alone is off by ~2^-11; the split keeps every product to ~2^-22
+    assert err < 4 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_plain_tf32_would_fail_the_same_check(tmp_egg):
+    """The check above can fail: dropping the low parts (plain TF32) leaves errors near 1e-3."""
+    import torch
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    want, got, truth = _emulate(tmp_egg, "torch.matmul(a, b)", (40, 64), (64, 40), (32, 32, 2, 1, 2))
+    scale = truth.abs().max()
+    # the same kernel with the two low-part MMAs taken out
+    g_src = gemm_tf32.render(*_graph_plan(tmp_egg, "torch.matmul(a, b)", (40, 64), (64, 40)),
+                             gemm.GemmKnobs(BM=32, BN=32, WM=2, WN=1, stages=2))
+    no_lo = g_src.replace("mma_tf32(acc[mi][ni], al[mi], bh[ni]);", "").replace("mma_tf32(acc[mi][ni], ah[mi], bl[ni]);", "")
+    assert no_lo != g_src
+    torch.manual_seed(3)
+    a, b = torch.randn(40, 64), torch.randn(64, 40)
+    got1 = cpu_emulator.run(no_lo, "egg_gemm", 2, 64, (40, 40), [a, b], tmp_egg / "emu1", grid_yz=(2, 1)).double()
+    assert (got1 - truth).abs().max() / scale > 30 * (got.double() - truth).abs().max() / scale
+
+
+def _graph_plan(tmp, expr, sa, sb):
+    p = tmp / "gp.py"
+    p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb))))
+    g = export_graph(load_task(p))
+    return g, gemm.plan_gemm(g)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+@pytest.mark.parametrize("expr,sa,sb", [("torch.matmul(a, b)", (4096, 4096), (4096, 4096)),
+                                         ("torch.matmul(a.T, b)", (8192, 2048), (8192, 4096)),
+                                         ("torch.matmul(a, b)", (8205, 2949), (2949, 5921))])
+def test_tf32x3_gemm_compiles_for_sm90_without_spills(tmp_egg, expr, sa, sb):
+    g, plan = _graph_plan(tmp_egg, expr, sa, sb)
+    k = gemm.GemmKnobs(BM=128, BN=128, WM=2, WN=4, stages=3)
+    r = compile_check(gemm_tf32.render(g, plan, k), ["-lineinfo"], "sm_90a")
+    assert r.ok, r.log[-2000:]
+    assert [(x.spill_store_bytes, x.spill_load_bytes) for x in r.resources] == [(0, 0)]
