@@ -77,7 +77,7 @@ def test_plain_tf32_would_fail_the_same_check(tmp_egg):
     # the same kernel with the two low-part MMAs taken out
     g_src = gemm_tf32.render(*_graph_plan(tmp_egg, "torch.matmul(a, b)", (40, 64), (64, 40)),
                              gemm.GemmKnobs(BM=32, BN=32, WM=2, WN=1, stages=2))
-    no_lo = g_src.replace("mma_tf32(acc[mi][ni], al[mi], bh[ni]);", "").replace("mma_tf32(acc[mi][ni], ah[mi], bl[ni]);", "")
+    no_lo = g_src.replace("mma_tf32(part[mi][ni], al[mi], bh[ni]);", "").replace("mma_tf32(part[mi][ni], ah[mi], bl[ni]);", "")
     assert no_lo != g_src
     torch.manual_seed(3)
     a, b = torch.randn(40, 64), torch.randn(64, 40)
