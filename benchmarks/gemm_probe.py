@@ -15,11 +15,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 VARIANTS = {  # name: (path, knobs)
     "tf32x3_128x128_w2x4_s3": ("tf32x3", dict(BM=128, BN=128, WM=2, WN=4, stages=3)),
+    "tf32x3_128x128_w2x4_s3_ldm": ("tf32x3", dict(BM=128, BN=128, WM=2, WN=4, stages=3, ldm=True)),
+    "tf32x3_128x128_w4x2_s3_ldm": ("tf32x3", dict(BM=128, BN=128, WM=4, WN=2, stages=3, ldm=True)),
     "tf32x3_128x128_w4x2_s3": ("tf32x3", dict(BM=128, BN=128, WM=4, WN=2, stages=3)),
     "tf32x3_128x128_w4x4_s3": ("tf32x3", dict(BM=128, BN=128, WM=4, WN=4, stages=3)),
     "tf32x3_128x128_w2x4_s4": ("tf32x3", dict(BM=128, BN=128, WM=2, WN=4, stages=4)),
-    "tf32x3_128x64_w2x2_s3": ("tf32x3", dict(BM=128, BN=64, WM=2, WN=2, stages=3)),
-    "tf32x3_64x128_w2x2_s4": ("tf32x3", dict(BM=64, BN=128, WM=2, WN=2, stages=4)),
+    "tf32x3_128x64_w2x2_s3_ldm": ("tf32x3", dict(BM=128, BN=64, WM=2, WN=2, stages=3, ldm=True)),
     "simt_128x128x32": ("simt", dict(BM=128, BN=128, BK=32, TM=8, TN=8, pad=4)),
 }
 

@@ -60,14 +60,12 @@ template <> inline float from_f<float>(float x) { return x; }
 using std::max;
 using std::min;
 // the tensor-core GEMM's PTX (agents/expert/templates/gemm_tf32.py TF32_PRELUDE): cp.async as a plain
-// copy with zero fill, cvt.rna.tf32 by rounding the mantissa to 10 bits, mma.m16n8k8 by gathering the
+// copy with zero fill, the TF32 split by masking, mma.m16n8k8 (reading each operand's top 19 bits) by gathering the
 // warp's fragments (PTX ISA fragment layouts) and each lane computing its own four results
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
-inline unsigned tf32_of(float x) {
-    unsigned u; std::memcpy(&u, &x, 4);
-    return (u & 0x7f800000u) == 0x7f800000u ? u : ((u + 0x1000u) & 0xffffe000u);
-}
-inline void split_tf32(float x, unsigned& hi, unsigned& lo) { hi = tf32_of(x); lo = tf32_of(x - __uint_as_float(hi)); }
+inline unsigned __float_as_uint(float x) { unsigned u; std::memcpy(&u, &x, 4); return u; }
+inline void split_tf32(float x, unsigned& hi, unsigned& lo) { hi = __float_as_uint(x) & 0xffffe000u; lo = __float_as_uint(x - __uint_as_float(hi)); }
+inline float emu_tf32_operand(unsigned u) { return __uint_as_float(u & 0xffffe000u); }  // the MMA reads the top 19 bits
 static unsigned emu_mma_a[32][32][4], emu_mma_b[32][32][2];
 inline void mma_tf32(float* d, const unsigned* a, const unsigned* b) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -79,10 +77,18 @@ inline void mma_tf32(float* d, const unsigned* a, const unsigned* b) {
             const int r = g + 8 * h, n = 2 * t + e;
             double s = 0.0;
             for (int k = 0; k < 8; ++k)  // A(r, k): lane (r % 8) * 4 + k % 4, register (r >= 8) + 2 (k >= 4); B(k, n): lane 4n + k % 4, register k >= 4
-                s += (double)__uint_as_float(emu_mma_a[warp][(r % 8) * 4 + k % 4][(r >= 8) + 2 * (k >= 4)]) *
-                     (double)__uint_as_float(emu_mma_b[warp][n * 4 + k % 4][k >= 4]);
+                s += (double)emu_tf32_operand(emu_mma_a[warp][(r % 8) * 4 + k % 4][(r >= 8) + 2 * (k >= 4)]) *
+                     (double)emu_tf32_operand(emu_mma_b[warp][n * 4 + k % 4][k >= 4]);
             d[2 * h + e] += (float)s;
         }
+    emu_warp_barriers[warp]->arrive_and_wait();
+}
+static const float* emu_ldsm_rows[32][32];
+inline void ldsm_x4(unsigned* r, const float* row) {  // lane l: row l / 4 of matrix q, 4-byte word l % 4
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    emu_ldsm_rows[warp][lane] = row;
+    emu_warp_barriers[warp]->arrive_and_wait();
+    for (int q = 0; q < 4; ++q) std::memcpy(&r[q], emu_ldsm_rows[warp][q * 8 + lane / 4] + lane % 4, 4);
     emu_warp_barriers[warp]->arrive_and_wait();
 }
 template <int BYTES> inline void cp_async(float* dst, const float* src, int valid_bytes) {

@@ -21,13 +21,15 @@ def get_init_inputs():
     return []
 """
 
-CASES = [  # expr, A shape, B shape, (BM, BN, WM, WN, stages)
+CASES = [  # expr, A shape, B shape, (BM, BN, WM, WN, stages[, ldmatrix])
     ("torch.matmul(a, b)", (70, 75), (75, 50), (32, 32, 2, 1, 3)),  # K % 4 != 0: 4-byte copies, partial tiles
     ("torch.matmul(a, b)", (64, 96), (96, 40), (64, 32, 2, 2, 2)),  # 16-byte copies
     ("torch.matmul(a.T, b)", (96, 40), (96, 72), (32, 32, 2, 1, 3)),
     ("torch.matmul(a, b.T)", (40, 96), (72, 96), (32, 32, 2, 1, 4)),
     ("torch.relu(torch.matmul(a.T, b.T)) * 2.0", (67, 41), (39, 67), (32, 32, 2, 1, 2)),
     ("torch.bmm(a, b)", (3, 33, 44), (3, 44, 20), (32, 32, 2, 1, 3)),
+    ("torch.matmul(a, b.T)", (40, 96), (72, 96), (32, 32, 2, 1, 3, True)),  # ldmatrix for A and B
+    ("torch.matmul(a, b) + 1.0", (70, 64), (64, 50), (64, 32, 2, 2, 2, True)),  # ldmatrix for A only
 ]
 
 
@@ -40,8 +42,8 @@ def _emulate(tmp, expr, sa, sb, knobs, seed=3):
     loaded = load_task(p)
     g = export_graph(loaded)
     plan = gemm.plan_gemm(g)
-    BM, BN, WM, WN, S = knobs
-    k = gemm.GemmKnobs(BM=BM, BN=BN, WM=WM, WN=WN, stages=S)
+    BM, BN, WM, WN, S, *ldm = knobs
+    k = gemm.GemmKnobs(BM=BM, BN=BN, WM=WM, WN=WN, stages=S, ldm=bool(ldm and ldm[0]))
     torch.manual_seed(seed)
     a, b = torch.randn(*sa), torch.randn(*sb)
     model = loaded.make_model(42)
@@ -98,7 +100,7 @@ def _graph_plan(tmp, expr, sa, sb):
                                          ("torch.matmul(a, b)", (8205, 2949), (2949, 5921))])
 def test_tf32x3_gemm_compiles_for_sm90_without_spills(tmp_egg, expr, sa, sb):
     g, plan = _graph_plan(tmp_egg, expr, sa, sb)
-    k = gemm.GemmKnobs(BM=128, BN=128, WM=2, WN=4, stages=3)
+    k = gemm.GemmKnobs(BM=128, BN=128, WM=2, WN=4, stages=3, ldm=plan.a_layout == "mk" or plan.b_layout == "nk")
     r = compile_check(gemm_tf32.render(g, plan, k), ["-lineinfo"], "sm_90a")
     assert r.ok, r.log[-2000:]
     assert [(x.spill_store_bytes, x.spill_load_bytes) for x in r.resources] == [(0, 0)]

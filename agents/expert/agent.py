@@ -209,7 +209,7 @@ class ExpertAgent:
                     out = [{**base, "stages": s, "pad": p, "ldm": ld} for ld in kn["gemm_tc_ldmatrix"] + [False]
                            for p in kn["gemm_tc_pad"] for s in sorted(kn["gemm_tc_stages"], reverse=True)]
                 elif path == "tf32x3":
-                    out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"]]
+                    out = [{**base, "stages": s, "ldm": ld} for ld in (True, False) for s in kn["gemm_tf32_stages"]]
                 else:
                     out = [{**base, "pad": p} for p in kn["gemm_simt_pad"]]
         return out
@@ -298,7 +298,7 @@ class ExpertAgent:
             what = {"mma": "mma.sync bf16/fp16", "tf32x3": "3xTF32 mma.sync (fp32-grade)", "simt": "SIMT fp32"}[path]
             desc = (f"GEMM {what} tile {k.BM}x{k.BN}"
                     + (f", warps {k.WM}x{k.WN}, {k.stages} stage(s), pad {k.pad}{', ldmatrix' if k.ldm else ''}" if path == "mma" else
-                       f", warps {k.WM}x{k.WN}, {k.stages}-stage cp.async ring" if path == "tf32x3" else
+                       f", warps {k.WM}x{k.WN}, {k.stages}-stage cp.async ring{', ldmatrix' if k.ldm else ''}" if path == "tf32x3" else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
         return ProposedKernel(cuda_source=src, host_code=host.module_source(g, launch), kernel_names=[launch.kernel],
                               params=params, description=desc, family=fam, guard_policy="strict",

@@ -1,6 +1,6 @@
 """fp32 GEMM on tensor cores at fp32-grade accuracy: 3xTF32 through `mma.sync.m16n8k8.tf32`.
 
-Each fp32 operand x is split into a TF32 high part h = tf32(x) and a low part l = tf32(x - h);
+Each fp32 operand x is split into a TF32 high part h (x truncated to TF32) and a low part l = x - h;
 a*b ~ ah*bh + ah*bl + al*bh (the al*bl term is below fp32's own rounding), all accumulated in
 fp32, small terms first. Eager runs exact-fp32 cuBLAS on SIMT cores; this runs on the tensor
 pipe, three MMAs per product. Any operand layout (A as (M,K) or (K,M), B as (K,N) or (N,K)):
@@ -23,16 +23,22 @@ from agents.expert.templates.gemm import GemmKnobs, GemmPlan, epilogue, kernel_a
 BK = 32
 
 # the PTX the kernel uses, behind small functions (tests/cpu_emulator.py gives C++ versions of these)
-TF32_PRELUDE = r"""__device__ __forceinline__ unsigned tf32_of(float x) {
-    unsigned r; asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x)); return r;
-}
-__device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) {
-    hi = tf32_of(x); lo = tf32_of(x - __uint_as_float(hi));
+TF32_PRELUDE = r"""__device__ __forceinline__ void split_tf32(float x, unsigned& hi, unsigned& lo) {
+    // two instructions: the MMA reads only a TF32 operand's top 19 bits, so the high part is x with
+    // its low 13 bits cleared (exact, truncated) and the low part the exact fp32 rest, which the MMA
+    // truncates in turn (~2^-21 of x); rounding both (cvt.rna) took 4 integer ops more an element
+    // and left the kernel bound on the integer pipe (ncu on the H200)
+    hi = __float_as_uint(x) & 0xffffe000u; lo = __float_as_uint(x - __uint_as_float(hi));
 }
 __device__ __forceinline__ void mma_tf32(float* d, const unsigned* a, const unsigned* b) {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+__device__ __forceinline__ void ldsm_x4(unsigned* r, const float* row) {
+    unsigned sa = (unsigned)__cvta_generic_to_shared(row);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(sa));
 }
 template <int BYTES> __device__ __forceinline__ void cp_async(float* dst, const float* src, int valid_bytes) {
     unsigned sa = (unsigned)__cvta_generic_to_shared(dst);
@@ -120,6 +126,19 @@ def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
                         for q in range(4))
     b_reads = "\n".join(f"                    split_tf32(Bs_s[{B.at('cb + g', f'kk + t + {4 * q}')}], bh[ni][{q}], bl[ni][{q}]);"
                         for q in range(2))
+    b_step = 1
+    if k.ldm:  # ldmatrix: a k-contiguous tile's 8x4-float blocks are a b16 8x8 matrix each, one row a lane
+        if not (A.kcontig or B.kcontig):
+            raise Unsupported("ldmatrix needs a k-contiguous operand")
+        if A.kcontig:  # matrices a0..a3: rows 0-7 / 8-15 by k 0-3 / 4-7
+            a_reads = (f"                    unsigned r[4]; ldsm_x4(r, As_s + {A.at('rb + (lane & 7) + ((lane >> 3) & 1) * 8', 'kk + (lane >> 4) * 4')});\n"
+                       "                    #pragma unroll\n"
+                       "                    for (int q = 0; q < 4; ++q) split_tf32(__uint_as_float(r[q]), ah[mi][q], al[mi][q]);")
+        if B.kcontig and NI % 2 == 0:  # two n8 tiles a load: b[ni][0..1], b[ni + 1][0..1]
+            b_step = 2
+            b_reads = (f"                    unsigned r[4]; ldsm_x4(r, Bs_s + {B.at('cb + (lane & 7) + (lane >> 4) * 8', 'kk + ((lane >> 3) & 1) * 4')});\n"
+                       "                    #pragma unroll\n"
+                       "                    for (int q = 0; q < 4; ++q) split_tf32(__uint_as_float(r[q]), (q < 2 ? bh[ni] : bh[ni + 1])[q % 2], (q < 2 ? bl[ni] : bl[ni + 1])[q % 2]);")
     compute = f"""            float part[{MI}][{NI}][4];  // this tile's sum, then into the total (see the module's note)
             #pragma unroll
             for (int mi = 0; mi < {MI}; ++mi)
@@ -136,7 +155,7 @@ def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
 {a_reads}
                 }}
                 #pragma unroll
-                for (int ni = 0; ni < {NI}; ++ni) {{
+                for (int ni = 0; ni < {NI}; ni += {b_step}) {{
                     const int cb = wn * {TNW} + ni * 8;
 {b_reads}
                 }}
