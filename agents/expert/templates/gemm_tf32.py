@@ -138,7 +138,8 @@ def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
             b_step = 2
             b_reads = (f"                    unsigned r[4]; ldsm_x4(r, Bs_s + {B.at('cb + (lane & 7) + (lane >> 4) * 8', 'kk + ((lane >> 3) & 1) * 4')});\n"
                        "                    #pragma unroll\n"
-                       "                    for (int q = 0; q < 4; ++q) split_tf32(__uint_as_float(r[q]), (q < 2 ? bh[ni] : bh[ni + 1])[q % 2], (q < 2 ? bl[ni] : bl[ni + 1])[q % 2]);")
+                       "                    for (int q = 0; q < 4; ++q)\n"
+                       "                        split_tf32(__uint_as_float(r[q]), bh[ni + q / 2][q % 2], bl[ni + q / 2][q % 2]);")
     compute = f"""            float part[{MI}][{NI}][4];  // this tile's sum, then into the total (see the module's note)
             #pragma unroll
             for (int mi = 0; mi < {MI}; ++mi)
