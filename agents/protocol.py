@@ -7,7 +7,7 @@ from typing import Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, Field
 
 from hardware_profiles import HardwareProfile
-from state import DesignRecord, KernelCandidate, Param, StageAttempt, TaskAnalysis, TaskSpec
+from state import DesignRecord, KernelCandidate, KernelProfile, Param, StageAttempt, TaskAnalysis, TaskSpec
 
 
 class StageRequest(BaseModel):
@@ -20,6 +20,7 @@ class StageRequest(BaseModel):
     design: DesignRecord  # inter-stage: decisions so far, the best kernel
     attempts: list[StageAttempt]  # intra-stage: this stage's attempts so far
     best: KernelCandidate | None  # the kernel this stage starts from (None in algorithm design)
+    best_profile: KernelProfile | None = None  # its Nsight Compute profile, where one was taken
     max_candidates: int
     # a reviewer's edit: knob values to use instead of the agent's own choice (merged onto the stage's base)
     params_override: list[dict[str, Param]] | None = None

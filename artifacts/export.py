@@ -69,6 +69,12 @@ def report_markdown(state: RunState) -> str:
         if ev.timing_cost_s is not None:
             lines.append(f"- timing: median of {ev.timing.reps} calls on fresh inputs ({ev.reason}); "
                          f"{ev.timing_cost_s:.1f} s spent timing")
+    profiled = [p for p in state.profiles if p.available]
+    if state.profiles:
+        lines += ["", "## Profiles (Nsight Compute, each stage's best)", ""]
+        lines += [f"- {p.candidate_id}: {p.summary()}" for p in state.profiles]
+        if not profiled:
+            lines.append("- (no profile could be taken; see the notes above)")
     if d.plan:
         lines += ["", "## Plan", "", d.plan]
     return "\n".join(lines) + "\n"

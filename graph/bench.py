@@ -78,7 +78,7 @@ def _commit() -> str:
 
 def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None, budget: Budget | None = None,
           out_dir: str = "bench_out", evaluator: str = "auto", checkpoint: str | None = None, timing_reps: int = 50,
-          llm=None, tolerance: str = "float64",
+          llm=None, tolerance: str = "float64", kernel_profile: bool = True,
           agent_obj=None, evaluator_obj=None, stream=sys.stderr) -> BenchResults:
     t0 = time.perf_counter()
     roots = [Path(p) for p in paths]
@@ -93,7 +93,7 @@ def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None
         evaluator_obj = make_evaluator(evaluator, resolve_profile(profile).arch, reps=timing_reps, tolerance=tolerance)
     try:
         _run_all(files, roots, out, checkpoint, results, agent, profile, budget, evaluator, timing_reps,
-                 llm, agent_obj, evaluator_obj, stream, tolerance)
+                 llm, agent_obj, evaluator_obj, stream, tolerance, kernel_profile)
     finally:
         if own:
             evaluator_obj.close()
@@ -104,7 +104,8 @@ def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None
 
 
 def run_one(f: Path, key: str, checkpoint: str, out: Path, *, agent, profile, budget, evaluator, timing_reps, llm,
-            agent_obj=None, evaluator_obj=None, on_event=None, tolerance: str = "float64") -> TaskResult:
+            agent_obj=None, evaluator_obj=None, on_event=None, tolerance: str = "float64",
+            kernel_profile: bool = True) -> TaskResult:
     """One task of a bench: skip it if finished, resume it if interrupted, else start it. Never raises."""
     tid = thread_for(key)
     t0 = time.perf_counter()
@@ -119,7 +120,7 @@ def run_one(f: Path, key: str, checkpoint: str, out: Path, *, agent, profile, bu
             _, st = optimize(f, agent=agent, profile=profile, budget=budget, out_dir=str(out / "kernels"),
                              evaluator=evaluator, checkpoint=checkpoint, thread_id=tid, agent_obj=agent_obj,
                              evaluator_obj=evaluator_obj, on_event=on_event, timing_reps=timing_reps, llm=llm,
-                             tolerance=tolerance)
+                             tolerance=tolerance, kernel_profile=kernel_profile)
         res = result_of(key, tid, st)
         res.wall_s = None if state == "done" else round(time.perf_counter() - t0, 1)
         res.device = st.analysis.device if st.analysis else None
@@ -143,7 +144,7 @@ def finish(results: list[TaskResult], out: Path, agent: str, wall_s: float | Non
 
 
 def _run_all(files, roots, out, checkpoint, results, agent, profile, budget, evaluator, timing_reps,
-             llm, agent_obj, evaluator_obj, stream, tolerance="float64") -> None:
+             llm, agent_obj, evaluator_obj, stream, tolerance="float64", kernel_profile=True) -> None:
     for i, f in enumerate(files, 1):
         key = task_key(f, roots)
         done = sum(r.correct for r in results)
@@ -155,6 +156,7 @@ def _run_all(files, roots, out, checkpoint, results, agent, profile, budget, eva
                 print(f"[bench]   {key}: {node}", file=stream, flush=True)
         results.append(run_one(f, key, checkpoint, out, agent=agent, profile=profile, budget=budget,
                                evaluator=evaluator, timing_reps=timing_reps, llm=llm, agent_obj=agent_obj,
-                               evaluator_obj=evaluator_obj, on_event=on_event, tolerance=tolerance))
+                               evaluator_obj=evaluator_obj, on_event=on_event, tolerance=tolerance,
+                               kernel_profile=kernel_profile))
         print(f"[bench]   {key}: {results[-1].status} {results[-1].message[:100]}", file=stream, flush=True)
         finish(results, out, agent, final=False, tolerance=tolerance)  # after every task, so an interrupted bench still leaves its table

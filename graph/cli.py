@@ -28,7 +28,7 @@ def cmd_optimize(a) -> int:
     tid, st = optimize(a.task_file, agent=a.agent, profile=a.profile, budget=budget, out_dir=a.out,
                        evaluator=a.evaluator, checkpoint=a.checkpoint, thread_id=a.thread, timing_reps=a.reps,
                        llm=_llm(a), review=a.review, reviewer=_terminal_reviewer() if a.review else None,
-                       tolerance=a.tolerance)
+                       tolerance=a.tolerance, kernel_profile=not a.no_profile)
     _print_result(tid, st, a.checkpoint)
     return 0 if st.result and st.result.status in ("verified", "unverified") else 1
 
@@ -150,6 +150,9 @@ def cmd_history(a) -> int:
             err = f"  err {w.cand_norm:.1e} (eager {w.eager_norm:.1e})" if w else ""
             print(f"    {at.candidate_id:32s} {at.verdict:14s} {_fmt_ms(at.median_ms):>9s} {regs}  {at.params}  "
                   f"{at.reason[:80]}{err}")
+            prof = st.kernel_profile(at.candidate_id)
+            if prof is not None:
+                print(f"      profile: {prof.summary()}")
     if st.failure:
         print(f"  failure: {st.failure}")
     if st.result:
@@ -181,10 +184,11 @@ def cmd_bench(a) -> int:
         from graph.distributed import bench_ray
         res = bench_ray(a.paths, address=None if a.ray == "local" else a.ray, agent=a.agent, profile=a.profile,
                         budget=budget, out_dir=a.out, evaluator=a.evaluator, checkpoint=a.checkpoint,
-                        timing_reps=a.reps, llm=_llm(a), tolerance=a.tolerance)
+                        timing_reps=a.reps, llm=_llm(a), tolerance=a.tolerance, kernel_profile=not a.no_profile)
     else:
         res = bench(a.paths, agent=a.agent, profile=a.profile, budget=budget, out_dir=a.out, evaluator=a.evaluator,
-                    checkpoint=a.checkpoint, timing_reps=a.reps, llm=_llm(a), tolerance=a.tolerance)
+                    checkpoint=a.checkpoint, timing_reps=a.reps, llm=_llm(a), tolerance=a.tolerance,
+                    kernel_profile=not a.no_profile)
     s = res.summary
     geo = "-" if s.geomean_speedup_eager is None else f"{s.geomean_speedup_eager:.2f}"
     print(f"correct {s.correct}/{s.tasks}; fast_1 vs eager {100 * s.fast_p_eager['1.0']:.1f}%; "
@@ -250,6 +254,8 @@ def parser() -> argparse.ArgumentParser:
     o.add_argument("--tolerance", default="float64", choices=["float64", "kernelbench"],
                      help="correctness rule: float64 (error vs a float64 truth within a multiple of eager's own; "
                           "default) or kernelbench (KernelBench's allclose vs eager, 5 trials)")
+    o.add_argument("--no-profile", action="store_true",
+                   help="do not profile each stage's best kernel with Nsight Compute (ncu) for the next stage")
     _add_llm_args(o)
     o.set_defaults(fn=cmd_optimize)
     o.add_argument("--review", action="store_true", help="pause before each stage to approve, edit or skip it")
@@ -292,6 +298,8 @@ def parser() -> argparse.ArgumentParser:
                           "default) or kernelbench (KernelBench's allclose vs eager, 5 trials)")
     bn.add_argument("--ray", nargs="?", const="local", default=None, metavar="ADDRESS",
                     help="fan tasks out over a Ray cluster (ADDRESS, e.g. ray://head:10001; none: a local Ray)")
+    bn.add_argument("--no-profile", action="store_true",
+                    help="do not profile each stage's best kernel with Nsight Compute (ncu)")
     _add_llm_args(bn)
     bn.set_defaults(fn=cmd_bench)
     w = sub.add_parser("hw", help="show the hardware profile of the live GPU (or a named one)")

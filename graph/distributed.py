@@ -57,7 +57,7 @@ def _lost(key: str, exc: Exception) -> TaskResult:
 def bench_ray(paths: list[str], *, address: str | None = None, agent: str = "expert", profile: str | None = None,
               budget: Budget | None = None, out_dir: str = "bench_out", evaluator: str = "auto",
               checkpoint: str | None = None, timing_reps: int = 50, llm=None, tolerance: str = "float64",
-              agent_factory=None,
+              kernel_profile: bool = True, agent_factory=None,
               evaluator_factory=None, ray_init: dict | None = None, stream=sys.stderr) -> BenchResults:
     import ray
 
@@ -86,7 +86,7 @@ def bench_ray(paths: list[str], *, address: str | None = None, agent: str = "exp
         gpus = int(ray.cluster_resources().get("GPU", 0))
         n = min(len(files), gpus or int(ray.cluster_resources().get("CPU", 1)))
         kw = dict(agent=agent, profile=profile, budget=budget, evaluator=evaluator, timing_reps=timing_reps, llm=llm,
-                  tolerance=tolerance)
+                  tolerance=tolerance, kernel_profile=kernel_profile)
         actor = ray.remote(max_restarts=TASK_RETRIES, max_task_retries=TASK_RETRIES)(BenchSlot).options(
             **({"num_gpus": 1} if gpus else {"num_cpus": 1}))
         slots = [actor.remote(checkpoint, str(out), kw, agent_factory, evaluator_factory) for _ in range(n)]

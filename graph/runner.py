@@ -93,7 +93,7 @@ def optimize(task_path: str | Path, *, agent: str = "expert", profile: str | Non
              budget: Budget | None = None, out_dir: str = "egg_out", evaluator: str = "auto",
              checkpoint: str | None = None, thread_id: str | None = None, timing_reps: int = 50,
              llm: LLMConfig | None = None, review: bool = False, reviewer=None, agent_obj=None,
-             tolerance: str = "float64",
+             tolerance: str = "float64", kernel_profile: bool = True,
              evaluator_obj=None, on_event: Callable[[str, dict], None] | None = None,
              quiet: bool = False) -> tuple[str, RunState]:
     """Optimize one task file; returns (thread id, final state)."""
@@ -102,7 +102,8 @@ def optimize(task_path: str | Path, *, agent: str = "expert", profile: str | Non
         load_profile(profile)
     settings = RunSettings(task_path=str(task.path), agent=agent, profile=profile, budget=budget or Budget(),
                            out_dir=str(Path(out_dir).resolve()), evaluator=evaluator,
-                           timing_reps=timing_reps, llm=llm or LLMConfig(), review=review, tolerance=tolerance)
+                           timing_reps=timing_reps, llm=llm or LLMConfig(), review=review, tolerance=tolerance,
+                           kernel_profile=kernel_profile)
     ctx = build_context(settings, agent_obj, evaluator_obj)
     thread_id = thread_id or f"{task.name}-{uuid.uuid4().hex[:8]}"
     config = {"configurable": {"thread_id": thread_id}}

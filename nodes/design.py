@@ -37,7 +37,8 @@ def design_step(stage: str, state: RunState, runtime: Runtime[EggContext]) -> di
     if limit == 0:
         return update  # verification concludes the stage with what it has
     req = StageRequest(stage=stage, round=rnd, task=state.task, analysis=state.analysis, profile=state.profile or ctx.profile,
-                       design=state.design, attempts=state.stage_attempts(stage), best=best, max_candidates=limit)
+                       design=state.design, attempts=state.stage_attempts(stage), best=best, max_candidates=limit,
+                       best_profile=state.kernel_profile(best.id if best else None))
     proposal = ctx.agent.propose(req)
     if proposal.error:
         return {**update, "failure": proposal.error}

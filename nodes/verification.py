@@ -71,5 +71,11 @@ def verification(state: RunState, runtime: Runtime[EggContext]) -> dict:
     if state.failure:
         return {"pending": []}
     stage_evals = [e for e in state.evaluations if e.stage == state.stage]
-    update = conclude(state, stage_evals, compile_only=resolve(runtime, state.settings).evaluator.kind == "compile_only")
+    ctx = resolve(runtime, state.settings)
+    update = conclude(state, stage_evals, compile_only=ctx.evaluator.kind == "compile_only")
+    best = update.get("design").best_id if update.get("design") else None
+    if best and state.settings.kernel_profile and state.kernel_profile(best) is None and hasattr(ctx.evaluator, "profile"):
+        # the stage's best, profiled once: the next stage's agent reads where its time goes
+        path = materialize(state.task) if state.task else state.settings.task_path
+        update["profiles"] = [ctx.evaluator.profile(path, state.candidate(best))]
     return {"pending": [], **update}

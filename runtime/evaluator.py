@@ -12,8 +12,9 @@ from typing import Protocol
 from pydantic import BaseModel
 
 from runtime.compile import compile_check
+from runtime.profiler import profile_candidate
 from runtime.sandbox import SandboxWorker, WorkerDied, WorkerTimeout
-from state import Evaluation, KernelCandidate, Timing, Verdict
+from state import Evaluation, KernelCandidate, KernelProfile, Timing, Verdict
 
 
 class Baselines(BaseModel):
@@ -31,6 +32,8 @@ class Evaluator(Protocol):
     def evaluate(self, task_path: str, candidates: list[KernelCandidate], floor_ms: float | None) -> list[Evaluation]: ...
 
     def close(self) -> None: ...
+
+    # optional: `profile(task_path, candidate) -> KernelProfile` (Nsight Compute), where the evaluator has a GPU
 
 
 class CompileOnlyEvaluator:
@@ -138,6 +141,14 @@ class GpuEvaluator:
             ev.roofline_fraction = floor / med
             if med < floor * FLOOR_SLACK:
                 ev.flagged = f"faster than the roofline floor ({med:.4f} ms < {floor:.4f} ms): not believed"
+
+    def profile(self, task_path: str, cand: KernelCandidate) -> KernelProfile:
+        """Nsight Compute on one candidate, in its own process (ncu must start the process it profiles)."""
+        with self.lock:
+            try:
+                return profile_candidate(task_path, cand, self.arch)
+            except Exception as exc:  # a profile is advice: its failure never fails the run
+                return KernelProfile(candidate_id=cand.id, available=False, note=f"{type(exc).__name__}: {exc}"[:300])
 
     def close(self) -> None:
         for w in self.workers.values():

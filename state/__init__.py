@@ -10,6 +10,7 @@ from state.evaluation import (
     Evaluation, Verdict,
 )
 from hardware_profiles import HardwareProfile
+from state.profile import KernelProfile
 from state.records import (StageAttempt, StageDecision, DesignRecord, Budget, STAGES, TUNING_STAGES, STAGE_TABLE,
                            NEXT_STAGE, StageName)
 from state.run import RunState, RunSettings, FinalResult, LLMConfig, VerifyTask, ReviewDecision
@@ -18,7 +19,7 @@ ALL_MODELS = [
     TaskSpec, TensorSpec, Roofline, TaskAnalysis, KernelCandidate, CompileError,
     KernelResources, CompileResult, CorrectnessResult, OutputError, Timing, Evaluation,
     StageAttempt, StageDecision, DesignRecord, Budget, VerifyTask, RunState, RunSettings, FinalResult, LLMConfig,
-    ReviewDecision, HardwareProfile,
+    ReviewDecision, HardwareProfile, KernelProfile,
 ]
 ALL_ENUMS = [Verdict]
 

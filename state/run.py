@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field, model_validator
 from hardware_profiles import HardwareProfile
 from state.candidate import KernelCandidate
 from state.evaluation import Evaluation
+from state.profile import KernelProfile
 from state.records import Budget, DesignRecord, StageAttempt
 from state.task import TaskAnalysis, TaskSpec
 
@@ -45,6 +46,8 @@ class RunSettings(BaseModel):
     # "float64": error against a float64 truth within a multiple of eager's own (default);
     # "kernelbench": KernelBench's own torch.allclose against eager, 5 trials (for comparable figures)
     tolerance: Literal["float64", "kernelbench"] = "float64"
+    # Nsight Compute on each stage's best candidate (GPU runs with ncu); the next stage's agent reads it
+    kernel_profile: bool = True
 
 
 class VerifyTask(BaseModel):
@@ -90,6 +93,7 @@ class RunState(BaseModel):
     candidates: Annotated[list[KernelCandidate], operator.add] = Field(default_factory=list)
     pending: list[str] = Field(default_factory=list)  # candidate ids awaiting verification
     evaluations: Annotated[list[Evaluation], operator.add] = Field(default_factory=list)
+    profiles: Annotated[list[KernelProfile], operator.add] = Field(default_factory=list)  # stage bests, by ncu
     attempts: Annotated[list[StageAttempt], operator.add] = Field(default_factory=list)
     design: DesignRecord = Field(default_factory=DesignRecord)
     stage_done: bool = False
@@ -107,6 +111,9 @@ class RunState(BaseModel):
             if e.candidate_id == cid:
                 return e
         return None
+
+    def kernel_profile(self, cid: str | None) -> KernelProfile | None:
+        return next((p for p in reversed(self.profiles) if p.candidate_id == cid), None) if cid else None
 
     def stage_attempts(self, stage: str) -> list[StageAttempt]:
         return [a for a in self.attempts if a.stage == stage]

@@ -64,6 +64,11 @@ def context_sections(req: StageRequest, task_source: str, budget_chars: int = 24
         sections.append(("The best kernel so far (start from it)",
                          f"params={req.best.params}\n```cuda\n{req.best.cuda_source}\n```\n```python\n"
                          f"{req.best.host_code}\n```"))
+    if req.best_profile is not None and req.best_profile.available:
+        sections.append(("Nsight Compute profile of that kernel (where its time goes)",
+                         req.best_profile.summary() + "\nRead it before choosing: a memory-bound kernel wants fewer or "
+                         "wider memory transactions, a latency-bound one more warps in flight or deeper pipelining, a "
+                         "busy integer/load pipe fewer address and load instructions."))
     sections.append(("The PyTorch reference", f"```python\n{task_source}\n```"))
     att = req.attempts
     old, new = att[:-recent] if len(att) > recent else [], att[-recent:]
