@@ -6,9 +6,9 @@ import math
 
 from agents import principles
 from agents.protocol import Proposal, ProposedKernel, StageRequest
-from agents.expert import host
+from agents.expert import advice, host
 from agents.expert.opgraph import OpGraph, Unsupported, export_graph
-from agents.expert.templates import gemm, gemm_tf32, gridreduce, pointwise, pool, rowwise, scan
+from agents.expert.templates import conv, gemm, gemm_tf32, gridreduce, pointwise, pool, rowwise, scan
 from tasks import load_task, materialize
 
 
@@ -19,6 +19,8 @@ def family_of(g: OpGraph) -> str:
     gemm_operands = {id(a) for n in g.nodes if n.kind == "gemm" and n.op in ("mm", "bmm") for a in n.args[:2]}
     if any(n.kind == "pw" and n.op == "transpose2d" and id(n) not in gemm_operands for n in g.nodes):
         raise Unsupported("aten::numpy_T / transpose outside a matmul operand")
+    if "conv" in kinds:
+        return "conv"
     if "scan" in kinds:
         return "scan"
     if "pool" in kinds:
@@ -70,7 +72,8 @@ class ExpertAgent:
             if rowwise.needs_grid(rp.outer, rp.R, rp.inner):
                 return g, "grid", gridreduce.check_grid(rp)
             return g, fam, rp
-        plan = {"gemm": gemm.plan_gemm, "scan": scan.plan_scan, "pool": pool.plan_pool}.get(fam, lambda _: None)(g)
+        plan = {"gemm": gemm.plan_gemm, "scan": scan.plan_scan, "pool": pool.plan_pool,
+                "conv": conv.plan_conv}.get(fam, lambda _: None)(g)
         return g, fam, plan
 
     def precheck(self, path: str) -> str | None:
@@ -88,6 +91,9 @@ class ExpertAgent:
         try:
             g, fam, plan = self._plan(materialize(req.task))
             variants = self._variants(req, fam, g, plan)
+            why = ""
+            if req.stage != "algorithm_design" and req.params_override is None:
+                variants, why = advice.order(fam, req.stage, variants, req.best_profile)
         except Unsupported as exc:
             return Proposal(unsupported=str(exc))
         except Exception as exc:
@@ -109,7 +115,10 @@ class ExpertAgent:
             tried.add(tuple(sorted(params.items())))
         if not kernels and broke:
             return Proposal(unsupported=broke)
-        return Proposal(kernels=kernels, plan=self._plan_text(g, fam, plan, req))
+        text = self._plan_text(g, fam, plan, req)
+        if req.best_profile is not None:
+            text += f" Profile of the input: {req.best_profile.summary()}." + (f" So: {why}." if why else "")
+        return Proposal(kernels=kernels, plan=text)
 
     def _plan_text(self, g, fam, plan, req) -> str:
         ops = " -> ".join(dict.fromkeys(o.removeprefix("aten::") for o in g.aten_ops)) or "identity"
@@ -127,6 +136,10 @@ class ExpertAgent:
                    f"inner={plan.inner}), the pointwise chain before and after it fused")
         elif fam == "pointwise":
             how = "one fused pointwise kernel, one pass over the output"
+        elif fam == "conv":
+            how = (f"conv{plan.nd}d as an implicit GEMM per group (M={plan.M} output pixels, N={plan.OCg} channels, "
+                   f"K={plan.K}), input gathered on the fly, tensor cores (TF32 as eager's cuDNN, or 3xTF32), "
+                   f"the pointwise chain fused into the store")
         elif fam == "rows":
             how = (f"a row program over (outer={plan.outer}, R={plan.R}, inner={plan.inner}) with "
                    f"{len(plan.reductions)} reduction pass(es) [{', '.join(r.op for r in plan.reductions)}]"
@@ -149,6 +162,8 @@ class ExpertAgent:
         if st == "algorithm_design":
             if fam == "gemm" and plan.dtype == "float32":  # both algorithms: tensor cores first
                 return [self._default(fam, g, plan, req), self._simt_default()]
+            if fam == "conv":  # plain TF32 first (what eager's cuDNN runs), 3xTF32 where the rule wants fp32 grade
+                return [self._default(fam, g, plan, req), {**self._default(fam, g, plan, req), "split": 3}]
             return [self._default(fam, g, plan, req)]
         if fam == "pointwise":
             if st == "parallel_mapping":
@@ -169,6 +184,13 @@ class ExpertAgent:
                 out = [{**base, "block": b} for b in kn.get("pool_block", [128, 512, 1024])]
             elif st == "tiling":
                 out = [{**base, "waves": w} for w in kn.get("pool_waves", [0, 4, 16])]
+        elif fam == "conv":
+            if st == "parallel_mapping":
+                out = [{**base, "WM": wm, "WN": wn} for wm, wn in kn["gemm_tf32_warps"]]
+            elif st == "tiling":
+                out = [{**base, "BM": bm, "BN": bn} for bm, bn in kn["gemm_tf32_tiles"]]
+            elif st == "memory_optimization":
+                out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"]]
         elif fam == "scan":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in kn.get("scan_block", [128, 256, 512, 1024])]
@@ -215,6 +237,9 @@ class ExpertAgent:
         return out
 
     def _default(self, fam, g, plan, req) -> dict:
+        if fam == "conv":  # N: the group's output channels, at most a 128-wide tile
+            bn = 128 if plan.OCg > 64 else 64 if plan.OCg > 32 else 32
+            return {"family": "conv", "BM": 128, "BN": bn, "WM": 2, "WN": 4 if bn >= 32 else 1, "stages": 3, "split": 1}
         if fam == "scan":
             return {"family": "scan", "block": 256, "items": 8, "waves": 8}
         if fam == "pool":
@@ -255,6 +280,15 @@ class ExpertAgent:
             return ProposedKernel(cuda_source=src, host_code=host_code, kernel_names=gridreduce.kernel_names(plan),
                                   params=params, description=f"grid-level reduction, block {k.block}, {P} part(s) a row",
                                   family=fam, guard_policy="strict", compile_options=["-lineinfo"])
+        elif fam == "conv":
+            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages") if f in params})
+            src = conv.render(g, plan, k, int(params.get("split", 1)))
+            smem = conv.shared_bytes(plan, k)
+            if smem > profile.shared_per_block_optin:
+                raise Unsupported("tile does not fit in shared memory")
+            launch = host.Launch("egg_conv", conv.grid(plan, k), (k.threads(True),), conv.arg_order(g, plan), smem)
+            desc = (f"conv{plan.nd}d as implicit GEMM ({'3xTF32' if params.get('split') == 3 else 'TF32'} mma.sync), "
+                    f"tile {k.BM} pixels x {k.BN} channels, warps {k.WM}x{k.WN}, {k.stages}-stage cp.async ring")
         elif fam == "pool":
             k = pool.PoolKnobs(block=params["block"], waves=params["waves"])
             src = pool.render(g, plan, k)

@@ -17,7 +17,7 @@ class Unsupported(Exception):
 @dataclass
 class Node:
     name: str
-    kind: str  # "input" (user input), "param", "pw" (pointwise), "reduce", "gemm"
+    kind: str  # "input" (user input), "param", "pw" (pointwise), "reduce", "gemm", "conv", "pool", "scan"
     op: str = ""
     args: list = field(default_factory=list)  # Node, float/int/bool/None, or lists
     shape: tuple = ()
@@ -27,7 +27,7 @@ class Node:
     dims: tuple = ()  # reduce: reduced dims (positive); scan and flip: the dim
     keepdim: bool = False
     reverse: bool = False  # scan: from the end of the dim towards its start
-    attrs: dict = field(default_factory=dict)  # pool: kernel, stride, padding, dilation, count_include_pad, divisor
+    attrs: dict = field(default_factory=dict)  # pool: kernel, stride, padding, dilation, count_include_pad, divisor; conv: stride, padding, dilation, groups
 
     def __repr__(self) -> str:
         return f"%{self.name}"
@@ -423,7 +423,7 @@ def _per_dim(v, nd: int, default) -> list[int]:
     v = list(v) if isinstance(v, (list, tuple)) else [v]
     v = v * nd if len(v) == 1 else v
     if len(v) != nd or not all(isinstance(a, int) for a in v):
-        raise Unsupported(f"pooling parameters {v}")
+        raise Unsupported(f"window parameters {v}")
     return v
 
 
@@ -434,6 +434,21 @@ def _transpose(o: _Op):
     if len(x.shape) != 2 or tuple(o.shape) != tuple(x.shape)[::-1]:
         raise Unsupported(f"aten::{o.name} of a {len(x.shape)}-d tensor")
     return o.pw("transpose2d", [x])
+
+
+@lowers("conv1d", "conv2d", "conv3d")
+def _conv(o: _Op):
+    """A forward convolution: one node (input, weight, bias) the conv template reads as an implicit GEMM."""
+    nd = int(o.name[-2])
+    x, w = o.args[0], o.args[1]
+    pad = o.arg(4, "padding", 0)
+    if isinstance(pad, str):
+        raise Unsupported(f"aten::{o.name} with padding={pad!r}")
+    if len(x.shape) != nd + 2:
+        raise Unsupported(f"aten::{o.name} on an unbatched {len(x.shape)}-d input")
+    attrs = dict(stride=_per_dim(o.arg(3, "stride", 1), nd, 1), padding=_per_dim(pad, nd, 0),
+                 dilation=_per_dim(o.arg(5, "dilation", 1), nd, 1), groups=int(o.arg(6, "groups", 1) or 1))
+    return o.b.add("conv", o.name, [x, w, o.arg(2, "bias")], o.shape, o.dtype, attrs=attrs)
 
 
 @lowers("max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d")

@@ -111,20 +111,22 @@ def aligned16(p: GemmPlan, k: GemmKnobs) -> bool:
 def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     if p.dtype != "float32":
         raise Unsupported("3xTF32 is for fp32 operands")
-    TMW, TNW = k.BM // k.WM, k.BN // k.WN
-    MI, NI = TMW // 16, TNW // 8
-    if MI < 1 or NI < 1 or TMW % 16 or TNW % 8 or k.stages < 2:
-        raise Unsupported("tensor-core tile shape")
-    T = k.threads(True)
     A, B = operands(p, k)
-    M, N, K, S = p.M, p.N, p.K, k.stages
+    M, N, K = p.M, p.N, p.K
+    setup = (f"    const float* Ab = A + {'(long long)bz * ' + str(M * K) + 'LL' if p.a_batched else '0'};\n"
+             f"    const float* Bb = B + {'(long long)bz * ' + str(K * N) + 'LL' if p.b_batched else '0'};")
+    epi, v = epilogue(g, p, "acc[mi][ni][2 * h + e]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                    ")
+    store = f"{epi}\n                    out[((long long)bz * {M}LL + m) * {N}LL + n] = from_f<{CTYPE[g.output.dtype]}>({v});"
+    return kernel_source("egg_gemm", kernel_args(g, p), k, A, B, M, N, K, setup, store)
 
-    def load(slot: str) -> str:
-        return (A.loader(T, f"As + ({slot}) * {A.elems}", "Ab", "m0") + "\n" +
-                B.loader(T, f"Bs + ({slot}) * {B.elems}", "Bb", "n0"))
-    a_reads = "\n".join(f"                    split_tf32(As_s[{A.at(f'rb + g + {8 * (q % 2)}', f'kk + t + {4 * (q // 2)}')}], ah[mi][{q}], al[mi][{q}]);"
-                        for q in range(4))
-    b_reads = "\n".join(f"                    split_tf32(Bs_s[{B.at('cb + g', f'kk + t + {4 * q}')}], bh[ni][{q}], bl[ni][{q}]);"
+
+def _reads(A: Operand, B: Operand, k: GemmKnobs, NI: int, split: int) -> tuple[str, str, int]:
+    """Shared -> fragment code for A and B (split into TF32 high and low parts, or high only), and the B step."""
+    def conv(x: str, hi: str, lo: str) -> str:
+        return f"split_tf32({x}, {hi}, {lo});" if split == 3 else f"{hi} = __float_as_uint({x});"
+    a_reads = "\n".join("                    " + conv(f"As_s[{A.at(f'rb + g + {8 * (q % 2)}', f'kk + t + {4 * (q // 2)}')}]",
+                                                       f"ah[mi][{q}]", f"al[mi][{q}]") for q in range(4))
+    b_reads = "\n".join("                    " + conv(f"Bs_s[{B.at('cb + g', f'kk + t + {4 * q}')}]", f"bh[ni][{q}]", f"bl[ni][{q}]")
                         for q in range(2))
     b_step = 1
     if k.ldm:  # ldmatrix: a k-contiguous tile's 8x4-float blocks are a b16 8x8 matrix each, one row a lane
@@ -133,13 +135,40 @@ def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
         if A.kcontig:  # matrices a0..a3: rows 0-7 / 8-15 by k 0-3 / 4-7
             a_reads = (f"                    unsigned r[4]; ldsm_x4(r, As_s + {A.at('rb + (lane & 7) + ((lane >> 3) & 1) * 8', 'kk + (lane >> 4) * 4')});\n"
                        "                    #pragma unroll\n"
-                       "                    for (int q = 0; q < 4; ++q) split_tf32(__uint_as_float(r[q]), ah[mi][q], al[mi][q]);")
+                       f"                    for (int q = 0; q < 4; ++q) {conv('__uint_as_float(r[q])', 'ah[mi][q]', 'al[mi][q]')}")
         if B.kcontig and NI % 2 == 0:  # two n8 tiles a load: b[ni][0..1], b[ni + 1][0..1]
             b_step = 2
             b_reads = (f"                    unsigned r[4]; ldsm_x4(r, Bs_s + {B.at('cb + (lane & 7) + (lane >> 4) * 8', 'kk + ((lane >> 3) & 1) * 4')});\n"
                        "                    #pragma unroll\n"
                        "                    for (int q = 0; q < 4; ++q)\n"
-                       "                        split_tf32(__uint_as_float(r[q]), bh[ni + q / 2][q % 2], bl[ni + q / 2][q % 2]);")
+                       f"                        {conv('__uint_as_float(r[q])', 'bh[ni + q / 2][q % 2]', 'bl[ni + q / 2][q % 2]')}")
+    return a_reads, b_reads, b_step
+
+
+def kernel_source(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int, setup: str,
+                  store: str, a_loader=None, split: int = 3) -> str:
+    """The tensor-core main loop around pluggable parts: `setup` (statements after `bz`, defining the
+    operand bases `Ab` and `Bb`), `a_loader(smem)` (A's tile copy; default: A read in place),
+    `store` (inside `if (m < M && n < N)`, the accumulator `acc[mi][ni][2 * h + e]` at GEMM row m,
+    column n). `split` 3: 3xTF32 (fp32-grade); 1: plain TF32 (where the reference itself runs TF32)."""
+    TMW, TNW = k.BM // k.WM, k.BN // k.WN
+    MI, NI = TMW // 16, TNW // 8
+    if MI < 1 or NI < 1 or TMW % 16 or TNW % 8 or k.stages < 2:
+        raise Unsupported("tensor-core tile shape")
+    T, S = k.threads(True), k.stages
+
+    def load(slot: str) -> str:
+        a = a_loader(f"As + ({slot}) * {A.elems}") if a_loader else A.loader(T, f"As + ({slot}) * {A.elems}", "Ab", "m0")
+        return a + "\n" + B.loader(T, f"Bs + ({slot}) * {B.elems}", "Bb", "n0")
+    a_reads, b_reads, b_step = _reads(A, B, k, NI, split)
+    if split == 3:
+        frags = f"unsigned ah[{MI}][4], al[{MI}][4], bh[{NI}][2], bl[{NI}][2];"
+        mmas = """mma_tf32(part[mi][ni], al[mi], bh[ni]);  // small terms first
+                        mma_tf32(part[mi][ni], ah[mi], bl[ni]);
+                        mma_tf32(part[mi][ni], ah[mi], bh[ni]);"""
+    else:
+        frags = f"unsigned ah[{MI}][4], bh[{NI}][2];"
+        mmas = "mma_tf32(part[mi][ni], ah[mi], bh[ni]);"
     compute = f"""            float part[{MI}][{NI}][4];  // this tile's sum, then into the total (see the module's note)
             #pragma unroll
             for (int mi = 0; mi < {MI}; ++mi)
@@ -149,7 +178,7 @@ def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
                     for (int q = 0; q < 4; ++q) part[mi][ni][q] = 0.0f;
             #pragma unroll
             for (int kk = 0; kk < {BK}; kk += 8) {{
-                unsigned ah[{MI}][4], al[{MI}][4], bh[{NI}][2], bl[{NI}][2];
+                {frags}
                 #pragma unroll
                 for (int mi = 0; mi < {MI}; ++mi) {{
                     const int rb = wm * {TMW} + mi * 16;
@@ -163,10 +192,8 @@ def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
                 #pragma unroll
                 for (int mi = 0; mi < {MI}; ++mi)
                     #pragma unroll
-                    for (int ni = 0; ni < {NI}; ++ni) {{  // small terms first
-                        mma_tf32(part[mi][ni], al[mi], bh[ni]);
-                        mma_tf32(part[mi][ni], ah[mi], bl[ni]);
-                        mma_tf32(part[mi][ni], ah[mi], bh[ni]);
+                    for (int ni = 0; ni < {NI}; ++ni) {{
+                        {mmas}
                     }}
             }}
             #pragma unroll
@@ -175,12 +202,11 @@ def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
                 for (int ni = 0; ni < {NI}; ++ni)
                     #pragma unroll
                     for (int q = 0; q < 4; ++q) acc[mi][ni][q] += part[mi][ni][q];"""
-    epi, v = epilogue(g, p, "acc[mi][ni][2 * h + e]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                    ")
     # An S-slot ring: S - 1 tiles in flight while one is computed; one barrier a step (it also frees
     # the slot computed last step, refilled this step). Every step commits a group, empty or not,
     # so `wait <S-2>` always means "tile kt has landed".
     return f"""{PRELUDE}{TF32_PRELUDE}
-extern "C" __global__ void __launch_bounds__({T}) egg_gemm({kernel_args(g, p)}) {{
+extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
     extern __shared__ __align__(16) unsigned char smem[];
     float* As = reinterpret_cast<float*>(smem);
     float* Bs = As + {S} * {A.elems};
@@ -188,8 +214,7 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({kernel_args(g, p)}) 
     const int wm = warp / {k.WN}, wn = warp % {k.WN};
     const long long m0 = (long long)blockIdx.y * {k.BM}, n0 = (long long)blockIdx.x * {k.BN};
     const int bz = blockIdx.z;
-    const float* Ab = A + {"(long long)bz * " + str(M * K) + "LL" if p.a_batched else "0"};
-    const float* Bb = B + {"(long long)bz * " + str(K * N) + "LL" if p.b_batched else "0"};
+{setup}
     float acc[{MI}][{NI}][4];
     #pragma unroll
     for (int mi = 0; mi < {MI}; ++mi)
@@ -235,8 +260,7 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({kernel_args(g, p)}) 
                     const long long m = m0 + wm * {TMW} + mi * 16 + g + 8 * h;
                     const long long n = n0 + wn * {TNW} + ni * 8 + 2 * t + e;
                     if (m < {M} && n < {N}) {{
-{epi}
-                    out[((long long)bz * {M}LL + m) * {N}LL + n] = from_f<{CTYPE[g.output.dtype]}>({v});
+{store}
                     }}
                 }}
 }}

@@ -1,0 +1,169 @@
+"""Forward convolution (1-, 2- or 3-d; stride, padding, dilation, groups, bias) as an implicit GEMM
+on tensor cores, the pointwise chain after it fused into the store.
+
+Per group (blockIdx.z): GEMM rows are output pixels m = (image, output position), columns the
+group's output channels, K = (input channel, kernel offset). The weight (OC, C/groups, *kernel) is
+that GEMM's B read in place (k-contiguous); A is gathered from the input on the fly (im2col never
+exists): each thread owns one output pixel of the block's tile for every copy, decodes it once, and
+fetches (channel, kernel offset) columns with 4-byte cp.async, zero-filled at the padding. The main
+loop is gemm_tf32's; `split` 1 is plain TF32 (what eager's cuDNN runs by default, which the float64
+rule then measures against), 3 is 3xTF32."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from agents.expert.codegen import CTYPE, Emitter
+from agents.expert.opgraph import Node, OpGraph, Unsupported
+from agents.expert.templates.gemm import GemmKnobs
+from agents.expert.templates.gemm_tf32 import BK, Operand, kernel_source
+
+MIN_GROUP_CHANNELS = 8  # narrower groups (depthwise) waste the tensor-core tile: a direct path's job
+
+
+@dataclass
+class ConvPlan:
+    conv: Node
+    nd: int
+    N: int
+    C: int
+    OC: int
+    groups: int
+    in_sp: tuple
+    ker: tuple
+    out_sp: tuple
+    stride: tuple
+    pad: tuple
+    dil: tuple
+    bias: Node | None
+
+    @property
+    def Cg(self) -> int:
+        return self.C // self.groups
+
+    @property
+    def OCg(self) -> int:
+        return self.OC // self.groups
+
+    @property
+    def M(self) -> int:
+        return self.N * math.prod(self.out_sp)
+
+    @property
+    def K(self) -> int:
+        return self.Cg * math.prod(self.ker)
+
+
+def plan_conv(g: OpGraph) -> ConvPlan:
+    cs = [n for n in g.nodes if n.kind == "conv"]
+    if len(cs) != 1:
+        raise Unsupported(f"{len(cs)} convolutions in one task")
+    cv = cs[0]
+    if any(n.kind in ("reduce", "gemm", "pool", "scan") for n in g.nodes):
+        raise Unsupported(f"a {next(n.kind for n in g.nodes if n.kind in ('reduce', 'gemm', 'pool', 'scan'))} "
+                          "with a convolution (the conv template fuses pointwise ops only)")
+    x, w, b = cv.args
+    if x.kind != "input" or w.kind != "param" or (b is not None and b.kind != "param"):
+        raise Unsupported("a convolution whose operands are computed (a prologue)")
+    if x.dtype != "float32" or w.dtype != "float32":
+        raise Unsupported(f"a {x.dtype} convolution (the conv template is fp32)")
+    if tuple(g.output.shape) != tuple(cv.shape):
+        raise Unsupported("a convolution followed by a shape change")
+    nd = len(x.shape) - 2
+    a = cv.attrs
+    p = ConvPlan(cv, nd, x.shape[0], x.shape[1], w.shape[0], a["groups"], tuple(x.shape[2:]), tuple(w.shape[2:]),
+                 tuple(cv.shape[2:]), tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"]), b)
+    if p.C % p.groups or p.OC % p.groups or w.shape[1] != p.Cg:
+        raise Unsupported("convolution groups that do not divide the channels")
+    if p.OCg < MIN_GROUP_CHANNELS:
+        raise Unsupported(f"a depthwise or narrow-group convolution ({p.OCg} output channel(s) a group)")
+    return p
+
+
+def operands(p: ConvPlan, k: GemmKnobs) -> tuple[Operand, Operand]:
+    a = Operand("A", k.BM, p.M, p.K, False, 1)  # gathered: k rows of BM pixels, pixels contiguous
+    b = Operand("B", k.BN, p.OCg, p.K, True, 4 if p.K % 4 == 0 else 1)
+    return a, b
+
+
+def shared_bytes(p: ConvPlan, k: GemmKnobs) -> int:
+    a, b = operands(p, k)
+    return k.stages * (a.elems + b.elems) * 4
+
+
+def arg_order(g: OpGraph, p: ConvPlan) -> list[Node]:
+    x, w = p.conv.args[0], p.conv.args[1]
+    return [x, w] + [t for t in g.inputs + g.params if t is not x and t is not w]
+
+
+def _args(g: OpGraph, p: ConvPlan) -> str:
+    return ", ".join([f"{CTYPE[g.output.dtype]}* __restrict__ out", "const float* __restrict__ X", "const float* __restrict__ W"] +
+                     [f"const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in arg_order(g, p)[2:]])
+
+
+def _setup(p: ConvPlan, k: GemmKnobs, T: int) -> str:
+    """Per thread, once: the output pixel it gathers for, decoded into its input window's origin."""
+    lines = [f"    const int rr = tid % {k.BM};  // this thread's pixel in every A copy (T is a multiple of BM)",
+             "    const long long mt = m0 + rr;", f"    const bool m_ok = mt < {p.M}LL;",
+             "    long long rest = m_ok ? mt : 0;"]
+    for d in reversed(range(p.nd)):
+        lines.append(f"    const int o{d} = (int)(rest % {p.out_sp[d]}); rest /= {p.out_sp[d]};")
+        lines.append(f"    const int i{d} = o{d} * {p.stride[d]} - {p.pad[d]};")
+    lines.append(f"    const float* xb = X + (rest * {p.C}LL + (long long)bz * {p.Cg}) * {math.prod(p.in_sp)}LL;")
+    lines.append(f"    const float* Bb = W + (long long)bz * {p.OCg * p.K}LL;")
+    return "\n".join(lines)
+
+
+def _gather(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> str:
+    """One A tile: columns k0 .. k0 + BK of this thread's pixel, rows of BK / (T / BM) a thread."""
+    ksp = math.prod(p.ker)
+    dec = ["                    long long r = kk_ % " + f"{ksp};", f"                    const long long ic = kk_ / {ksp};"]
+    conds, off = [], []
+    for d in reversed(range(p.nd)):
+        dec.append(f"                    const int q{d} = i{d} + (int)(r % {p.ker[d]}) * {p.dil[d]}; r /= {p.ker[d]};")
+        conds.append(f"q{d} >= 0 && q{d} < {p.in_sp[d]}")
+    stride = 1
+    for d in reversed(range(p.nd)):
+        off.append(f"(long long)q{d} * {stride}LL" if stride != 1 else f"(long long)q{d}")
+        stride *= p.in_sp[d]
+    body = "\n".join(dec)
+    return f"""            for (int kr = tid / {k.BM}; kr < {BK}; kr += {T // k.BM}) {{
+                const long long kk_ = k0 + kr;
+                bool ok = m_ok && kk_ < {p.K}LL;
+                const float* src = X;
+                if (ok) {{
+{body}
+                    ok = {' && '.join(conds)};
+                    src = xb + ic * {math.prod(p.in_sp)}LL + {' + '.join(off)};
+                }}
+                cp_async<4>({smem} + kr * {A.ld} + rr, ok ? src : X, ok ? 4 : 0);
+            }}"""
+
+
+def _store(g: OpGraph, p: ConvPlan) -> str:
+    osp = math.prod(p.out_sp)
+    bias = p.bias
+
+    def special(n):
+        if n is p.conv:
+            return f"(acc[mi][ni][2 * h + e] + to_f({bias.name}[oc]))" if bias is not None else "acc[mi][ni][2 * h + e]"
+        return None
+    em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", special, prefix="e")
+    v = em.value(g.output, "oi")
+    return (f"                    const long long oc = (long long)bz * {p.OCg} + n;\n"
+            f"                    const long long oi = ((m / {osp}LL) * {p.OC}LL + oc) * {osp}LL + m % {osp}LL;\n"
+            f"{em.take('                    ')}\n"
+            f"                    out[oi] = from_f<{CTYPE[g.output.dtype]}>({v});")
+
+
+def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int) -> str:
+    T = k.threads(True)
+    if T % k.BM or BK % (T // k.BM):
+        raise Unsupported("the gather needs threads a multiple of BM")
+    A, B = operands(p, k)
+    return kernel_source("egg_conv", _args(g, p), k, A, B, p.M, p.OCg, p.K, _setup(p, k, T), _store(g, p),
+                         a_loader=lambda smem: _gather(p, k, T, A, smem), split=split)
+
+
+def grid(p: ConvPlan, k: GemmKnobs) -> tuple[int, int, int]:
+    return (-(-p.OCg // k.BN), -(-p.M // k.BM), p.groups)
