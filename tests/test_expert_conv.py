@@ -17,7 +17,7 @@ import torch.nn as nn
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
-        self.conv = nn.Conv{nd}d({cin}, {cout}, {ker}, stride={stride}, padding={pad}, dilation={dil}, groups={groups}, bias={bias})
+        self.conv = nn.Conv{tr}{nd}d({cin}, {cout}, {ker}, stride={stride}, padding={pad}, dilation={dil}, groups={groups}, bias={bias}{extra})
         self.extra = nn.Parameter(torch.randn({cout}, {ones}))
     def forward(self, x):
         return {expr}
@@ -32,13 +32,22 @@ CASES = [  # nd, cin, cout, kernel, stride, pad, dilation, groups, bias, input s
     (1, 5, 12, 3, 1, 1, 1, 1, True, (3, 5, 17), "self.conv(x)", (32, 8, 2, 1, 3)),
     (3, 4, 8, 2, 1, 1, 1, 1, False, (1, 4, 5, 4, 6), "torch.sigmoid(self.conv(x)) + self.extra", (32, 8, 2, 1, 2)),
     (2, 8, 16, 1, 1, 0, 1, 1, False, (2, 8, 6, 5), "self.conv(x) * self.extra", (64, 16, 2, 2, 3)),  # K % 4 == 0
+    # transposed: stride > 1 (taps that do not divide), padding, output_padding, dilation, groups
+    ("T2", 6, 16, (3, 2), (2, 3), (1, 0), (1, 2), 2, True, (2, 6, 5, 4), "torch.tanh(self.conv(x))", (32, 8, 2, 1, 2)),
+    ("T1", 5, 8, 4, 3, 2, 2, 1, False, (2, 5, 7), "self.conv(x) - 0.5", (32, 8, 2, 1, 3)),
+    ("T3", 4, 8, 3, 2, 1, 1, 1, True, (1, 4, 3, 4, 2), "self.conv(x)", (32, 8, 2, 1, 2)),
 ]
 
 
 def _task(tmp, nd, cin, cout, ker, stride, pad, dil, groups, bias, shape, expr):
+    """nd 1-3: nn.ConvNd; "T1"-"T3": nn.ConvTransposeNd (with output_padding 1 where the stride allows)."""
+    tr = isinstance(nd, str)
+    n = int(str(nd)[-1])
+    op = 1 if tr and (stride if isinstance(stride, int) else min(stride)) > 1 else 0
     p = tmp / "c.py"
-    p.write_text(TEMPLATE.format(nd=nd, cin=cin, cout=cout, ker=ker, stride=stride, pad=pad, dil=dil, groups=groups,
-                                 bias=bias, ones=", ".join(["1"] * nd), shape=", ".join(map(str, shape)), expr=expr))
+    p.write_text(TEMPLATE.format(tr="Transpose" if tr else "", nd=n, cin=cin, cout=cout, ker=ker, stride=stride, pad=pad,
+                                 dil=dil, groups=groups, bias=bias, extra=f", output_padding={op}" if tr else "",
+                                 ones=", ".join(["1"] * n), shape=", ".join(map(str, shape)), expr=expr))
     return p
 
 

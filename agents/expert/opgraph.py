@@ -451,6 +451,20 @@ def _conv(o: _Op):
     return o.b.add("conv", o.name, [x, w, o.arg(2, "bias")], o.shape, o.dtype, attrs=attrs)
 
 
+@lowers("conv_transpose1d", "conv_transpose2d", "conv_transpose3d")
+def _conv_transpose(o: _Op):
+    """A transposed convolution: the same node kind, read by the conv template as a gather
+    (an output pixel sums the inputs whose strided footprint covers it)."""
+    nd = int(o.name[-2])
+    x, w = o.args[0], o.args[1]
+    if len(x.shape) != nd + 2:
+        raise Unsupported(f"aten::{o.name} on an unbatched {len(x.shape)}-d input")
+    attrs = dict(stride=_per_dim(o.arg(3, "stride", 1), nd, 1), padding=_per_dim(o.arg(4, "padding", 0), nd, 0),
+                 dilation=_per_dim(o.arg(7, "dilation", 1), nd, 1), groups=int(o.arg(6, "groups", 1) or 1),
+                 transposed=True)
+    return o.b.add("conv", o.name, [x, w, o.arg(2, "bias")], o.shape, o.dtype, attrs=attrs)
+
+
 @lowers("max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d")
 def _pool(o: _Op):
     nd = int(o.name[-2])

@@ -7,7 +7,11 @@ that GEMM's B read in place (k-contiguous); A is gathered from the input on the 
 exists): each thread owns one output pixel of the block's tile for every copy, decodes it once, and
 fetches (channel, kernel offset) columns with 4-byte cp.async, zero-filled at the padding. The main
 loop is gemm_tf32's; `split` 1 is plain TF32 (what eager's cuDNN runs by default, which the float64
-rule then measures against), 3 is 3xTF32."""
+rule then measures against), 3 is 3xTF32.
+
+Transposed convolutions are the same GEMM read as a gather: output position o takes input
+position i = (o + padding - k * dilation) / stride wherever that divides exactly and lies inside
+the input; their weight (C, OC/groups, *kernel) is gathered too (k runs over (channel, offset))."""
 from __future__ import annotations
 
 import math
@@ -36,6 +40,7 @@ class ConvPlan:
     pad: tuple
     dil: tuple
     bias: Node | None
+    transposed: bool = False
 
     @property
     def Cg(self) -> int:
@@ -71,9 +76,10 @@ def plan_conv(g: OpGraph) -> ConvPlan:
         raise Unsupported("a convolution followed by a shape change")
     nd = len(x.shape) - 2
     a = cv.attrs
-    p = ConvPlan(cv, nd, x.shape[0], x.shape[1], w.shape[0], a["groups"], tuple(x.shape[2:]), tuple(w.shape[2:]),
-                 tuple(cv.shape[2:]), tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"]), b)
-    if p.C % p.groups or p.OC % p.groups or w.shape[1] != p.Cg:
+    tr = bool(a.get("transposed"))
+    p = ConvPlan(cv, nd, x.shape[0], x.shape[1], cv.shape[1], a["groups"], tuple(x.shape[2:]), tuple(w.shape[2:]),
+                 tuple(cv.shape[2:]), tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"]), b, tr)
+    if p.C % p.groups or p.OC % p.groups or tuple(w.shape[:2]) != ((p.C, p.OCg) if tr else (p.OC, p.Cg)):
         raise Unsupported("convolution groups that do not divide the channels")
     if p.OCg < MIN_GROUP_CHANNELS:
         raise Unsupported(f"a depthwise or narrow-group convolution ({p.OCg} output channel(s) a group)")
@@ -82,7 +88,7 @@ def plan_conv(g: OpGraph) -> ConvPlan:
 
 def operands(p: ConvPlan, k: GemmKnobs) -> tuple[Operand, Operand]:
     a = Operand("A", k.BM, p.M, p.K, False, 1)  # gathered: k rows of BM pixels, pixels contiguous
-    b = Operand("B", k.BN, p.OCg, p.K, True, 4 if p.K % 4 == 0 else 1)
+    b = Operand("B", k.BN, p.OCg, p.K, True, 1 if p.transposed or p.K % 4 else 4)
     return a, b
 
 
@@ -108,9 +114,10 @@ def _setup(p: ConvPlan, k: GemmKnobs, T: int) -> str:
              "    long long rest = m_ok ? mt : 0;"]
     for d in reversed(range(p.nd)):
         lines.append(f"    const int o{d} = (int)(rest % {p.out_sp[d]}); rest /= {p.out_sp[d]};")
-        lines.append(f"    const int i{d} = o{d} * {p.stride[d]} - {p.pad[d]};")
+        lines.append(f"    const int i{d} = o{d} + {p.pad[d]};" if p.transposed else
+                     f"    const int i{d} = o{d} * {p.stride[d]} - {p.pad[d]};")
     lines.append(f"    const float* xb = X + (rest * {p.C}LL + (long long)bz * {p.Cg}) * {math.prod(p.in_sp)}LL;")
-    lines.append(f"    const float* Bb = W + (long long)bz * {p.OCg * p.K}LL;")
+    lines.append(f"    const float* Bb = W + (long long)bz * {p.OCg * p.K}LL;  // the group's weights (both layouts)")
     return "\n".join(lines)
 
 
@@ -120,8 +127,13 @@ def _gather(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> str:
     dec = ["                    long long r = kk_ % " + f"{ksp};", f"                    const long long ic = kk_ / {ksp};"]
     conds, off = [], []
     for d in reversed(range(p.nd)):
-        dec.append(f"                    const int q{d} = i{d} + (int)(r % {p.ker[d]}) * {p.dil[d]}; r /= {p.ker[d]};")
-        conds.append(f"q{d} >= 0 && q{d} < {p.in_sp[d]}")
+        if p.transposed:  # the input position whose footprint covers this output, where the stride divides
+            dec.append(f"                    const int t{d} = i{d} - (int)(r % {p.ker[d]}) * {p.dil[d]}; r /= {p.ker[d]};")
+            dec.append(f"                    const int q{d} = t{d} / {p.stride[d]};")
+            conds.append(f"t{d} >= 0 && t{d} % {p.stride[d]} == 0 && q{d} < {p.in_sp[d]}")
+        else:
+            dec.append(f"                    const int q{d} = i{d} + (int)(r % {p.ker[d]}) * {p.dil[d]}; r /= {p.ker[d]};")
+            conds.append(f"q{d} >= 0 && q{d} < {p.in_sp[d]}")
     stride = 1
     for d in reversed(range(p.nd)):
         off.append(f"(long long)q{d} * {stride}LL" if stride != 1 else f"(long long)q{d}")
@@ -137,6 +149,18 @@ def _gather(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> str:
                     src = xb + ic * {math.prod(p.in_sp)}LL + {' + '.join(off)};
                 }}
                 cp_async<4>({smem} + kr * {A.ld} + rr, ok ? src : X, ok ? 4 : 0);
+            }}"""
+
+
+def _weight_gather(p: ConvPlan, k: GemmKnobs, T: int, B: Operand, smem: str) -> str:
+    """A transposed convolution's B tile: element (oc, (ic, offset)) of a (C, OC/groups, *kernel) weight."""
+    ksp = math.prod(p.ker)
+    return f"""            for (int c = tid; c < {k.BN * BK}; c += {T}) {{
+                const int r = c / {BK}, kc = c % {BK};
+                const long long oc = n0 + r, kk_ = k0 + kc;
+                const bool ok = oc < {p.OCg} && kk_ < {p.K}LL;
+                const float* src = Bb + ((kk_ / {ksp}) * {p.OCg}LL + oc) * {ksp}LL + kk_ % {ksp};
+                cp_async<4>({smem} + r * {B.ld} + kc, ok ? src : W, ok ? 4 : 0);
             }}"""
 
 
@@ -162,7 +186,8 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int) -> str:
         raise Unsupported("the gather needs threads a multiple of BM")
     A, B = operands(p, k)
     return kernel_source("egg_conv", _args(g, p), k, A, B, p.M, p.OCg, p.K, _setup(p, k, T), _store(g, p),
-                         a_loader=lambda smem: _gather(p, k, T, A, smem), split=split)
+                         a_loader=lambda smem: _gather(p, k, T, A, smem), split=split,
+                         b_loader=(lambda smem: _weight_gather(p, k, T, B, smem)) if p.transposed else None)
 
 
 def grid(p: ConvPlan, k: GemmKnobs) -> tuple[int, int, int]:

@@ -146,10 +146,10 @@ def _reads(A: Operand, B: Operand, k: GemmKnobs, NI: int, split: int) -> tuple[s
 
 
 def kernel_source(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int, setup: str,
-                  store: str, a_loader=None, split: int = 3) -> str:
+                  store: str, a_loader=None, split: int = 3, b_loader=None) -> str:
     """The tensor-core main loop around pluggable parts: `setup` (statements after `bz`, defining the
     operand bases `Ab` and `Bb`), `a_loader(smem)` (A's tile copy; default: A read in place),
-    `store` (inside `if (m < M && n < N)`, the accumulator `acc[mi][ni][2 * h + e]` at GEMM row m,
+    `b_loader(smem)` likewise for B, `store` (inside `if (m < M && n < N)`, the accumulator `acc[mi][ni][2 * h + e]` at GEMM row m,
     column n). `split` 3: 3xTF32 (fp32-grade); 1: plain TF32 (where the reference itself runs TF32)."""
     TMW, TNW = k.BM // k.WM, k.BN // k.WN
     MI, NI = TMW // 16, TNW // 8
@@ -159,7 +159,8 @@ def kernel_source(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M:
 
     def load(slot: str) -> str:
         a = a_loader(f"As + ({slot}) * {A.elems}") if a_loader else A.loader(T, f"As + ({slot}) * {A.elems}", "Ab", "m0")
-        return a + "\n" + B.loader(T, f"Bs + ({slot}) * {B.elems}", "Bb", "n0")
+        b = b_loader(f"Bs + ({slot}) * {B.elems}") if b_loader else B.loader(T, f"Bs + ({slot}) * {B.elems}", "Bb", "n0")
+        return a + "\n" + b
     a_reads, b_reads, b_step = _reads(A, B, k, NI, split)
     if split == 3:
         frags = f"unsigned ah[{MI}][4], al[{MI}][4], bh[{NI}][2], bl[{NI}][2];"
