@@ -263,6 +263,26 @@ class ExpertAgent:
 
     # -- emit one kernel ------------------------------------------------------------------
     def emit(self, g: OpGraph, fam: str, plan, params: dict, profile) -> ProposedKernel:
+        if fam == "grid":
+            return self._emit_grid(g, plan, params, profile)
+        src, launch, desc = self.kernel(g, fam, plan, params, profile)
+        return ProposedKernel(cuda_source=src, host_code=host.module_source(g, launch), kernel_names=[launch.kernel],
+                              params=params, description=desc, family=fam, guard_policy="strict",
+                              compile_options=["-lineinfo"])
+
+    def _emit_grid(self, g: OpGraph, plan, params: dict, profile) -> ProposedKernel:
+        sms, tpsm = profile.sms, profile.max_threads_per_sm
+        k = gridreduce.GridKnobs(block=params["block"], parts=params["parts"])
+        src = gridreduce.render(g, plan, k)
+        P = gridreduce.parts_per_row(plan, k)
+        host_code = host.module_source_multi(g, gridreduce.launches(plan, k, sms, tpsm), k.block, host.leaves(g),
+                                             *gridreduce.workspace(plan, k))
+        return ProposedKernel(cuda_source=src, host_code=host_code, kernel_names=gridreduce.kernel_names(plan),
+                              params=params, description=f"grid-level reduction, block {k.block}, {P} part(s) a row",
+                              family="grid", guard_policy="strict", compile_options=["-lineinfo"])
+
+    def kernel(self, g: OpGraph, fam: str, plan, params: dict, profile) -> tuple[str, host.Launch, str]:
+        """One single-launch kernel of a family: (CUDA source, its launch, a description)."""
         sms, tpsm = profile.sms, profile.max_threads_per_sm
         if fam == "pointwise":
             k = pointwise.PointwiseKnobs(block=params["block"], items=params["items"], vec=params["vec"],
@@ -271,15 +291,6 @@ class ExpertAgent:
             launch = host.Launch("egg_pointwise", (pointwise.grid(g, k, sms, tpsm),), (k.block,),
                                  host.leaves(g), 0, align16=k.vec > 1)
             desc = f"fused pointwise, block {k.block}, {k.items} item(s)/thread, vector width {k.vec}"
-        elif fam == "grid":
-            k = gridreduce.GridKnobs(block=params["block"], parts=params["parts"])
-            src = gridreduce.render(g, plan, k)
-            P = gridreduce.parts_per_row(plan, k)
-            host_code = host.module_source_multi(g, gridreduce.launches(plan, k, sms, tpsm), k.block, host.leaves(g),
-                                                 *gridreduce.workspace(plan, k))
-            return ProposedKernel(cuda_source=src, host_code=host_code, kernel_names=gridreduce.kernel_names(plan),
-                                  params=params, description=f"grid-level reduction, block {k.block}, {P} part(s) a row",
-                                  family=fam, guard_policy="strict", compile_options=["-lineinfo"])
         elif fam == "conv":
             k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages") if f in params})
             src = conv.render(g, plan, k, int(params.get("split", 1)))
@@ -334,6 +345,4 @@ class ExpertAgent:
                     + (f", warps {k.WM}x{k.WN}, {k.stages} stage(s), pad {k.pad}{', ldmatrix' if k.ldm else ''}" if path == "mma" else
                        f", warps {k.WM}x{k.WN}, {k.stages}-stage cp.async ring{', ldmatrix' if k.ldm else ''}" if path == "tf32x3" else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
-        return ProposedKernel(cuda_source=src, host_code=host.module_source(g, launch), kernel_names=[launch.kernel],
-                              params=params, description=desc, family=fam, guard_policy="strict",
-                              compile_options=["-lineinfo"])
+        return src, launch, desc
