@@ -6,7 +6,8 @@ import math
 
 from agents import principles
 from agents.protocol import Proposal, ProposedKernel, StageRequest
-from agents.expert import advice, host
+from agents.expert import advice, host, program
+from agents.expert.codegen import PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported, export_graph
 from agents.expert.templates import conv, gemm, gemm_tf32, gridreduce, pointwise, pool, rowwise, scan
 from tasks import load_task, materialize
@@ -66,15 +67,24 @@ class ExpertAgent:
 
     def _plan(self, path: str):
         g = self.graph(path)
+        fam, plan = self.plan_graph(g)
+        return g, fam, plan
+
+    def plan_graph(self, g: OpGraph):
+        """(family, plan) of an op graph; a producer that one kernel cannot finish becomes a two-kernel program."""
         fam = family_of(g)
         if fam == "rows":  # planned once; rows too few and too long go to the grid-level template
             rp = rowwise.plan_rows(g, grid_ok=True)
             if rowwise.needs_grid(rp.outer, rp.R, rp.inner):
-                return g, "grid", gridreduce.check_grid(rp)
-            return g, fam, rp
-        plan = {"gemm": gemm.plan_gemm, "scan": scan.plan_scan, "pool": pool.plan_pool,
-                "conv": conv.plan_conv}.get(fam, lambda _: None)(g)
-        return g, fam, plan
+                return "grid", gridreduce.check_grid(rp)
+            return fam, rp
+        try:
+            return fam, {"gemm": gemm.plan_gemm, "scan": scan.plan_scan, "pool": pool.plan_pool,
+                         "conv": conv.plan_conv}.get(fam, lambda _: None)(g)
+        except Unsupported:
+            if fam not in program.PRODUCERS or program.cut(g) is None:
+                raise
+            return "program", program.plan_program(g, self.plan_graph)
 
     def precheck(self, path: str) -> str | None:
         """Why the expert cannot cover this task (None when it can): asked before baselines are timed."""
@@ -93,7 +103,7 @@ class ExpertAgent:
             variants = self._variants(req, fam, g, plan)
             why = ""
             if req.stage != "algorithm_design" and req.params_override is None:
-                variants, why = advice.order(fam, req.stage, variants, req.best_profile)
+                variants, why = advice.order(plan.fam1 if fam == "program" else fam, req.stage, variants, req.best_profile)
         except Unsupported as exc:
             return Proposal(unsupported=str(exc))
         except Exception as exc:
@@ -121,6 +131,11 @@ class ExpertAgent:
         return Proposal(kernels=kernels, plan=text)
 
     def _plan_text(self, g, fam, plan, req) -> str:
+        if fam == "program":
+            one = self._plan_text(plan.first, plan.fam1, plan.plan1, req).split(" Plan: ", 1)
+            two = self._plan_text(plan.second, plan.fam2, plan.plan2, req).split(" Plan: ", 1)[1]
+            return (f"{one[0]} Plan: two kernels. First {one[1].rstrip('.')}, writing the {tuple(plan.mid.shape)} "
+                    f"tensor once; then {two[0].lower()}{two[1:]}")
         ops = " -> ".join(dict.fromkeys(o.removeprefix("aten::") for o in g.aten_ops)) or "identity"
         bound = req.analysis.roofline.bound if req.analysis else "unknown"
         if fam == "grid":
@@ -152,6 +167,8 @@ class ExpertAgent:
 
     # -- knobs per stage ----------------------------------------------------------------
     def _variants(self, req: StageRequest, fam: str, g: OpGraph, plan) -> list[dict]:
+        if fam == "program":  # the stages tune the producer; the second kernel takes its family's default
+            return self._variants(req, plan.fam1, plan.first, plan.plan1)
         base = dict(req.best.params) if req.best is not None else {}
         st = req.stage
         kn = principles.knobs(st)
@@ -265,6 +282,14 @@ class ExpertAgent:
     def emit(self, g: OpGraph, fam: str, plan, params: dict, profile) -> ProposedKernel:
         if fam == "grid":
             return self._emit_grid(g, plan, params, profile)
+        if fam == "program":
+            src1, l1, d1 = self.kernel(plan.first, plan.fam1, plan.plan1, params, profile)
+            src2, l2, d2 = self.kernel(plan.second, plan.fam2, plan.plan2,
+                                       self._default(plan.fam2, plan.second, plan.plan2, None), profile)
+            src = src1 + "\n" + (src2.replace(PRELUDE, "") if PRELUDE in src1 else src2)
+            return ProposedKernel(cuda_source=src, host_code=host.module_source_program(g, [(l1, plan.mid), (l2, g.output)]),
+                                  kernel_names=[l1.kernel, l2.kernel], params=params, description=f"{d1}; then {d2}",
+                                  family=plan.fam1, guard_policy="strict", compile_options=["-lineinfo"])
         src, launch, desc = self.kernel(g, fam, plan, params, profile)
         return ProposedKernel(cuda_source=src, host_code=host.module_source(g, launch), kernel_names=[launch.kernel],
                               params=params, description=desc, family=fam, guard_policy="strict",

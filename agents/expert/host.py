@@ -55,6 +55,25 @@ def module_source(g: OpGraph, launch: Launch) -> str:
     return "\n".join(lines) + "\n"
 
 
+def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]]) -> str:
+    """Host code for kernels launched in order, each writing the tensor of its node (the last one the
+    task's output); a later kernel reads an earlier one's tensor by that node's name."""
+    head = module_source(g, steps[0][0]).rsplit("        out = egg.empty", 1)[0]
+    names = {n.name: f"x{n.index}" for n in g.inputs}
+    names.update({n.name: f"self.p{n.index}" for n in g.params})
+    dev = f"x{g.inputs[0].index}.device" if g.inputs else "'cuda'"
+    lines = []
+    for i, (launch, node) in enumerate(steps):
+        var = "out" if i == len(steps) - 1 else f"t{i}"
+        lines.append(f"        {var} = egg.empty({tuple(node.shape)!r}, torch.{node.dtype}, {dev})")
+        targs = ", ".join([var] + [names[t.name] for t in launch.tensors])
+        lines.append(f"        egg.launch({launch.kernel!r}, {launch.grid!r}, {launch.block!r}, [{targs}], "
+                     f"shared_mem={launch.shared_mem})")
+        names[node.name] = var
+    lines.append("        return out")
+    return head + "\n".join(lines) + "\n"
+
+
 def module_source_multi(g: OpGraph, steps: list[tuple[str, tuple, bool]], block: int, tensors: list[Node],
                         part_floats: int, res_floats: int) -> str:
     """Host code for a program of several launches sharing a float32 workspace (partials, then results):

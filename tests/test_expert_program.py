@@ -1,0 +1,89 @@
+"""Two-kernel programs (agents/expert/program.py): a convolution or GEMM whose output feeds a
+reduction, a norm or a pooling, cut into the producer (epilogue fused) and the rows or pooling
+template on its output; both kernels run on the CPU emulator in order, judged against float64."""
+import math
+
+import pytest
+
+from agents.expert import ExpertAgent, program
+from agents.expert.opgraph import export_graph
+from hardware_profiles import load_profile
+from tasks import load_task
+
+TEMPLATE = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        {init}
+    def forward(self, x):
+        {body}
+def get_inputs():
+    return [torch.randn({shape})]
+def get_init_inputs():
+    return []
+"""
+
+CASES = [
+    ("self.conv = nn.Conv2d(4, 8, 3, padding=1)", "return F.max_pool2d(torch.relu(self.conv(x)), 2)", "2, 4, 9, 8", "pool"),
+    ("self.lin = nn.Linear(24, 40)\n        self.ln = nn.LayerNorm(40)", "return self.ln(torch.tanh(self.lin(x)) * 2.0)", "6, 24", "rows"),
+    ("self.conv = nn.Conv2d(3, 16, 3)", "return torch.softmax(self.conv(x) + 1.0, dim=1)", "2, 3, 7, 6", "rows"),
+    ("self.conv = nn.ConvTranspose2d(8, 8, 3, stride=2)\n        self.b = nn.Parameter(torch.randn(8, 1, 1))",
+     "return torch.mean(self.conv(x) * self.b, dim=(2, 3), keepdim=True)", "2, 8, 4, 5", "rows"),
+]
+
+
+def _run(tmp, init, body, shape):
+    import torch
+
+    from tests import cpu_emulator
+    p = tmp / "p.py"
+    p.write_text(TEMPLATE.format(init=init, body=body, shape=shape))
+    loaded = load_task(p)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "program"
+    prof = load_profile("h200")
+    params = agent._default(plan.fam1, plan.first, plan.plan1, None)
+    if plan.fam1 == "conv":
+        params["split"] = 3  # fp32-grade, so the check below can be tight
+    k = agent.emit(g, fam, plan, params, prof)
+    _, l1, _ = agent.kernel(plan.first, plan.fam1, plan.plan1, params, prof)
+    _, l2, _ = agent.kernel(plan.second, plan.fam2, plan.plan2, agent._default(plan.fam2, plan.second, plan.plan2, None), prof)
+    model = loaded.make_model(42)
+    torch.manual_seed(8)
+    (x,) = loaded.make_inputs(3)
+    want = model(x).detach()
+    truth = model.double()(x.double()).detach()
+    state = model.float().state_dict()
+    tensors = {n.name: (x if n.kind == "input" else state[n.target]).contiguous() for n in g.inputs + g.params}
+    steps = [(l1.kernel, l1.grid, l1.block[0], ["mid"] + [t.name for t in l1.tensors]),
+             (l2.kernel, l2.grid, l2.block[0], ["out"] + ["mid" if t.name == plan.mid.name else t.name for t in l2.tensors])]
+    got = cpu_emulator.run_program(k.cuda_source, steps, {"mid": math.prod(plan.mid.shape), "out": want.numel()},
+                                   tensors, "out", tmp / "emu")
+    return k, want.double(), got.reshape(want.shape).double(), truth
+
+
+@pytest.mark.parametrize("init,body,shape,second", CASES)
+def test_program_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, init, body, shape, second):
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    k, want, got, truth = _run(tmp_egg, init, body, shape)
+    assert len(k.kernel_names) == 2 and k.kernel_names[1] == f"egg_{second}"
+    assert "t0 = egg.empty(" in k.host_code and k.host_code.count("egg.launch(") == 2
+    scale = truth.abs().max()
+    err, eager_err = (got - truth).abs().max() / scale, (want - truth).abs().max() / scale
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_no_cut_where_the_rest_reads_the_producer_elsewhere(tmp_egg):
+    """y = conv(x); y.sum(dim=1) + y: the rest reads the conv's output beside the reduction's input."""
+    p = tmp_egg / "n.py"
+    p.write_text(TEMPLATE.format(init="self.conv = nn.Conv2d(4, 8, 3)",
+                                 body="y = self.conv(x)\n        return torch.relu(y).sum(dim=1, keepdim=True) + y",
+                                 shape="2, 4, 8, 8"))
+    g = export_graph(load_task(p))
+    assert program.cut(g) is None
+    assert ExpertAgent().precheck(str(p))
