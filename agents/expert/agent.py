@@ -287,7 +287,7 @@ class ExpertAgent:
             src2, l2, d2 = self.kernel(plan.second, plan.fam2, plan.plan2,
                                        self._default(plan.fam2, plan.second, plan.plan2, None), profile)
             src = src1 + "\n" + (src2.replace(PRELUDE, "") if PRELUDE in src1 else src2)
-            return ProposedKernel(cuda_source=src, host_code=host.module_source_program(g, [(l1, plan.mid), (l2, g.output)]),
+            return ProposedKernel(cuda_source=src, host_code=host.module_source_program(g, [(l1, plan.mid_input), (l2, g.output)]),
                                   kernel_names=[l1.kernel, l2.kernel], params=params, description=f"{d1}; then {d2}",
                                   family=plan.fam1, guard_policy="strict", compile_options=["-lineinfo"])
         src, launch, desc = self.kernel(g, fam, plan, params, profile)

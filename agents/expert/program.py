@@ -23,6 +23,11 @@ class Program:
     fam2: str
     plan2: object
 
+    @property
+    def mid_input(self) -> Node:
+        """The cut tensor as the second graph's input (named `egg_mid`)."""
+        return self.second.inputs[0]
+
 
 def _flat(args):
     for a in args:
@@ -62,7 +67,8 @@ def cut(g: OpGraph) -> tuple[OpGraph, OpGraph, Node] | None:
         return None  # the rest reads the producer's chain somewhere else than at the cut
     first = OpGraph(nodes=[n for n in g.nodes if id(n) in front], inputs=[n for n in g.inputs if id(n) in front],
                     params=[n for n in g.params if id(n) in front], output=mid, aten_ops=g.aten_ops, scalars=g.scalars)
-    as_input = Node(mid.name, "input", shape=tuple(mid.shape), dtype=mid.dtype, index=-1)
+    # a fixed name: node names come from a process-wide counter, the generated code must not
+    as_input = Node("egg_mid", "input", shape=tuple(mid.shape), dtype=mid.dtype, index=-1)
     clone: dict[int, Node] = {id(mid): as_input}
 
     def remap(a):
