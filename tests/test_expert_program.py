@@ -58,9 +58,9 @@ def _run(tmp, init, body, shape):
     truth = model.double()(x.double()).detach()
     state = model.float().state_dict()
     tensors = {n.name: (x if n.kind == "input" else state[n.target]).contiguous() for n in g.inputs + g.params}
-    steps = [(l1.kernel, l1.grid, l1.block[0], ["mid"] + [t.name for t in l1.tensors]),
+    steps = [(l1.kernel, l1.grid, l1.block[0], ["egg_mid"] + [t.name for t in l1.tensors]),
              (l2.kernel, l2.grid, l2.block[0], ["out"] + [t.name for t in l2.tensors])]
-    got = cpu_emulator.run_program(k.cuda_source, steps, {"mid": math.prod(plan.mid.shape), "out": want.numel()},
+    got = cpu_emulator.run_program(k.cuda_source, steps, {"egg_mid": math.prod(plan.mid.shape), "out": want.numel()},
                                    tensors, "out", tmp / "emu")
     return k, want.double(), got.reshape(want.shape).double(), truth
 
