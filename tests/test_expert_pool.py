@@ -37,6 +37,8 @@ CASES = [
     ("avg2d_divisor", "nn.AvgPool2d(2, divisor_override=3)", "self.pool(x)", "2, 3, 8, 8"),
     ("avg3d", "nn.AvgPool3d(3, stride=2, padding=1)", "self.pool(x)", "2, 2, 9, 10, 11"),
     ("relu_pool_tanh", "nn.MaxPool2d(2)", "torch.tanh(self.pool(torch.relu(x)) * 2.0)", "2, 3, 10, 12"),
+    ("adaptive2d", "nn.AdaptiveAvgPool2d((2, 3))", "self.pool(x)", "2, 3, 8, 9"),  # windows 4 x 3
+    ("adaptive3d", "nn.AdaptiveAvgPool3d((1, 2, 1))", "self.pool(x)", "2, 2, 3, 4, 5"),
 ]
 
 

@@ -31,6 +31,11 @@ CASES = [
     ("self.conv = nn.Conv2d(3, 16, 3)", "return torch.softmax(self.conv(x) + 1.0, dim=1)", "2, 3, 7, 6", "rows"),
     ("self.conv = nn.ConvTranspose2d(8, 8, 3, stride=2)\n        self.b = nn.Parameter(torch.randn(8, 1, 1))",
      "return torch.mean(self.conv(x) * self.b, dim=(2, 3), keepdim=True)", "2, 8, 4, 5", "rows"),
+    # group norm reshapes before it reduces: the cut is at the conv's own shape, the view goes second
+    ("self.conv = nn.Conv2d(4, 8, 3)\n        self.gn = nn.GroupNorm(2, 8)",
+     "return torch.clamp(self.gn(self.conv(x)), -0.5, 0.5)", "2, 4, 7, 7", "rows"),
+    # torch.multiply (an alias) and a global average pool (a mean over the spatial dims)
+    ("self.conv = nn.Conv2d(4, 8, 3)", "return F.adaptive_avg_pool2d(torch.multiply(self.conv(x), 2.0), 1)", "2, 4, 7, 6", "rows"),
 ]
 
 

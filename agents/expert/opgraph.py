@@ -64,7 +64,9 @@ POINTWISE = {
     "round", "trunc", "frac", "tan", "atan", "sinh", "cosh", "asinh", "logit", "hardshrink", "softshrink",
     "tanhshrink",
 }
-IDENTITY = {"clone", "contiguous", "alias", "detach", "dropout", "lift_fresh_copy", "feature_dropout", "identity"}
+IDENTITY = {"clone", "contiguous", "alias", "detach", "detach_", "dropout", "lift_fresh_copy", "feature_dropout",
+            "identity"}
+ALIASES = {"multiply": "mul", "subtract": "sub", "divide": "div", "true_divide": "div"}  # torch's long names
 VIEWS = {"view", "reshape", "_unsafe_view", "flatten", "squeeze", "unsqueeze", "expand"}
 SCAN = {"cumsum", "cumprod"}
 REDUCE = {"sum", "mean", "amax", "amin", "max", "min", "prod", "argmax", "argmin", "var", "std",
@@ -270,11 +272,13 @@ def _view(o: _Op):
     return o.pw("view", [o.x])
 
 
-@lowers(*POINTWISE, "relu6")
+@lowers(*POINTWISE, *ALIASES, "relu6")
 def _pointwise(o: _Op):
     if o.name == "relu6":
         return o.pw("hardtanh", [o.x, 0.0, 6.0])
-    return o.pw(o.name, o.args + [o.kwargs.get(k) for k in ("alpha", "approximate") if k in o.kwargs])
+    if o.name in ("divide", "true_divide") and o.kwargs.get("rounding_mode"):
+        raise Unsupported(f"aten::{o.name} with rounding_mode={o.kwargs['rounding_mode']!r}")
+    return o.pw(ALIASES.get(o.name, o.name), o.args + [o.kwargs.get(k) for k in ("alpha", "approximate") if k in o.kwargs])
 
 
 @lowers("to", "_to_copy", "type_as")
@@ -463,6 +467,25 @@ def _conv_transpose(o: _Op):
                  dilation=_per_dim(o.arg(7, "dilation", 1), nd, 1), groups=int(o.arg(6, "groups", 1) or 1),
                  transposed=True)
     return o.b.add("conv", o.name, [x, w, o.arg(2, "bias")], o.shape, o.dtype, attrs=attrs)
+
+
+@lowers("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool2d", "_adaptive_avg_pool3d")
+def _adaptive_avg_pool(o: _Op):
+    """Global (output size 1): a mean over the spatial dims; an output size that divides the input:
+    an average pool with kernel = stride = input / output."""
+    nd = int(o.name[-2])
+    x = o.x
+    sp = list(x.shape[-nd:])
+    out = _per_dim(o.arg(1, "output_size"), nd, None)
+    if any(s % q for s, q in zip(sp, out)):
+        raise Unsupported(f"aten::{o.name} to {out} from {sp} (windows of different sizes)")
+    if all(q == 1 for q in out):
+        dims = tuple(range(len(x.shape) - nd, len(x.shape)))
+        s = o.red("sum", x, dims, True, o.dtype)
+        return o.pw("div", [s, _count(dims, x)], s.shape)
+    k = [s // q for s, q in zip(sp, out)]
+    attrs = dict(kind="avg", kernel=k, stride=k, padding=[0] * nd, dilation=[1] * nd, count_include_pad=True, divisor=0)
+    return o.b.add("pool", f"avg_pool{nd}d", [x], o.shape, o.dtype, attrs=attrs)
 
 
 @lowers("max_pool1d", "max_pool2d", "max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d")

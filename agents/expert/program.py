@@ -58,6 +58,8 @@ def cut(g: OpGraph) -> tuple[OpGraph, OpGraph, Node] | None:
     if not after:
         return None
     mid = after[0].args[0]
+    while isinstance(mid, Node) and mid.kind == "pw" and mid.op == "view" and tuple(mid.shape) != tuple(p.shape):
+        mid = mid.args[0]  # a reshape before the reduction (group norm's (N, G, ...) view) goes to the second kernel
     if not isinstance(mid, Node) or tuple(mid.shape) != tuple(p.shape) or id(p) not in _ancestors(mid):
         return None
     front = _ancestors(mid)
