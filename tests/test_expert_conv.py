@@ -87,9 +87,9 @@ def test_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case, split):
 
 
 @pytest.mark.parametrize("body,says", [
-    ("self.c = nn.Conv2d(8, 8, 3, groups=8)", "depthwise"),
+    ("self.c = nn.ConvTranspose2d(8, 8, 3, groups=8)", "narrow-group"),  # transposed: no direct path yet
     ("self.c = nn.Conv2d(4, 8, 3, padding='same')", "padding='same'"),
-    ("self.c = nn.Sequential(nn.Conv2d(4, 8, 3), nn.MaxPool2d(2))", "pool"),
+    ("self.c = nn.Sequential(nn.Conv2d(4, 8, 3), nn.Conv2d(8, 8, 3))", "2 convolutions"),
 ])
 def test_what_the_conv_template_declines(tmp_egg, body, says):
     p = tmp_egg / "u.py"
@@ -113,3 +113,39 @@ def test_kernelbench_size_conv_compiles_without_spills(tmp_egg):
         assert r.ok, r.log[-2000:]
         assert [(x.spill_store_bytes, x.spill_load_bytes) for x in r.resources] == [(0, 0)]
     assert math.prod(conv.grid(plan, k)) == (128 // 128) * (16 * 256 * 256 // 128)
+
+
+@pytest.mark.parametrize("module,shape,expr", [
+    ("nn.Conv2d(6, 6, 3, stride=2, padding=1, groups=6)", "2, 6, 9, 8", "torch.relu(self.c(x))"),  # depthwise
+    ("nn.Conv2d(4, 8, (3, 2), padding=(0, 1), dilation=(2, 1), groups=4, bias=False)", "1, 4, 10, 7", "self.c(x) * 0.5"),
+    ("nn.Conv1d(3, 3, 5, padding=2, groups=3)", "2, 3, 20", "self.c(x)"),
+])
+def test_narrow_groups_take_the_direct_template(tmp_egg, module, shape, expr):
+    import torch
+
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    p = tmp_egg / "d.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                 f"        super().__init__()\n        self.c = {module}\n    def forward(self, x):\n        return {expr}\n"
+                 f"def get_inputs():\n    return [torch.randn({shape})]\ndef get_init_inputs():\n    return []\n")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "direct_conv"
+    params = agent._default(fam, g, plan, None)
+    src, launch, _ = agent.kernel(g, fam, plan, params, load_profile("h200"))
+    r = compile_check(src, ["-lineinfo"], "sm_90a")
+    assert r.ok, r.log[-2000:]
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    loaded = load_task(p)
+    model = loaded.make_model(42)
+    torch.manual_seed(2)
+    (x,) = loaded.make_inputs(5)
+    want = model(x).detach()
+    state = model.state_dict()
+    targets = {n.name: n.target for n in g.params}
+    tensors = [x] + [state[targets[n.name]] for n in launch.tensors[1:]]
+    got = cpu_emulator.run(src, "egg_dconv", launch.grid[0], launch.block[0], tuple(want.shape),
+                           [t.contiguous() for t in tensors], tmp_egg / "emu")
+    assert torch.allclose(got, want, rtol=1e-5, atol=1e-5), (got - want).abs().max()

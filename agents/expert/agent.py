@@ -9,7 +9,7 @@ from agents.protocol import Proposal, ProposedKernel, StageRequest
 from agents.expert import advice, host, program
 from agents.expert.codegen import PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported, export_graph
-from agents.expert.templates import conv, gemm, gemm_tf32, gridreduce, pointwise, pool, rowwise, scan
+from agents.expert.templates import conv, direct_conv, gemm, gemm_tf32, gridreduce, pointwise, pool, rowwise, scan
 from tasks import load_task, materialize
 
 
@@ -82,6 +82,13 @@ class ExpertAgent:
             return fam, {"gemm": gemm.plan_gemm, "scan": scan.plan_scan, "pool": pool.plan_pool,
                          "conv": conv.plan_conv}.get(fam, lambda _: None)(g)
         except Unsupported:
+            if fam == "conv":
+                try:
+                    p = conv.plan_conv(g, narrow_ok=True)
+                except Unsupported:
+                    p = None
+                if p is not None and p.OCg < conv.MIN_GROUP_CHANNELS and not p.transposed:
+                    return "direct_conv", p
             if fam not in program.PRODUCERS or program.cut(g) is None:
                 raise
             return "program", program.plan_program(g, self.plan_graph)
@@ -151,6 +158,9 @@ class ExpertAgent:
                    f"inner={plan.inner}), the pointwise chain before and after it fused")
         elif fam == "pointwise":
             how = "one fused pointwise kernel, one pass over the output"
+        elif fam == "direct_conv":
+            how = (f"a direct conv{plan.nd}d ({plan.groups} group(s) of {plan.OCg} output channel(s)): a thread per "
+                   f"output sums {plan.Cg} channel(s) over the {plan.ker} window, the pointwise chain fused")
         elif fam == "conv":
             how = (f"conv{plan.nd}d as an implicit GEMM per group (M={plan.M} output pixels, N={plan.OCg} channels, "
                    f"K={plan.K}), input gathered on the fly, tensor cores (TF32 as eager's cuDNN, or 3xTF32), "
@@ -197,6 +207,11 @@ class ExpertAgent:
             elif st == "tiling":
                 out = [{**base, "parts": n} for n in kn.get("grid_parts", [528, 2112, 4224])]
         elif fam == "pool":
+            if st == "parallel_mapping":
+                out = [{**base, "block": b} for b in kn.get("pool_block", [128, 512, 1024])]
+            elif st == "tiling":
+                out = [{**base, "waves": w} for w in kn.get("pool_waves", [0, 4, 16])]
+        elif fam == "direct_conv":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in kn.get("pool_block", [128, 512, 1024])]
             elif st == "tiling":
@@ -254,6 +269,8 @@ class ExpertAgent:
         return out
 
     def _default(self, fam, g, plan, req) -> dict:
+        if fam == "direct_conv":
+            return {"family": "direct_conv", "block": 256, "waves": 8}
         if fam == "conv":  # N: the group's output channels, at most a 128-wide tile
             bn = 128 if plan.OCg > 64 else 64 if plan.OCg > 32 else 32
             return {"family": "conv", "BM": 128, "BN": bn, "WM": 2, "WN": 4 if bn >= 32 else 1, "stages": 3, "split": 1}
@@ -316,6 +333,11 @@ class ExpertAgent:
             launch = host.Launch("egg_pointwise", (pointwise.grid(g, k, sms, tpsm),), (k.block,),
                                  host.leaves(g), 0, align16=k.vec > 1)
             desc = f"fused pointwise, block {k.block}, {k.items} item(s)/thread, vector width {k.vec}"
+        elif fam == "direct_conv":
+            k = direct_conv.DirectKnobs(block=params["block"], waves=params["waves"])
+            src = direct_conv.render(g, plan, k)
+            launch = host.Launch("egg_dconv", (direct_conv.grid(plan, k, sms, tpsm),), (k.block,), conv.arg_order(g, plan), 0)
+            desc = f"direct conv{plan.nd}d (narrow groups), a thread per output, block {k.block}" + ("" if k.waves else ", no grid-stride loop")
         elif fam == "conv":
             k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages") if f in params})
             src = conv.render(g, plan, k, int(params.get("split", 1)))

@@ -59,7 +59,8 @@ class ConvPlan:
         return self.Cg * math.prod(self.ker)
 
 
-def plan_conv(g: OpGraph) -> ConvPlan:
+def plan_conv(g: OpGraph, narrow_ok: bool = False) -> ConvPlan:
+    """The convolution's plan; `narrow_ok` admits depthwise/narrow groups (the direct template's)."""
     cs = [n for n in g.nodes if n.kind == "conv"]
     if len(cs) != 1:
         raise Unsupported(f"{len(cs)} convolutions in one task")
@@ -81,7 +82,7 @@ def plan_conv(g: OpGraph) -> ConvPlan:
                  tuple(cv.shape[2:]), tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"]), b, tr)
     if p.C % p.groups or p.OC % p.groups or tuple(w.shape[:2]) != ((p.C, p.OCg) if tr else (p.OC, p.Cg)):
         raise Unsupported("convolution groups that do not divide the channels")
-    if p.OCg < MIN_GROUP_CHANNELS:
+    if p.OCg < MIN_GROUP_CHANNELS and not narrow_ok:
         raise Unsupported(f"a depthwise or narrow-group convolution ({p.OCg} output channel(s) a group)")
     return p
 
