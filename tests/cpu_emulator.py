@@ -171,3 +171,26 @@ int main(int argc, char** argv) {{
         files.append(str(p))
     subprocess.run([str(workdir / "p"), str(workdir / "out.bin"), *files], check=True, timeout=600)
     return torch.from_numpy(np.fromfile(workdir / "out.bin", dtype=np.float32))
+
+
+def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir: Path) -> torch.Tensor:
+    """Run the launches of an expert module's host code (its `egg.empty` buffers and `egg.launch`
+    calls, in order) on the CPU; `tensors` maps the host code's names (`x0`, `self.p1`) to values.
+    Returns `out`, shaped."""
+    import ast
+    shapes, steps = {}, []
+    for line in host_code.splitlines():
+        line = line.strip()
+        if " = egg.empty(" in line:
+            var, call = line.split(" = ", 1)
+            shapes[var] = ast.literal_eval(ast.unparse(ast.parse(call).body[0].value.args[0]))
+        elif line.startswith("egg.launch("):
+            call = ast.parse(line).body[0].value
+            kernel, grid, block = (ast.literal_eval(a) for a in call.args[:3])
+            names = [ast.unparse(a) for a in call.args[3].elts]
+            steps.append((kernel, tuple(grid), block[0], names))
+    safe = {n: n.replace("self.", "self_") for n in tensors}
+    steps = [(k, g, b, [safe.get(a, a) for a in args]) for k, g, b, args in steps]
+    buffers = {v: int(np.prod(s)) for v, s in shapes.items()}
+    got = run_program(src, steps, buffers, {safe[n]: t.contiguous() for n, t in tensors.items()}, "out", workdir)
+    return got.reshape(shapes["out"])

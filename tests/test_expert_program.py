@@ -1,8 +1,6 @@
 """Two-kernel programs (agents/expert/program.py): a convolution or GEMM whose output feeds a
 reduction, a norm or a pooling, cut into the producer (epilogue fused) and the rows or pooling
 template on its output; both kernels run on the CPU emulator in order, judged against float64."""
-import math
-
 import pytest
 
 from agents.expert import ExpertAgent, program
@@ -36,6 +34,14 @@ CASES = [
      "return torch.clamp(self.gn(self.conv(x)), -0.5, 0.5)", "2, 4, 7, 7", "rows"),
     # torch.multiply (an alias) and a global average pool (a mean over the spatial dims)
     ("self.conv = nn.Conv2d(4, 8, 3)", "return F.adaptive_avg_pool2d(torch.multiply(self.conv(x), 2.0), 1)", "2, 4, 7, 6", "rows"),
+    # three kernels: conv, then a pool, then a reduction over its output
+    ("self.conv = nn.Conv2d(4, 8, 3)", "return torch.mean(F.max_pool2d(self.conv(x), 2), dim=(2, 3))", "2, 4, 10, 9", "pool rows"),
+    # a norm, then a reduction over other dims (KernelBench 23)
+    ("self.conv = nn.Conv3d(3, 8, 3)\n        self.gn = nn.GroupNorm(4, 8)", "return self.gn(self.conv(x)).mean(dim=[1, 2, 3, 4])",
+     "2, 3, 5, 6, 5", "rows rows"),
+    # depthwise then pointwise convolution (KernelBench 86): the second conv runs TF32 (its default)
+    ("self.dw = nn.Conv2d(4, 4, 3, padding=1, groups=4)\n        self.pw = nn.Conv2d(4, 8, 1)", "return self.pw(self.dw(x))",
+     "2, 4, 6, 7", "conv"),
 ]
 
 
@@ -49,25 +55,19 @@ def _run(tmp, init, body, shape):
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     assert fam == "program"
-    prof = load_profile("h200")
     params = agent._default(plan.fam1, plan.first, plan.plan1, None)
     if plan.fam1 == "conv":
         params["split"] = 3  # fp32-grade, so the check below can be tight
-    k = agent.emit(g, fam, plan, params, prof)
-    _, l1, _ = agent.kernel(plan.first, plan.fam1, plan.plan1, params, prof)
-    _, l2, _ = agent.kernel(plan.second, plan.fam2, plan.plan2, agent._default(plan.fam2, plan.second, plan.plan2, None), prof)
+    k = agent.emit(g, fam, plan, params, load_profile("h200"))
     model = loaded.make_model(42)
     torch.manual_seed(8)
     (x,) = loaded.make_inputs(3)
     want = model(x).detach()
     truth = model.double()(x.double()).detach()
     state = model.float().state_dict()
-    tensors = {n.name: (x if n.kind == "input" else state[n.target]).contiguous() for n in g.inputs + g.params}
-    steps = [(l1.kernel, l1.grid, l1.block[0], ["egg_mid"] + [t.name for t in l1.tensors]),
-             (l2.kernel, l2.grid, l2.block[0], ["out"] + [t.name for t in l2.tensors])]
-    got = cpu_emulator.run_program(k.cuda_source, steps, {"egg_mid": math.prod(plan.mid.shape), "out": want.numel()},
-                                   tensors, "out", tmp / "emu")
-    return k, want.double(), got.reshape(want.shape).double(), truth
+    tensors = {f"x{n.index}": x for n in g.inputs} | {f"self.p{n.index}": state[n.target] for n in g.params}
+    got = cpu_emulator.run_host(k.cuda_source, k.host_code, tensors, tmp / "emu")
+    return k, want.double(), got.double(), truth
 
 
 @pytest.mark.parametrize("init,body,shape,second", CASES)
@@ -76,11 +76,14 @@ def test_program_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, init, body
     if not cpu_emulator.available():
         pytest.skip("no g++")
     k, want, got, truth = _run(tmp_egg, init, body, shape)
-    assert len(k.kernel_names) == 2 and k.kernel_names[1] == f"egg_{second}"
-    assert "t0 = egg.empty(" in k.host_code and k.host_code.count("egg.launch(") == 2
+    assert [n.split("_")[1] for n in k.kernel_names[1:]] == second.split()  # the kernels after the producer
+    assert "t0 = egg.empty(" in k.host_code and k.host_code.count("egg.launch(") == len(k.kernel_names)
     scale = truth.abs().max()
     err, eager_err = (got - truth).abs().max() / scale, (want - truth).abs().max() / scale
-    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+    if k.kernel_names[1:] and "egg_conv" in k.kernel_names[1:]:  # a later convolution at its default, plain TF32
+        assert err < 2e-3, err
+    else:
+        assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
 def test_no_cut_where_the_rest_reads_the_producer_elsewhere(tmp_egg):

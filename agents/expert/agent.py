@@ -7,7 +7,11 @@ import math
 from agents import principles
 from agents.protocol import Proposal, ProposedKernel, StageRequest
 from agents.expert import advice, host, program
+from dataclasses import replace
+
 from agents.expert.codegen import PRELUDE
+from agents.expert.templates.gemm_tf32 import TF32_PRELUDE
+from agents.expert.templates.scan import BOOL_PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported, export_graph
 from agents.expert.templates import conv, direct_conv, gemm, gemm_tf32, gridreduce, pointwise, pool, rowwise, scan
 from tasks import load_task, materialize
@@ -70,15 +74,16 @@ class ExpertAgent:
         fam, plan = self.plan_graph(g)
         return g, fam, plan
 
-    def plan_graph(self, g: OpGraph):
-        """(family, plan) of an op graph; a producer that one kernel cannot finish becomes a two-kernel program."""
+    def plan_graph(self, g: OpGraph, single: bool = False, depth: int = 0):
+        """(family, plan) of an op graph; one that one kernel cannot finish becomes a program of several
+        (unless `single`)."""
         fam = family_of(g)
-        if fam == "rows":  # planned once; rows too few and too long go to the grid-level template
-            rp = rowwise.plan_rows(g, grid_ok=True)
-            if rowwise.needs_grid(rp.outer, rp.R, rp.inner):
-                return "grid", gridreduce.check_grid(rp)
-            return fam, rp
         try:
+            if fam == "rows":  # planned once; rows too few and too long go to the grid-level template
+                rp = rowwise.plan_rows(g, grid_ok=True)
+                if rowwise.needs_grid(rp.outer, rp.R, rp.inner):
+                    return "grid", gridreduce.check_grid(rp)
+                return fam, rp
             return fam, {"gemm": gemm.plan_gemm, "scan": scan.plan_scan, "pool": pool.plan_pool,
                          "conv": conv.plan_conv}.get(fam, lambda _: None)(g)
         except Unsupported:
@@ -89,9 +94,9 @@ class ExpertAgent:
                     p = None
                 if p is not None and p.OCg < conv.MIN_GROUP_CHANNELS and not p.transposed:
                     return "direct_conv", p
-            if fam not in program.PRODUCERS or program.cut(g) is None:
+            if single or not program.candidates(g):
                 raise
-            return "program", program.plan_program(g, self.plan_graph)
+            return "program", program.plan_program(g, self.plan_graph, depth)
 
     def precheck(self, path: str) -> str | None:
         """Why the expert cannot cover this task (None when it can): asked before baselines are timed."""
@@ -139,10 +144,12 @@ class ExpertAgent:
 
     def _plan_text(self, g, fam, plan, req) -> str:
         if fam == "program":
-            one = self._plan_text(plan.first, plan.fam1, plan.plan1, req).split(" Plan: ", 1)
-            two = self._plan_text(plan.second, plan.fam2, plan.plan2, req).split(" Plan: ", 1)[1]
-            return (f"{one[0]} Plan: two kernels. First {one[1].rstrip('.')}, writing the {tuple(plan.mid.shape)} "
-                    f"tensor once; then {two[0].lower()}{two[1:]}")
+            st = plan.stages()
+            parts = [self._plan_text(sg, f, p, req).split(" Plan: ", 1) for sg, f, p, _ in st]
+            steps = [f"{i + 1}) {t[1].rstrip('.')}" + (f", writing a {tuple(w.shape)} tensor once" if i < len(st) - 1 else "")
+                     for i, (t, (_, _, _, w)) in enumerate(zip(parts, st))]
+            ops = self._plan_text(g, "pointwise", None, req).split(" Plan: ", 1)[0]
+            return f"{ops} Plan: {len(st)} kernels. " + "; ".join(steps) + "."
         ops = " -> ".join(dict.fromkeys(o.removeprefix("aten::") for o in g.aten_ops)) or "identity"
         bound = req.analysis.roofline.bound if req.analysis else "unknown"
         if fam == "grid":
@@ -300,17 +307,32 @@ class ExpertAgent:
         if fam == "grid":
             return self._emit_grid(g, plan, params, profile)
         if fam == "program":
-            src1, l1, d1 = self.kernel(plan.first, plan.fam1, plan.plan1, params, profile)
-            src2, l2, d2 = self.kernel(plan.second, plan.fam2, plan.plan2,
-                                       self._default(plan.fam2, plan.second, plan.plan2, None), profile)
-            src = src1 + "\n" + (src2.replace(PRELUDE, "") if PRELUDE in src1 else src2)
-            return ProposedKernel(cuda_source=src, host_code=host.module_source_program(g, [(l1, plan.mid_input), (l2, g.output)]),
-                                  kernel_names=[l1.kernel, l2.kernel], params=params, description=f"{d1}; then {d2}",
-                                  family=plan.fam1, guard_policy="strict", compile_options=["-lineinfo"])
+            return self._emit_program(g, plan, params, profile)
         src, launch, desc = self.kernel(g, fam, plan, params, profile)
         return ProposedKernel(cuda_source=src, host_code=host.module_source(g, launch), kernel_names=[launch.kernel],
                               params=params, description=desc, family=fam, guard_policy="strict",
                               compile_options=["-lineinfo"])
+
+    def _emit_program(self, g: OpGraph, prog, params: dict, profile) -> ProposedKernel:
+        """The stages' kernels in one module: the first with the tuned knobs, the rest with their
+        family's defaults; shared preludes once, kernel names made unique."""
+        srcs, steps, descs, names = [], [], [], []
+        for i, (sg, fam, plan, writes) in enumerate(prog.stages()):
+            src, launch, desc = self.kernel(sg, fam, plan, params if i == 0 else self._default(fam, sg, plan, None), profile)
+            if launch.kernel in names:
+                new = f"{launch.kernel}_{i}"
+                src = src.replace(f" {launch.kernel}(", f" {new}(", 1)
+                launch = replace(launch, kernel=new)
+            for pre in (PRELUDE, TF32_PRELUDE, BOOL_PRELUDE):
+                if pre in src and any(pre in s for s in srcs):
+                    src = src.replace(pre, "")
+            srcs.append(src)
+            steps.append((launch, writes))
+            descs.append(desc)
+            names.append(launch.kernel)
+        return ProposedKernel(cuda_source="\n".join(srcs), host_code=host.module_source_program(g, steps),
+                              kernel_names=names, params=params, description="; then ".join(descs),
+                              family=prog.fam1, guard_policy="strict", compile_options=["-lineinfo"])
 
     def _emit_grid(self, g: OpGraph, plan, params: dict, profile) -> ProposedKernel:
         sms, tpsm = profile.sms, profile.max_threads_per_sm

@@ -1,8 +1,9 @@
-"""Two kernels where one cannot do it: a convolution or GEMM whose result (after its fused pointwise
-epilogue) feeds a reduction, a normalisation or a pooling. The graph is cut at that tensor: the
-first kernel (the heavy one, which the stages tune) writes it once, the second runs the template
-that fits the rest (rows or pooling) on it. Eager makes one pass per op after the producer; this
-makes one."""
+"""Several kernels where one cannot do it: a convolution or GEMM whose result (after its fused
+pointwise epilogue) feeds a reduction, a norm or a pooling, and chains of those (pool then reduce,
+a norm then a reduction over other dims). The graph is cut at a tensor that one heavy op reads: the
+part before it is one kernel (the first one, the producer, is what the stages tune), the part after
+is planned again, and may be cut again. Each cut tensor is written once and read once; eager makes
+one pass per op instead."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
@@ -10,23 +11,33 @@ from dataclasses import dataclass, replace
 from agents.expert.opgraph import Node, OpGraph, Unsupported
 
 PRODUCERS = ("conv", "gemm")
+HEAVY = ("conv", "gemm", "pool", "reduce", "scan")
 LEAVES = ("input", "param")
+SINGLE = ("conv", "gemm", "pool", "rows", "pointwise", "scan", "direct_conv")  # one launch, no workspace
+MAX_STAGES = 4
 
 
 @dataclass
 class Program:
-    first: OpGraph  # inputs -> producer -> epilogue -> `mid`
-    second: OpGraph  # `mid` (as an input) and the rest -> the task's output
+    first: OpGraph  # inputs -> ... -> the cut tensor
+    second: OpGraph  # the cut tensor (as an input) and the rest -> the task's output
     mid: Node  # the cut tensor, as the first graph's output
     fam1: str
     plan1: object
-    fam2: str
+    fam2: str  # a single-kernel family, or "program" (cut again)
     plan2: object
 
     @property
     def mid_input(self) -> Node:
-        """The cut tensor as the second graph's input (named `egg_mid`)."""
+        """The cut tensor as the second graph's input (named `egg_mid<depth>`)."""
         return self.second.inputs[0]
+
+    def stages(self) -> list[tuple[OpGraph, str, object, Node]]:
+        """(graph, family, plan, the node it writes) per kernel, in launch order."""
+        head = [(self.first, self.fam1, self.plan1, self.mid_input)]
+        if self.fam2 == "program":
+            return head + self.plan2.stages()
+        return head + [(self.second, self.fam2, self.plan2, self.second.output)]
 
 
 def _flat(args):
@@ -48,29 +59,33 @@ def _ancestors(n: Node) -> set[int]:
     return seen
 
 
-def cut(g: OpGraph) -> tuple[OpGraph, OpGraph, Node] | None:
-    """(first graph, second graph, the cut tensor), or None where the task has no such cut."""
-    prods = [n for n in g.nodes if n.kind in PRODUCERS]
-    if len(prods) != 1:
-        return None
-    p = prods[0]
-    after = [n for n in g.nodes if n.kind not in LEAVES + ("pw",) and n is not p and id(p) in _ancestors(n)]
-    if not after:
-        return None
-    mid = after[0].args[0]
-    while isinstance(mid, Node) and mid.kind == "pw" and mid.op == "view" and tuple(mid.shape) != tuple(p.shape):
-        mid = mid.args[0]  # a reshape before the reduction (group norm's (N, G, ...) view) goes to the second kernel
-    if not isinstance(mid, Node) or tuple(mid.shape) != tuple(p.shape) or id(p) not in _ancestors(mid):
-        return None
+def candidates(g: OpGraph) -> list[Node]:
+    """Tensors to cut at, earliest first: what each heavy op after the first one reads (through any
+    reshape, which goes with the reader), where it is computed."""
+    heavy = [n for n in g.nodes if n.kind in HEAVY]
+    out, seen = [], set()
+    for h in heavy[1:]:
+        mid = h.args[0] if h.args else None
+        while isinstance(mid, Node) and mid.kind == "pw" and mid.op == "view":
+            mid = mid.args[0]
+        if isinstance(mid, Node) and mid.kind not in LEAVES and id(mid) not in seen and mid is not g.output:
+            seen.add(id(mid))
+            out.append(mid)
+    return out
+
+
+def cut_at(g: OpGraph, mid: Node, depth: int = 0) -> tuple[OpGraph, OpGraph] | None:
+    """(the graph up to `mid`, the rest with `mid` as an input), or None where the rest reads the
+    first part somewhere else than at `mid`."""
     front = _ancestors(mid)
     back = [n for n in g.nodes if id(n) not in front]
     if any(n.kind not in LEAVES and any(isinstance(a, Node) and id(a) in front and a is not mid and a.kind not in LEAVES
                                         for a in _flat(n.args)) for n in back):
-        return None  # the rest reads the producer's chain somewhere else than at the cut
+        return None
     first = OpGraph(nodes=[n for n in g.nodes if id(n) in front], inputs=[n for n in g.inputs if id(n) in front],
                     params=[n for n in g.params if id(n) in front], output=mid, aten_ops=g.aten_ops, scalars=g.scalars)
     # a fixed name: node names come from a process-wide counter, the generated code must not
-    as_input = Node("egg_mid", "input", shape=tuple(mid.shape), dtype=mid.dtype, index=-1)
+    as_input = Node(f"egg_mid{depth}", "input", shape=tuple(mid.shape), dtype=mid.dtype, index=-1)
     clone: dict[int, Node] = {id(mid): as_input}
 
     def remap(a):
@@ -79,9 +94,7 @@ def cut(g: OpGraph) -> tuple[OpGraph, OpGraph, Node] | None:
         return clone.get(id(a), a) if isinstance(a, Node) else a
     nodes = [as_input]
     for n in g.nodes:
-        if id(n) in front and n is not mid:
-            continue
-        if n is mid:
+        if id(n) in front:
             continue
         c = n if n.kind in LEAVES else replace(n, args=[remap(a) for a in n.args])
         clone[id(n)] = c
@@ -93,18 +106,37 @@ def cut(g: OpGraph) -> tuple[OpGraph, OpGraph, Node] | None:
                      inputs=[as_input] + [n for n in g.inputs if id(n) in used],
                      params=[n for n in g.params if id(n) in used], output=clone[id(g.output)],
                      aten_ops=g.aten_ops, scalars=[])
-    return first, second, mid
+    return first, second
 
 
-def plan_program(g: OpGraph, plan_graph) -> Program:
-    """`plan_graph(g) -> (family, plan)` is the agent's own planner, used on both halves."""
-    c = cut(g)
-    if c is None:
-        raise Unsupported("a reduction after a matmul or convolution that cannot be cut into two kernels")
-    first, second, mid = c
-    fam1, plan1 = plan_graph(first)
-    fam2, plan2 = plan_graph(second)
-    if fam1 not in PRODUCERS or fam2 not in ("rows", "pool"):
-        raise Unsupported(f"a {fam1} kernel then a {fam2} kernel (a two-kernel program takes a matmul or "
-                          "convolution, then rows or pooling)")
-    return Program(first, second, mid, fam1, plan1, fam2, plan2)
+def cut(g: OpGraph) -> tuple[OpGraph, OpGraph, Node] | None:
+    """The earliest cut, or None."""
+    for mid in candidates(g):
+        c = cut_at(g, mid)
+        if c is not None:
+            return (*c, mid)
+    return None
+
+
+def plan_program(g: OpGraph, plan_graph, depth: int = 0) -> Program:
+    """`plan_graph(g) -> (family, plan)` is the agent's own planner (which comes back here for a
+    graph one kernel cannot do). The first part must be one kernel; the rest may be cut again."""
+    if depth >= MAX_STAGES - 1:
+        raise Unsupported(f"more than {MAX_STAGES} kernels")
+    why = "no tensor to cut at"
+    for mid in candidates(g):
+        c = cut_at(g, mid, depth)
+        if c is None:
+            continue
+        first, second = c
+        try:
+            fam1, plan1 = plan_graph(first, single=True)
+            fam2, plan2 = plan_graph(second, depth=depth + 1)
+        except Unsupported as exc:
+            why = str(exc)
+            continue
+        if fam1 not in SINGLE or fam2 not in SINGLE + ("program",):
+            why = f"a {fam1} kernel then a {fam2} kernel"
+            continue
+        return Program(first, second, mid, fam1, plan1, fam2, plan2)
+    raise Unsupported(f"no way to split it into kernels the expert has ({why})")
