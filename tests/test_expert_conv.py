@@ -89,7 +89,7 @@ def test_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case, split):
 @pytest.mark.parametrize("body,says", [
     ("self.c = nn.ConvTranspose2d(8, 8, 3, groups=8)", "narrow-group"),  # transposed: no direct path yet
     ("self.c = nn.Conv2d(4, 8, 3, padding='same')", "padding='same'"),
-    ("self.c = nn.Sequential(nn.Conv2d(4, 8, 3), nn.Conv2d(8, 8, 3))", "2 convolutions"),
+    ("self.c = nn.Sequential(nn.ReLU(), nn.Conv2d(4, 8, 3))", "prologue"),
 ])
 def test_what_the_conv_template_declines(tmp_egg, body, says):
     p = tmp_egg / "u.py"
