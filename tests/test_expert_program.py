@@ -95,3 +95,29 @@ def test_no_cut_where_the_rest_reads_the_producer_elsewhere(tmp_egg):
     g = export_graph(load_task(p))
     assert program.cut(g) is None
     assert ExpertAgent().precheck(str(p))
+
+
+def test_triplet_margin_loss_is_rows_then_a_mean(tmp_egg):
+    """KernelBench 99: two distances a row (one row program), then the batch mean (a second kernel)."""
+    import torch
+
+    from tests import cpu_emulator
+    p = tmp_egg / "t.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.f = nn.TripletMarginLoss(margin=0.7)\n"
+                 "    def forward(self, a, b, c):\n        return self.f(a, b, c)\n"
+                 "def get_inputs():\n    return [torch.randn(37, 50), torch.randn(37, 50), torch.randn(37, 50)]\n"
+                 "def get_init_inputs():\n    return []\n")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "program" and [s[1] for s in plan.stages()] == ["rows", "rows"]
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    k = agent.emit(g, fam, plan, agent._default(plan.fam1, plan.first, plan.plan1, None), load_profile("h200"))
+    loaded = load_task(p)
+    xs = loaded.make_inputs(4)
+    want = loaded.make_model(42)(*xs).double()
+    truth = loaded.make_model(42).double()(*[x.double() for x in xs])
+    got = cpu_emulator.run_host(k.cuda_source, k.host_code, {f"x{i}": x for i, x in enumerate(xs)}, tmp_egg / "emu")
+    assert got.shape == want.shape == ()
+    assert abs(float(got) - float(truth)) <= 32 * max(abs(float(want) - float(truth)), 1e-7 * abs(float(truth))), (got, want, truth)

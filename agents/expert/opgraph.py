@@ -614,6 +614,26 @@ def _pointwise_loss(o: _Op):
     return _loss_reduce(o, e, int(red))
 
 
+@lowers("triplet_margin_loss")
+def _triplet_margin_loss(o: _Op):
+    """max(d(a, p) - d(a, n) + margin, 0) with d the p-norm of (x1 - x2 + eps) over the last dim
+    (torch's pairwise_distance), then the reduction; p = 2 and no swap."""
+    a, pos, neg = o.args[:3]
+    margin, p, eps = float(o.arg(3, "margin", 1.0)), float(o.arg(4, "p", 2.0)), float(o.arg(5, "eps", 1e-6))
+    swap, red = bool(o.arg(6, "swap", False)), int(o.arg(7, "reduction", 1))
+    if p != 2.0 or swap or len(a.shape) != 2 or not (tuple(a.shape) == tuple(pos.shape) == tuple(neg.shape)):
+        raise Unsupported(f"aten::triplet_margin_loss with p={p}, swap={swap} on {len(a.shape)}-d inputs")
+
+    def dist(x2):
+        d = o.pw("add", [o.pw("sub", [a, x2], a.shape), eps], a.shape)
+        s = o.red("sum", o.pw("mul", [d, d], a.shape), (1,), False, o.dtype)
+        return o.pw("sqrt", [s], s.shape)
+    dp, dn = dist(pos), dist(neg)
+    rs = dp.shape
+    per = o.pw("clamp_min", [o.pw("add", [o.pw("sub", [dp, dn], rs), margin], rs), 0.0], rs)
+    return _loss_reduce(o, per, red)
+
+
 @lowers("kl_div")
 def _kl_div(o: _Op):
     x, t = o.args[0], o.args[1]

@@ -123,7 +123,7 @@ def plan_program(g: OpGraph, plan_graph, depth: int = 0) -> Program:
     graph one kernel cannot do). The first part must be one kernel; the rest may be cut again."""
     if depth >= MAX_STAGES - 1:
         raise Unsupported(f"more than {MAX_STAGES} kernels")
-    why = "no tensor to cut at"
+    why, fallback = "no tensor to cut at", None
     for mid in candidates(g):
         c = cut_at(g, mid, depth)
         if c is None:
@@ -138,5 +138,11 @@ def plan_program(g: OpGraph, plan_graph, depth: int = 0) -> Program:
         if fam1 not in SINGLE or fam2 not in SINGLE + ("program",):
             why = f"a {fam1} kernel then a {fam2} kernel"
             continue
-        return Program(first, second, mid, fam1, plan1, fam2, plan2)
+        prog = Program(first, second, mid, fam1, plan1, fam2, plan2)
+        if fam1 == "pointwise":  # a front of pointwise ops alone belongs fused into its reader: a later cut, if any
+            fallback = fallback or prog
+            continue
+        return prog
+    if fallback is not None:
+        return fallback
     raise Unsupported(f"no way to split it into kernels the expert has ({why})")
