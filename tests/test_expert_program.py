@@ -99,7 +99,6 @@ def test_no_cut_where_the_rest_reads_the_producer_elsewhere(tmp_egg):
 
 def test_triplet_margin_loss_is_rows_then_a_mean(tmp_egg):
     """KernelBench 99: two distances a row (one row program), then the batch mean (a second kernel)."""
-    import torch
 
     from tests import cpu_emulator
     p = tmp_egg / "t.py"
