@@ -115,7 +115,8 @@ class ExpertAgent:
             variants = self._variants(req, fam, g, plan)
             why = ""
             if req.stage != "algorithm_design" and req.params_override is None:
-                variants, why = advice.order(plan.fam1 if fam == "program" else fam, req.stage, variants, req.best_profile)
+                variants, why = advice.order(plan.stages()[plan.tuned][1] if fam == "program" else fam, req.stage, variants,
+                                             req.best_profile)
         except Unsupported as exc:
             return Proposal(unsupported=str(exc))
         except Exception as exc:
@@ -184,8 +185,9 @@ class ExpertAgent:
 
     # -- knobs per stage ----------------------------------------------------------------
     def _variants(self, req: StageRequest, fam: str, g: OpGraph, plan) -> list[dict]:
-        if fam == "program":  # the stages tune the producer; the second kernel takes its family's default
-            return self._variants(req, plan.fam1, plan.first, plan.plan1)
+        if fam == "program":  # the stages tune the heavy kernel; the others take their family's defaults
+            sg, f, p, _ = plan.stages()[plan.tuned]
+            return self._variants(req, f, sg, p)
         base = dict(req.best.params) if req.best is not None else {}
         st = req.stage
         kn = principles.knobs(st)
@@ -314,11 +316,12 @@ class ExpertAgent:
                               compile_options=["-lineinfo"])
 
     def _emit_program(self, g: OpGraph, prog, params: dict, profile) -> ProposedKernel:
-        """The stages' kernels in one module: the first with the tuned knobs, the rest with their
+        """The stages' kernels in one module: the heavy one with the tuned knobs, the rest with their
         family's defaults; shared preludes once, kernel names made unique."""
         srcs, steps, descs, names = [], [], [], []
         for i, (sg, fam, plan, writes) in enumerate(prog.stages()):
-            src, launch, desc = self.kernel(sg, fam, plan, params if i == 0 else self._default(fam, sg, plan, None), profile)
+            src, launch, desc = self.kernel(sg, fam, plan, params if i == prog.tuned else self._default(fam, sg, plan, None),
+                                            profile)
             if launch.kernel in names:
                 new = f"{launch.kernel}_{i}"
                 src = src.replace(f" {launch.kernel}(", f" {new}(", 1)
@@ -332,7 +335,7 @@ class ExpertAgent:
             names.append(launch.kernel)
         return ProposedKernel(cuda_source="\n".join(srcs), host_code=host.module_source_program(g, steps),
                               kernel_names=names, params=params, description="; then ".join(descs),
-                              family=prog.fam1, guard_policy="strict", compile_options=["-lineinfo"])
+                              family=prog.stages()[prog.tuned][1], guard_policy="strict", compile_options=["-lineinfo"])
 
     def _emit_grid(self, g: OpGraph, plan, params: dict, profile) -> ProposedKernel:
         sms, tpsm = profile.sms, profile.max_threads_per_sm

@@ -32,6 +32,12 @@ class Program:
         """The cut tensor as the second graph's input (named `egg_mid<depth>`)."""
         return self.second.inputs[0]
 
+    @property
+    def tuned(self) -> int:
+        """The stage the stages' knobs tune: the first convolution or GEMM (the heavy kernel), else the first."""
+        fams = [s[1] for s in self.stages()]
+        return next((i for i, f in enumerate(fams) if f in PRODUCERS), 0)
+
     def stages(self) -> list[tuple[OpGraph, str, object, Node]]:
         """(graph, family, plan, the node it writes) per kernel, in launch order."""
         head = [(self.first, self.fam1, self.plan1, self.mid_input)]
