@@ -196,3 +196,21 @@ class Emitter:
         body = "\n".join(indent + ln for ln in self.lines)
         self.lines, self.cache = [], {}
         return body
+
+
+def per_output_head(n_out: int, waves: int) -> str:
+    """The loop head of a thread-per-output kernel over `o_lin`: grid-stride, or one output a thread
+    (waves 0); the caller closes it with two braces."""
+    if waves:
+        return (f"    for (long long o_lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; o_lin < {n_out}LL;\n"
+                f"         o_lin += (long long)gridDim.x * blockDim.x) {{")
+    return (f"    {{\n        const long long o_lin = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+            f"        if (o_lin >= {n_out}LL) return;")
+
+
+def per_output_grid(n_out: int, block: int, waves: int, sms: int, max_threads_per_sm: int) -> int:
+    """Blocks for a thread-per-output kernel: all it needs, or at most `waves` full waves of the GPU."""
+    need = max(1, -(-n_out // block))
+    if not waves:
+        return int(need)
+    return int(min(need, sms * max(1, max_threads_per_sm // block) * waves))

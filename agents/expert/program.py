@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agents.expert.opgraph import Node, OpGraph, Unsupported
+from agents.expert.opgraph import Node, OpGraph, Unsupported, _flat
 
 PRODUCERS = ("conv", "gemm")
 HEAVY = ("conv", "gemm", "pool", "reduce", "scan")
@@ -44,14 +44,6 @@ class Program:
         if self.fam2 == "program":
             return head + self.plan2.stages()
         return head + [(self.second, self.fam2, self.plan2, self.second.output)]
-
-
-def _flat(args):
-    for a in args:
-        if isinstance(a, (list, tuple)):
-            yield from _flat(a)
-        else:
-            yield a
 
 
 def _ancestors(n: Node) -> set[int]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from agents.expert.codegen import CTYPE, PRELUDE, Emitter
+from agents.expert.codegen import CTYPE, PRELUDE, Emitter, per_output_grid, per_output_head
 from agents.expert.opgraph import OpGraph, Unsupported
 from agents.expert.templates.conv import ConvPlan, arg_order
 
@@ -53,12 +53,7 @@ def render(g: OpGraph, p: ConvPlan, k: DirectKnobs) -> str:
     fin = f"const float c_val = c_acc{f' + to_f({bias.name}[oc])' if bias is not None else ''};"
     body = "\n".join(lines + loops + [inner] + closes[::-1] + [f"{ind}}}", f"{ind}{fin}", post.take(ind),
                                                                   f"{ind}out[o_lin] = from_f<{CTYPE[out.dtype]}>({v_out});"])
-    if k.waves:
-        head = (f"    for (long long o_lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; o_lin < {n_out}LL;\n"
-                f"         o_lin += (long long)gridDim.x * blockDim.x) {{")
-    else:
-        head = (f"    {{\n        const long long o_lin = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-                f"        if (o_lin >= {n_out}LL) return;")
+    head = per_output_head(n_out, k.waves)
     return f"""{PRELUDE}
 extern "C" __global__ void __launch_bounds__({k.block}) egg_dconv({args}) {{
 {head}
@@ -69,7 +64,4 @@ extern "C" __global__ void __launch_bounds__({k.block}) egg_dconv({args}) {{
 
 
 def grid(p: ConvPlan, k: DirectKnobs, sms: int, max_threads_per_sm: int) -> int:
-    need = max(1, -(-p.N * p.OC * math.prod(p.out_sp) // k.block))
-    if not k.waves:
-        return int(need)
-    return int(min(need, sms * max(1, max_threads_per_sm // k.block) * k.waves))
+    return per_output_grid(p.N * p.OC * math.prod(p.out_sp), k.block, k.waves, sms, max_threads_per_sm)

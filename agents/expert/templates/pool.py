@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from agents.expert.codegen import CTYPE, PRELUDE, Emitter
+from agents.expert.codegen import CTYPE, PRELUDE, Emitter, per_output_grid, per_output_head
 from agents.expert.opgraph import Node, OpGraph, Unsupported
 
 
@@ -90,12 +90,7 @@ def render(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
         fin = f"const float s_val = s_acc / (float)({'p_full' if a['count_include_pad'] else 'p_clip'});"
     body = "\n".join(lines + [f"{ind}float s_acc = {'-INFINITY' if mx else '0.0f'};"] + loops + [inner] + closes[::-1]
                      + [f"{ind}{fin}", post.take(ind), f"{ind}out[o_lin] = from_f<{CTYPE[out.dtype]}>({v_out});"])
-    if k.waves:
-        head = (f"    for (long long o_lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; o_lin < {n_out}LL;\n"
-                f"         o_lin += (long long)gridDim.x * blockDim.x) {{")
-    else:
-        head = (f"    {{\n        const long long o_lin = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-                f"        if (o_lin >= {n_out}LL) return;")
+    head = per_output_head(n_out, k.waves)
     return f"""{PRELUDE}
 extern "C" __global__ void __launch_bounds__({k.block}) egg_pool({args}) {{
 {head}
@@ -106,7 +101,4 @@ extern "C" __global__ void __launch_bounds__({k.block}) egg_pool({args}) {{
 
 
 def grid(p: PoolPlan, k: PoolKnobs, sms: int, max_threads_per_sm: int) -> int:
-    need = max(1, -(-p.lead * math.prod(p.out) // k.block))
-    if not k.waves:
-        return int(need)
-    return int(min(need, sms * max(1, max_threads_per_sm // k.block) * k.waves))
+    return per_output_grid(p.lead * math.prod(p.out), k.block, k.waves, sms, max_threads_per_sm)
