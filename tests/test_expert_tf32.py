@@ -104,3 +104,27 @@ def test_tf32x3_gemm_compiles_for_sm90_without_spills(tmp_egg, expr, sa, sb):
     r = compile_check(gemm_tf32.render(g, plan, k), ["-lineinfo"], "sm_90a")
     assert r.ok, r.log[-2000:]
     assert [(x.spill_store_bytes, x.spill_load_bytes) for x in r.resources] == [(0, 0)]
+
+
+def test_matrix_vector_product_is_a_row_reduction(tmp_egg):
+    """KernelBench 4: (M, K) @ (K, 1) reads A once as rows, not as a GEMM with one useful column."""
+    import torch
+
+    from agents.expert import ExpertAgent
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    p = tmp_egg / "mv.py"
+    p.write_text(TEMPLATE.format(expr="torch.matmul(a, b)", sa="33, 1500", sb="1500, 1"))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "rows" and not any(n.kind == "gemm" for n in g.nodes)
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    k = agent.emit(g, fam, plan, agent._default(fam, g, plan, None), load_profile("h200"))
+    torch.manual_seed(1)
+    a, b = torch.randn(33, 1500), torch.randn(1500, 1)
+    got = cpu_emulator.run_host(k.cuda_source, k.host_code, {"x0": a, "x1": b}, tmp_egg / "emu")
+    truth = a.double() @ b.double()
+    want = a @ b
+    err, eager_err = (got.double() - truth).norm() / truth.norm(), (want.double() - truth).norm() / truth.norm()
+    assert got.shape == (33, 1) and err < 32 * max(eager_err, 2 ** -24), (err, eager_err)

@@ -298,6 +298,12 @@ def _gemm(o: _Op):
     a, w = args[:2]
     if len(a.shape) not in (2, 3) or len(w.shape) not in (2, 3):
         raise Unsupported(f"aten::{o.name} with {len(a.shape)}-d and {len(w.shape)}-d operands")
+    if len(a.shape) == 2 and len(w.shape) == 2 and w.shape[1] == 1 and w.kind in ("input", "param"):
+        # a matrix-vector product is a row reduction (memory-bound: A read once, the sum over K in
+        # two levels by the row or grid template) rather than a GEMM with one useful column
+        wt = b.add("pw", "view", [w], (1, w.shape[0]), w.dtype)
+        prod = b.add("pw", "mul", [a, wt], a.shape, dtype)
+        return b.add("reduce", "sum", [prod], shape, dtype, dims=(1,), keepdim=True)
     return b.add("gemm", "bmm" if len(shape) == 3 else "mm", [a, w, None], shape, dtype)
 
 
