@@ -55,6 +55,7 @@ template <typename T> inline T __shfl_down_sync(unsigned, T v, int d) {
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float to_f(float x) { return x; }
 inline float to_f(bool x) { return x ? 1.0f : 0.0f; }
+inline float to_f(long long x) { return (float)x; }
 template <typename T> inline T from_f(float x);
 template <> inline float from_f<float>(float x) { return x; }
 using std::max;
@@ -99,6 +100,10 @@ template <int N> inline void cp_async_wait() {}
 """
 
 
+def _ctype(t: torch.Tensor) -> str:
+    return {torch.bool: "bool", torch.int64: "long long"}.get(t.dtype, "float")
+
+
 def available() -> bool:
     return shutil.which("g++") is not None
 
@@ -132,7 +137,7 @@ def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffer
     loads = "\n".join(
         f"""    void* emu_r_{x}_raw; {{ FILE* f = fopen(argv[{2 + i}], "rb"); fseek(f, 0, SEEK_END); long sz = ftell(f);
         fseek(f, 0, SEEK_SET); emu_r_{x}_raw = malloc(sz > 0 ? sz : 1); if (fread(emu_r_{x}_raw, 1, sz, f) != (size_t)sz) return 3; fclose(f); }}
-    const {"bool" if t.dtype == torch.bool else "float"}* {var[x]} = ({"const bool" if t.dtype == torch.bool else "const float"}*)emu_r_{x}_raw;"""
+    const {_ctype(t)}* {var[x]} = (const {_ctype(t)}*)emu_r_{x}_raw;"""
         for i, (x, t) in enumerate(inputs.items()))
     calls = []
     for kernel, grid, block, args in steps:
@@ -167,7 +172,7 @@ int main(int argc, char** argv) {{
     files = []
     for x, t in inputs.items():
         p = workdir / f"{x}.bin"
-        (t.contiguous().numpy().astype(np.bool_) if t.dtype == torch.bool else t.contiguous().numpy().astype(np.float32)).tofile(p)
+        t.contiguous().numpy().astype({torch.bool: np.bool_, torch.int64: np.int64}.get(t.dtype, np.float32)).tofile(p)
         files.append(str(p))
     subprocess.run([str(workdir / "p"), str(workdir / "out.bin"), *files], check=True, timeout=600)
     return torch.from_numpy(np.fromfile(workdir / "out.bin", dtype=np.float32))

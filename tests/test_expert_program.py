@@ -125,3 +125,31 @@ def test_triplet_margin_loss_is_rows_then_a_mean(tmp_egg):
     got = cpu_emulator.run_host(k.cuda_source, k.host_code, {f"x{i}": x for i, x in enumerate(xs)}, tmp_egg / "emu")
     assert got.shape == want.shape == ()
     assert abs(float(got) - float(truth)) <= 32 * max(abs(float(want) - float(truth)), 1e-7 * abs(float(truth))), (got, want, truth)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_cross_entropy_is_rows_then_a_sum(tmp_egg, reduction):
+    """KernelBench 95: logsumexp minus the target's logit a row (one row program), then the batch
+    sum or mean; a row whose target is ignore_index counts for nothing."""
+    import torch
+
+    from tests import cpu_emulator
+    p = tmp_egg / "ce.py"
+    p.write_text("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nclass Model(nn.Module):\n"
+                 f"    def forward(self, x, t):\n        return F.cross_entropy(x, t, reduction='{reduction}', ignore_index=3)\n"
+                 "def get_inputs():\n    return [torch.randn(45, 70), torch.randint(0, 70, (45,))]\n"
+                 "def get_init_inputs():\n    return []\n")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "program" and [s[1] for s in plan.stages()] == ["rows", "rows"]
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    sg, f, pl, _ = plan.stages()[plan.tuned]
+    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    loaded = load_task(p)
+    x, t = loaded.make_inputs(6)
+    t[:5] = 3  # ignored rows
+    model = loaded.make_model(42)
+    want, truth = model(x, t).double(), model(x.double(), t)
+    got = cpu_emulator.run_host(k.cuda_source, k.host_code, {"x0": x, "x1": t}, tmp_egg / "emu")
+    assert abs(float(got) - float(truth)) <= 32 * max(abs(float(want) - float(truth)), 1e-7 * abs(float(truth))), (got, want, truth)

@@ -16,6 +16,7 @@ PRELUDE = r"""#include <cuda_bf16.h>
 __device__ __forceinline__ float to_f(float x) { return x; }
 __device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_f(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_f(long long x) { return (float)x; }
 template <typename T> __device__ __forceinline__ T from_f(float x);
 template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
 template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
@@ -62,6 +63,7 @@ def pw_expr(op: str, a: list[str], raw: list) -> str:
         "mish": f"({x} * tanhf(({x}) > 20.0f ? ({x}) : log1pf(expf({x}))))",
         "tanh": f"tanhf({x})", "exp": f"expf({x})", "log": f"logf({x})", "sqrt": f"sqrtf({x})",
         "rsqrt": f"rsqrtf({x})", "abs": f"fabsf({x})", "neg": f"(-({x}))", "sin": f"sinf({x})",
+        "ne_const": f"(({x}) != {s(1, 0.0)} ? 1.0f : 0.0f)",
         "cos": f"cosf({x})", "tan": f"tanf({x})", "atan": f"atanf({x})", "sinh": f"sinhf({x})",
         "cosh": f"coshf({x})", "asinh": f"asinhf({x})", "erf": f"erff({x})", "log1p": f"log1pf({x})",
         "expm1": f"expm1f({x})", "exp2": f"exp2f({x})", "log2": f"log2f({x})", "floor": f"floorf({x})",
@@ -173,6 +175,11 @@ class Emitter:
             if n.op == "view":
                 src = n.args[0]
                 e = self.value(src, idx)  # same element count, contiguous: same linear index
+            elif n.op == "gather_row":  # x[row, index[row]] of an (R, C) x: cross-entropy's picked logit
+                x, t = n.args[0], n.args[1]
+                C = x.shape[-1]
+                col = f"(long long)fminf(fmaxf({self.value(t, idx)}, 0.0f), {float(C - 1)!r}f)"  # never out of the row
+                e = self.value(x, f"(({idx}) * {C}LL + {col})")
             elif n.op in ("tril", "triu"):  # keep an element by its (row, col) in the last two dims
                 rows, cols = n.shape[-2], n.shape[-1]
                 d = int(n.args[1]) if len(n.args) > 1 and n.args[1] is not None else 0

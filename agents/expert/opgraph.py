@@ -640,6 +640,31 @@ def _triplet_margin_loss(o: _Op):
     return _loss_reduce(o, per, red)
 
 
+@lowers("cross_entropy_loss")
+def _cross_entropy(o: _Op):
+    """Class indices only: logsumexp over the classes minus the target's logit a row, rows whose
+    target is ignore_index left out of the sum and of the mean's count; no weight, no smoothing."""
+    x, t = o.args[0], o.args[1]
+    red, ii, ls = int(o.arg(3, "reduction", 1)), int(o.arg(4, "ignore_index", -100)), float(o.arg(5, "label_smoothing", 0.0))
+    if o.arg(2, "weight") is not None or ls or len(x.shape) != 2 or not isinstance(t, Node) or t.dtype != "int64" \
+            or len(t.shape) != 1:
+        raise Unsupported("aten::cross_entropy_loss with class weights, label smoothing, probabilities or extra dims")
+    n = (x.shape[0],)
+    m = o.red("amax", x, (1,), True, o.dtype)
+    s = o.red("sum", o.pw("exp", [o.pw("sub", [x, m], x.shape)], x.shape), (1,), False, o.dtype)
+    lse = o.pw("add", [o.pw("log", [s], n), o.pw("view", [m], n)], n)
+    picked = o.pw("gather_row", [x, t], n)
+    valid = o.pw("ne_const", [t, float(ii)], n)
+    per = o.pw("mul", [o.pw("sub", [lse, picked], n), valid], n)
+    if red == 0:
+        return per
+    total = o.red("sum", per, (0,), False, o.dtype)
+    if red == 2:
+        return total
+    count = o.red("sum", o.pw("ne_const", [t, float(ii)], n), (0,), False, o.dtype)  # its own mask: a cut stays clean
+    return o.pw("div", [total, count], ())
+
+
 @lowers("kl_div")
 def _kl_div(o: _Op):
     x, t = o.args[0], o.args[1]
