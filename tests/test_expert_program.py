@@ -131,7 +131,6 @@ def test_triplet_margin_loss_is_rows_then_a_mean(tmp_egg):
 def test_cross_entropy_is_rows_then_a_sum(tmp_egg, reduction):
     """KernelBench 95: logsumexp minus the target's logit a row (one row program), then the batch
     sum or mean; a row whose target is ignore_index counts for nothing."""
-    import torch
 
     from tests import cpu_emulator
     p = tmp_egg / "ce.py"
