@@ -83,7 +83,8 @@ def main() -> None:
             fn.max_dynamic_shared_size_bytes = smem
         out = torch.empty(tuple(g.output.shape), device="cuda")
         args = [out] + [x for x in xs]
-        grid, block = gemm.grid(plan, k), (k.threads(path != "simt"),)
+        grid = gemm_tf32.grid(plan, k) if path == "tf32x3" else gemm.grid(plan, k)
+        block = (k.threads(path != "simt"),)
 
         ptrs = tuple(np.uint64(t.data_ptr()) for t in args)
         stream = cupy.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)

@@ -49,7 +49,7 @@ def _emulate(tmp, expr, sa, sb, knobs, seed=3):
     model = loaded.make_model(42)
     want = model(a, b)
     truth = model.double()(a.double(), b.double())
-    gx, gy, gz = gemm.grid(plan, k)
+    gx, gy, gz = gemm_tf32.grid(plan, k)
     got = cpu_emulator.run(gemm_tf32.render(g, plan, k), "egg_gemm", gx, k.threads(True), tuple(want.shape), [a, b],
                            tmp / "emu", grid_yz=(gy, gz))
     return want, got, truth

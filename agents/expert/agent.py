@@ -410,8 +410,8 @@ class ExpertAgent:
                 align16 = path == "tf32x3" and gemm_tf32.aligned16(plan, k)
                 if smem > profile.shared_per_block_optin:
                     raise Unsupported("tile does not fit in shared memory")
-            launch = host.Launch("egg_gemm", gemm.grid(plan, k), (k.threads(path != "simt"),), gemm.arg_order(g, plan),
-                                 smem, align16=align16)
+            launch = host.Launch("egg_gemm", gemm_tf32.grid(plan, k) if path == "tf32x3" else gemm.grid(plan, k),
+                                 (k.threads(path != "simt"),), gemm.arg_order(g, plan), smem, align16=align16)
             what = {"mma": "mma.sync bf16/fp16", "tf32x3": "3xTF32 mma.sync (fp32-grade)", "simt": "SIMT fp32"}[path]
             desc = (f"GEMM {what} tile {k.BM}x{k.BN}"
                     + (f", warps {k.WM}x{k.WN}, {k.stages} stage(s), pad {k.pad}{', ldmatrix' if k.ldm else ''}" if path == "mma" else

@@ -192,4 +192,7 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int) -> str:
 
 
 def grid(p: ConvPlan, k: GemmKnobs) -> tuple[int, int, int]:
-    return (-(-p.OCg // k.BN), -(-p.M // k.BM), p.groups)
+    """Pixel tiles on x (millions of them at KernelBench's sizes), channel tiles on y, groups on z."""
+    if -(-p.OCg // k.BN) > 65535 or p.groups > 65535:
+        raise Unsupported("more than 65535 channel tiles or groups")
+    return (-(-p.M // k.BM), -(-p.OCg // k.BN), p.groups)

@@ -477,4 +477,6 @@ def shared_bytes_tc(p: GemmPlan, k: GemmKnobs) -> int:
 
 
 def grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
+    if -(-p.M // k.BM) > 65535 or p.batch > 65535:  # grid y and z stop at 65535
+        raise Unsupported("more than 65535 row tiles or batches for this tile")
     return (-(-p.N // k.BN), -(-p.M // k.BM), p.batch)

@@ -98,6 +98,13 @@ def operands(p: GemmPlan, k: GemmKnobs) -> tuple[Operand, Operand]:
     return a, b
 
 
+def grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
+    """M tiles on x, N tiles on y, the batch on z (kernel_source's block order)."""
+    if -(-p.N // k.BN) > 65535 or p.batch > 65535:
+        raise Unsupported("more than 65535 column tiles or batches")
+    return (-(-p.M // k.BM), -(-p.N // k.BN), p.batch)
+
+
 def shared_bytes(p: GemmPlan, k: GemmKnobs) -> int:
     a, b = operands(p, k)
     return k.stages * (a.elems + b.elems) * 4
@@ -213,7 +220,8 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
     float* Bs = As + {S} * {A.elems};
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int wm = warp / {k.WN}, wn = warp % {k.WN};
-    const long long m0 = (long long)blockIdx.y * {k.BM}, n0 = (long long)blockIdx.x * {k.BN};
+    // M tiles on x (up to 2^31 - 1 blocks: a convolution's output pixels pass 65535 tiles), N tiles on y
+    const long long m0 = (long long)blockIdx.x * {k.BM}, n0 = (long long)blockIdx.y * {k.BN};
     const int bz = blockIdx.z;
 {setup}
     float acc[{MI}][{NI}][4];
