@@ -42,6 +42,12 @@ CASES = [
     # depthwise then pointwise convolution (KernelBench 86): the second conv runs TF32 (its default)
     ("self.dw = nn.Conv2d(4, 4, 3, padding=1, groups=4)\n        self.pw = nn.Conv2d(4, 8, 1)", "return self.pw(self.dw(x))",
      "2, 4, 6, 7", "conv"),
+    # KernelBench 98: a pool over a GEMM's rows (unsqueeze, pool, squeeze), then a max over them
+    ("self.lin = nn.Linear(24, 32)", "y = F.avg_pool1d(self.lin(x).unsqueeze(1), 4).squeeze(1)\n"
+     "        return torch.max(F.gelu(y) * 2.0, dim=1).values", "6, 24", "pool rows"),
+    # KernelBench 51: reductions over a dim of one element are the value itself; a residual add of the input
+    ("self.lin = nn.Linear(24, 24)", "y = torch.mean(self.lin(x) - 0.5, dim=1, keepdim=True)\n"
+     "        return F.gelu(torch.logsumexp(y, dim=1, keepdim=True)) + x", "6, 24", "rows"),
     # a pool before the convolution (KernelBench 38): the convolution is the stage the knobs tune
     ("self.conv = nn.ConvTranspose2d(4, 8, 3, stride=2)", "return torch.softmax(self.conv(F.avg_pool2d(x, 2)), dim=1)",
      "2, 4, 8, 6", "conv rows"),

@@ -239,7 +239,10 @@ class _Op:
         return d % self.rank
 
     def red(self, op, src, dims, keepdim, out_dtype="float32") -> Node:
-        return self.b.add("reduce", op, [src], _rshape(src.shape, dims, keepdim), out_dtype, dims=dims, keepdim=keepdim)
+        shape = _rshape(src.shape, dims, keepdim)
+        if op in ("sum", "amax", "amin", "prod") and all(src.shape[d] == 1 for d in dims):
+            return self.b.add("pw", "view", [src], shape, out_dtype)  # over one element: the value itself
+        return self.b.add("reduce", op, [src], shape, out_dtype, dims=dims, keepdim=keepdim)
 
     def pw(self, op, args, shape=None) -> Node:
         return self.b.add("pw", op, args, self.shape if shape is None else shape, self.dtype)

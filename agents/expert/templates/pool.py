@@ -36,7 +36,7 @@ def plan_pool(g: OpGraph) -> PoolPlan:
     if any(n.kind in ("reduce", "gemm", "scan") for n in g.nodes):
         raise Unsupported("a pooling beside a reduction, matmul or scan")
     p = pools[0]
-    if tuple(g.output.shape) != tuple(p.shape):
+    if math.prod(g.output.shape) != math.prod(p.shape):  # a reshape after it (a squeeze) stores the same way
         raise Unsupported(f"output shape {g.output.shape} is not the pooled shape {p.shape}")
     nd = len(p.attrs["kernel"])
     src = tuple(p.args[0].shape)
