@@ -21,9 +21,19 @@ def leaves(g: OpGraph) -> list[Node]:
     return g.inputs + g.params
 
 
-def module_source(g: OpGraph, launch: Launch) -> str:
+def _host_names(g: OpGraph) -> dict[str, str]:
+    """How forward names each leaf tensor: inputs by position, parameters as buffers on self."""
     names = {n.name: f"x{n.index}" for n in g.inputs}
     names.update({n.name: f"self.p{n.index}" for n in g.params})
+    return names
+
+
+def _device(g: OpGraph) -> str:
+    return f"x{g.inputs[0].index}.device" if g.inputs else "'cuda'"
+
+
+def module_source(g: OpGraph, launch: Launch) -> str:
+    names = _host_names(g)
     pmap = {n.target: f"p{n.index}" for n in g.params}
     lines = ["class ModelNew(nn.Module):",
              f"    PARAM_MAP = {pmap!r}  # reference parameter/buffer name -> attribute here",
@@ -46,7 +56,7 @@ def module_source(g: OpGraph, launch: Launch) -> str:
         for n in g.inputs:
             lines.append(f"        assert x{n.index}.data_ptr() % 16 == 0")
     out = g.output
-    dev = f"x{g.inputs[0].index}.device" if g.inputs else "'cuda'"
+    dev = _device(g)
     lines.append(f"        out = egg.empty({tuple(out.shape)!r}, torch.{out.dtype}, {dev})")
     targs = ", ".join(["out"] + [names[t.name] for t in launch.tensors])
     lines.append(f"        egg.launch({launch.kernel!r}, {launch.grid!r}, {launch.block!r}, [{targs}], "
@@ -59,9 +69,8 @@ def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]]) -> str:
     """Host code for kernels launched in order, each writing the tensor of its node (the last one the
     task's output); a later kernel reads an earlier one's tensor by that node's name."""
     head = module_source(g, steps[0][0]).rsplit("        out = egg.empty", 1)[0]
-    names = {n.name: f"x{n.index}" for n in g.inputs}
-    names.update({n.name: f"self.p{n.index}" for n in g.params})
-    dev = f"x{g.inputs[0].index}.device" if g.inputs else "'cuda'"
+    names = _host_names(g)
+    dev = _device(g)
     lines = []
     for i, (launch, node) in enumerate(steps):
         var = "out" if i == len(steps) - 1 else f"t{i}"
@@ -80,10 +89,9 @@ def module_source_multi(g: OpGraph, steps: list[tuple[str, tuple, bool]], block:
     each step is (kernel, grid, whether it takes `out` first)."""
     one = Launch(steps[0][0], steps[0][1], (block,), tensors, 0)
     head = module_source(g, one).rsplit("        out = egg.empty", 1)[0]
-    names = {n.name: f"x{n.index}" for n in g.inputs}
-    names.update({n.name: f"self.p{n.index}" for n in g.params})
+    names = _host_names(g)
     out = g.output
-    dev = f"x{g.inputs[0].index}.device" if g.inputs else "'cuda'"
+    dev = _device(g)
     lines = [f"        out = egg.empty({tuple(out.shape)!r}, torch.{out.dtype}, {dev})",
              f"        ws = egg.empty(({part_floats + res_floats},), torch.float32, {dev})",
              f"        part, res = ws[:{part_floats}], ws[{part_floats}:]"]

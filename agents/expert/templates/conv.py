@@ -103,7 +103,8 @@ def arg_order(g: OpGraph, p: ConvPlan) -> list[Node]:
     return [x, w] + [t for t in g.inputs + g.params if t is not x and t is not w]
 
 
-def _args(g: OpGraph, p: ConvPlan) -> str:
+def kernel_args(g: OpGraph, p: ConvPlan) -> str:
+    """The kernel's parameters: out, the input X, the weight W, then the other tensors by name."""
     return ", ".join([f"{CTYPE[g.output.dtype]}* __restrict__ out", "const float* __restrict__ X", "const float* __restrict__ W"] +
                      [f"const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in arg_order(g, p)[2:]])
 
@@ -186,7 +187,7 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int) -> str:
     if T % k.BM or BK % (T // k.BM):
         raise Unsupported("the gather needs threads a multiple of BM")
     A, B = operands(p, k)
-    return kernel_source("egg_conv", _args(g, p), k, A, B, p.M, p.OCg, p.K, _setup(p, k, T), _store(g, p),
+    return kernel_source("egg_conv", kernel_args(g, p), k, A, B, p.M, p.OCg, p.K, _setup(p, k, T), _store(g, p),
                          a_loader=lambda smem: _gather(p, k, T, A, smem), split=split,
                          b_loader=(lambda smem: _weight_gather(p, k, T, B, smem)) if p.transposed else None)
 

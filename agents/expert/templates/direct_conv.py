@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter, per_output_grid, per_output_head
 from agents.expert.opgraph import OpGraph, Unsupported
-from agents.expert.templates.conv import ConvPlan, arg_order
+from agents.expert.templates.conv import ConvPlan, kernel_args
 
 
 @dataclass
@@ -22,9 +22,7 @@ def render(g: OpGraph, p: ConvPlan, k: DirectKnobs) -> str:
     if p.transposed:
         raise Unsupported("a narrow-group transposed convolution")
     out = g.output
-    tensors = arg_order(g, p)
-    args = ", ".join([f"{CTYPE[out.dtype]}* __restrict__ out", "const float* __restrict__ X", "const float* __restrict__ W"] +
-                     [f"const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in tensors[2:]])
+    args = kernel_args(g, p)
     bias = p.bias
     post = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])",
                    lambda n: ("c_val" if n is p.conv else None), prefix="e")
