@@ -51,32 +51,34 @@ def _task(tmp, nd, cin, cout, ker, stride, pad, dil, groups, bias, shape, expr):
     return p
 
 
-@pytest.mark.parametrize("split", [3, 1])
+@pytest.mark.parametrize("split,layout", [(3, "nchw"), (1, "nchw"), (1, "nhwc"), (3, "nhwc")])
 @pytest.mark.parametrize("case", CASES)
-def test_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case, split):
+def test_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case, split, layout):
+    """The module as the expert emits it (the staging launches of "nhwc" included), run through its host code."""
     import torch
 
+    from hardware_profiles import load_profile
     from tests import cpu_emulator
     if not cpu_emulator.available():
         pytest.skip("no g++")
     *spec, knobs = case
     path = _task(tmp_egg, *spec)
-    loaded = load_task(path)
-    g = export_graph(loaded)
-    plan = conv.plan_conv(g)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
     BM, BN, WM, WN, S = knobs
-    k = gemm.GemmKnobs(BM=BM, BN=BN, WM=WM, WN=WN, stages=S)
+    params = {**agent._default(fam, g, plan, None), "BM": BM, "BN": BN, "WM": WM, "WN": WN, "stages": S,
+              "split": split, "layout": layout}
+    pk = agent.emit(g, fam, plan, params, load_profile("h200"))
+    assert len(pk.kernel_names) == (3 if layout == "nhwc" else 1)
+    loaded = load_task(path)
     model = loaded.make_model(42)
     torch.manual_seed(4)
     (x,) = loaded.make_inputs(7)
     want = model(x).detach()
     truth = model.double()(x.double()).detach()
     state = model.float().state_dict()
-    targets = {n.name: n.target for n in g.params}
-    tensors = [x] + [state[targets[n.name]] for n in conv.arg_order(g, plan)[1:]]
-    gx, gy, gz = conv.grid(plan, k)
-    got = cpu_emulator.run(conv.render(g, plan, k, split), "egg_conv", gx, k.threads(True), tuple(want.shape),
-                           [t.contiguous() for t in tensors], tmp_egg / "emu", grid_yz=(gy, gz)).double()
+    tensors = {"x0": x, **{f"self.p{n.index}": state[n.target] for n in g.params}}
+    got = cpu_emulator.run_host(pk.cuda_source, pk.host_code, tensors, tmp_egg / "emu").double()
     scale = truth.abs().max()
     err, eager_err = (got - truth).abs().max() / scale, (want.double() - truth).abs().max() / scale
     if split == 3:  # fp32-grade: the split's truncated low parts cost ~2^-21 a product, well inside the rule's 32x
@@ -84,6 +86,17 @@ def test_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case, split):
     else:  # TF32: 10 bits of mantissa in each product
         assert err < 2e-3, err
         assert err > 4 * max(eager_err, 2 ** -24)  # and not fp32-grade: the emulator does truncate
+
+
+def test_default_layout_stages_channels_last_where_channels_come_in_fours(tmp_egg):
+    agent = ExpertAgent()
+    four = _task(tmp_egg, 2, 8, 16, 3, 1, 1, 1, 1, True, (2, 8, 9, 9), "self.conv(x)")
+    g, fam, plan = agent._plan(str(four))
+    assert agent._default(fam, g, plan, None)["layout"] == "nhwc"
+    (tmp_egg / "3").mkdir()
+    three = _task(tmp_egg / "3", 2, 3, 16, 3, 1, 1, 1, 1, True, (2, 3, 9, 9), "self.conv(x)")
+    g, fam, plan = agent._plan(str(three))
+    assert agent._default(fam, g, plan, None)["layout"] == "nchw"
 
 
 @pytest.mark.parametrize("body,says", [
@@ -107,11 +120,14 @@ def test_kernelbench_size_conv_compiles_without_spills(tmp_egg):
     g = export_graph(load_task(path))
     plan = conv.plan_conv(g)
     assert (plan.M, plan.OCg, plan.K) == (16 * 256 * 256, 128, 64 * 9)
-    for split in (1, 3):
+    for split, layout in ((1, "nchw"), (3, "nchw"), (1, "nhwc"), (3, "nhwc")):
         k = gemm.GemmKnobs(BM=128, BN=128, WM=2, WN=4, stages=3)
-        r = compile_check(conv.render(g, plan, k, split), ["-lineinfo"], "sm_90a")
+        src = conv.render(g, plan, k, split, layout)
+        if layout == "nhwc":
+            src = conv.staging_source(plan) + src
+        r = compile_check(src, ["-lineinfo"], "sm_90a")
         assert r.ok, r.log[-2000:]
-        assert [(x.spill_store_bytes, x.spill_load_bytes) for x in r.resources] == [(0, 0)]
+        assert all((x.spill_store_bytes, x.spill_load_bytes) == (0, 0) for x in r.resources), r.resources
     assert math.prod(conv.grid(plan, k)) == (128 // 128) * (16 * 256 * 256 // 128)
 
 
@@ -133,7 +149,8 @@ def test_narrow_groups_take_the_direct_template(tmp_egg, module, shape, expr):
     g, fam, plan = agent._plan(str(p))
     assert fam == "direct_conv"
     params = agent._default(fam, g, plan, None)
-    src, launch, _ = agent.kernel(g, fam, plan, params, load_profile("h200"))
+    src, steps, _ = agent.kernel(g, fam, plan, params, load_profile("h200"))
+    launch = steps[0][0]
     r = compile_check(src, ["-lineinfo"], "sm_90a")
     assert r.ok, r.log[-2000:]
     if not cpu_emulator.available():

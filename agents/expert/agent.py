@@ -230,8 +230,9 @@ class ExpertAgent:
                 out = [{**base, "WM": wm, "WN": wn} for wm, wn in kn["gemm_tf32_warps"]]
             elif st == "tiling":
                 out = [{**base, "BM": bm, "BN": bn} for bm, bn in kn["gemm_tf32_tiles"]]
-            elif st == "memory_optimization":
+            elif st == "memory_optimization":  # the ring's depth, and the other layout (staging vs in place)
                 out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"]]
+                out += [{**base, "layout": lay} for lay in conv.LAYOUTS if lay != base.get("layout", "nchw")]
         elif fam == "scan":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in kn.get("scan_block", [128, 256, 512, 1024])]
@@ -282,7 +283,8 @@ class ExpertAgent:
             return {"family": "direct_conv", "block": 256, "waves": 8}
         if fam == "conv":  # N: the group's output channels, at most a 128-wide tile
             bn = 128 if plan.OCg > 64 else 64 if plan.OCg > 32 else 32
-            return {"family": "conv", "BM": 128, "BN": bn, "WM": 2, "WN": 4 if bn >= 32 else 1, "stages": 3, "split": 1}
+            return {"family": "conv", "BM": 128, "BN": bn, "WM": 2, "WN": 4 if bn >= 32 else 1, "stages": 3, "split": 1,
+                    "layout": conv.default_layout(plan)}
         if fam == "scan":
             return {"family": "scan", "block": 256, "items": 8, "waves": 8}
         if fam == "pool":
@@ -310,8 +312,9 @@ class ExpertAgent:
             return self._emit_grid(g, plan, params, profile)
         if fam == "program":
             return self._emit_program(g, plan, params, profile)
-        src, launch, desc = self.kernel(g, fam, plan, params, profile)
-        return ProposedKernel(cuda_source=src, host_code=host.module_source(g, launch), kernel_names=[launch.kernel],
+        src, steps, desc = self.kernel(g, fam, plan, params, profile)
+        return ProposedKernel(cuda_source=src, host_code=host.module_source_program(g, [(ln, n or g.output) for ln, n in steps]),
+                              kernel_names=[ln.kernel for ln, _ in steps],
                               params=params, description=desc, family=fam, guard_policy="strict",
                               compile_options=["-lineinfo"])
 
@@ -320,19 +323,20 @@ class ExpertAgent:
         family's defaults; shared preludes once, kernel names made unique."""
         srcs, steps, descs, names = [], [], [], []
         for i, (sg, fam, plan, writes) in enumerate(prog.stages()):
-            src, launch, desc = self.kernel(sg, fam, plan, params if i == prog.tuned else self._default(fam, sg, plan, None),
-                                            profile)
-            if launch.kernel in names:
-                new = f"{launch.kernel}_{i}"
-                src = src.replace(f" {launch.kernel}(", f" {new}(", 1)
-                launch = replace(launch, kernel=new)
+            src, launches, desc = self.kernel(sg, fam, plan, params if i == prog.tuned else self._default(fam, sg, plan, None),
+                                              profile)
+            for launch, node in launches:
+                if launch.kernel in names:
+                    new = f"{launch.kernel}_{i}"
+                    src = src.replace(f" {launch.kernel}(", f" {new}(", 1)
+                    launch = replace(launch, kernel=new)
+                steps.append((launch, node or writes))
+                names.append(launch.kernel)
             for pre in (PRELUDE, TF32_PRELUDE, BOOL_PRELUDE):
                 if pre in src and any(pre in s for s in srcs):
                     src = src.replace(pre, "")
             srcs.append(src)
-            steps.append((launch, writes))
             descs.append(desc)
-            names.append(launch.kernel)
         return ProposedKernel(cuda_source="\n".join(srcs), host_code=host.module_source_program(g, steps),
                               kernel_names=names, params=params, description="; then ".join(descs),
                               family=prog.stages()[prog.tuned][1], guard_policy="strict", compile_options=["-lineinfo"])
@@ -348,8 +352,9 @@ class ExpertAgent:
                               params=params, description=f"grid-level reduction, block {k.block}, {P} part(s) a row",
                               family="grid", guard_policy="strict", compile_options=["-lineinfo"])
 
-    def kernel(self, g: OpGraph, fam: str, plan, params: dict, profile) -> tuple[str, host.Launch, str]:
-        """One single-launch kernel of a family: (CUDA source, its launch, a description)."""
+    def kernel(self, g: OpGraph, fam: str, plan, params: dict, profile) -> tuple[str, list, str]:
+        """One kernel of a family: (CUDA source, its launches in order as (Launch, the node it writes;
+        None: the graph's output), a description). Most families launch once; a staged conv thrice."""
         sms, tpsm = profile.sms, profile.max_threads_per_sm
         if fam == "pointwise":
             k = pointwise.PointwiseKnobs(block=params["block"], items=params["items"], vec=params["vec"],
@@ -365,13 +370,20 @@ class ExpertAgent:
             desc = f"direct conv{plan.nd}d (narrow groups), a thread per output, block {k.block}" + ("" if k.waves else ", no grid-stride loop")
         elif fam == "conv":
             k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages") if f in params})
-            src = conv.render(g, plan, k, int(params.get("split", 1)))
-            smem = conv.shared_bytes(plan, k)
-            if smem > profile.shared_per_block_optin:
+            layout = params.get("layout", "nchw")
+            src = conv.render(g, plan, k, int(params.get("split", 1)), layout)
+            smem = conv.shared_bytes(plan, k, layout)
+            if smem + conv.static_bytes(plan, k, layout) > profile.shared_per_block_optin:
                 raise Unsupported("tile does not fit in shared memory")
-            launch = host.Launch("egg_conv", conv.grid(plan, k), (k.threads(True),), conv.arg_order(g, plan), smem)
+            launch = host.Launch("egg_conv", conv.grid(plan, k), (k.threads(True),),
+                                 conv.arg_order(g, plan, layout == "nhwc"), smem)
             desc = (f"conv{plan.nd}d as implicit GEMM ({'3xTF32' if params.get('split') == 3 else 'TF32'} mma.sync), "
                     f"tile {k.BM} pixels x {k.BN} channels, warps {k.WM}x{k.WN}, {k.stages}-stage cp.async ring")
+            if layout == "nhwc":
+                pre = [(host.Launch(name, grid, block, reads, 0), writes)
+                       for name, grid, block, reads, writes in conv.staging(plan)]
+                return (conv.staging_source(plan) + src, pre + [(launch, None)],
+                        "input and weight staged channels last; " + desc)
         elif fam == "pool":
             k = pool.PoolKnobs(block=params["block"], waves=params["waves"])
             src = pool.render(g, plan, k)
@@ -417,4 +429,4 @@ class ExpertAgent:
                     + (f", warps {k.WM}x{k.WN}, {k.stages} stage(s), pad {k.pad}{', ldmatrix' if k.ldm else ''}" if path == "mma" else
                        f", warps {k.WM}x{k.WN}, {k.stages}-stage cp.async ring{', ldmatrix' if k.ldm else ''}" if path == "tf32x3" else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
-        return src, launch, desc
+        return src, [(launch, None)], desc

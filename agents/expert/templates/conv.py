@@ -9,6 +9,13 @@ fetches (channel, kernel offset) columns with 4-byte cp.async, zero-filled at th
 loop is gemm_tf32's; `split` 1 is plain TF32 (what eager's cuDNN runs by default, which the float64
 rule then measures against), 3 is 3xTF32.
 
+Layout "nhwc" (channels last, the default where a group's channels come in fours) stages the
+input as (N, *spatial, C) and the weight as (groups, OC/groups, *kernel, C/groups) first, by two
+small kernels; K then runs over (kernel offset, channel), so an A row's BK columns are contiguous
+channels of one input pixel: 16-byte cp.async, one decode per k-tile and thread, and ldmatrix
+fragments. Layout "nchw" gathers from the input in place with 4-byte copies (first layers with
+3 channels, where staging buys nothing).
+
 Transposed convolutions are the same GEMM read as a gather: output position o takes input
 position i = (o + padding - k * dilation) / stride wherever that divides exactly and lies inside
 the input; their weight (C, OC/groups, *kernel) is gathered too (k runs over (channel, offset))."""
@@ -87,20 +94,38 @@ def plan_conv(g: OpGraph, narrow_ok: bool = False) -> ConvPlan:
     return p
 
 
-def operands(p: ConvPlan, k: GemmKnobs) -> tuple[Operand, Operand]:
+LAYOUTS = ("nhwc", "nchw")
+
+
+def default_layout(p: ConvPlan) -> str:
+    """Channels last where a group's channels come in fours (16-byte copies), in place otherwise."""
+    return "nhwc" if p.Cg % 4 == 0 else "nchw"
+
+
+def operands(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> tuple[Operand, Operand]:
+    if layout == "nhwc":  # both k-contiguous: A rows are pixels' channel runs, B the staged weight
+        a = Operand("A", k.BM, p.M, p.K, True, 4 if p.Cg % 4 == 0 else 1)
+        return a, Operand("B", k.BN, p.OCg, p.K, True, 4 if p.K % 4 == 0 else 1)
     a = Operand("A", k.BM, p.M, p.K, False, 1)  # gathered: k rows of BM pixels, pixels contiguous
     b = Operand("B", k.BN, p.OCg, p.K, True, 1 if p.transposed or p.K % 4 else 4)
     return a, b
 
 
-def shared_bytes(p: ConvPlan, k: GemmKnobs) -> int:
-    a, b = operands(p, k)
+def shared_bytes(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> int:
+    """Dynamic shared memory (the ring); `static_bytes` is the rest."""
+    a, b = operands(p, k, layout)
     return k.stages * (a.elems + b.elems) * 4
 
 
-def arg_order(g: OpGraph, p: ConvPlan) -> list[Node]:
+def static_bytes(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> int:
+    return k.BM * (p.nd + 1) * 4 if layout == "nhwc" else 0
+
+
+def arg_order(g: OpGraph, p: ConvPlan, staged: bool = False) -> list[Node]:
+    """The GEMM kernel's tensors after `out`: X, W (their staged copies for "nhwc"), then the rest."""
     x, w = p.conv.args[0], p.conv.args[1]
-    return [x, w] + [t for t in g.inputs + g.params if t is not x and t is not w]
+    rest = [t for t in g.inputs + g.params if t is not x and t is not w]
+    return (list(staged_nodes(p)) if staged else [x, w]) + rest
 
 
 def kernel_args(g: OpGraph, p: ConvPlan) -> str:
@@ -168,6 +193,7 @@ def _weight_gather(p: ConvPlan, k: GemmKnobs, T: int, B: Operand, smem: str) -> 
 
 def _store(g: OpGraph, p: ConvPlan) -> str:
     osp = math.prod(p.out_sp)
+    mt = "unsigned" if p.M < 2 ** 32 else "long long"
     bias = p.bias
 
     def special(n):
@@ -177,19 +203,142 @@ def _store(g: OpGraph, p: ConvPlan) -> str:
     em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", special, prefix="e")
     v = em.value(g.output, "oi")
     return (f"                    const long long oc = (long long)bz * {p.OCg} + n;\n"
-            f"                    const long long oi = ((m / {osp}LL) * {p.OC}LL + oc) * {osp}LL + m % {osp}LL;\n"
+            f"                    const {mt} mm_ = ({mt})m;  // 32-bit division where the pixels allow\n"
+            f"                    const long long oi = ((long long)(mm_ / {osp}) * {p.OC}LL + oc) * {osp}LL + mm_ % {osp};\n"
             f"{em.take('                    ')}\n"
             f"                    out[oi] = from_f<{CTYPE[g.output.dtype]}>({v});")
 
 
-def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int) -> str:
+def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str = "nchw") -> str:
+    """The GEMM kernel `egg_conv`; with layout "nhwc" it reads the staged tensors (`staging_source`)."""
     T = k.threads(True)
+    A, B = operands(p, k, layout)
+    if layout == "nhwc":
+        per = BK // A.vec
+        if T % per or k.BM % (T // per) or T < k.BM:
+            raise Unsupported("the channels-last gather needs BM rows in whole passes of the block")
+        return kernel_source("egg_conv", kernel_args(g, p), k, A, B, p.M, p.OCg, p.K, _setup_nhwc(p, k), _store(g, p),
+                             a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem), split=split)
     if T % k.BM or BK % (T // k.BM):
         raise Unsupported("the gather needs threads a multiple of BM")
-    A, B = operands(p, k)
     return kernel_source("egg_conv", kernel_args(g, p), k, A, B, p.M, p.OCg, p.K, _setup(p, k, T), _store(g, p),
                          a_loader=lambda smem: _gather(p, k, T, A, smem), split=split,
                          b_loader=(lambda smem: _weight_gather(p, k, T, B, smem)) if p.transposed else None)
+
+
+def _setup_nhwc(p: ConvPlan, k: GemmKnobs) -> str:
+    """Once per block: each tile row's image (-1 past M) and input window origin, in shared memory."""
+    F = p.nd + 1
+    lines = [f"    __shared__ int rowinfo[{k.BM * F}];  // per tile row: image, then the window origin per dim",
+             f"    if (tid < {k.BM}) {{",
+             "        const long long mt = m0 + tid;",
+             f"        long long rest = mt < {p.M}LL ? mt : 0;"]
+    for d in reversed(range(p.nd)):
+        lines.append(f"        const int o{d} = (int)(rest % {p.out_sp[d]}); rest /= {p.out_sp[d]};")
+        lines.append(f"        rowinfo[tid * {F} + {1 + d}] = " + (f"o{d} + {p.pad[d]};" if p.transposed else
+                                                                  f"o{d} * {p.stride[d]} - {p.pad[d]};"))
+    lines += [f"        rowinfo[tid * {F}] = mt < {p.M}LL ? (int)rest : -1;", "    }", "    __syncthreads();",
+              f"    const float* Bb = W + (long long)bz * {p.OCg * p.K}LL;  // the group's staged weights"]
+    return "\n".join(lines)
+
+
+def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> str:
+    """One A tile from the channels-last input: this thread's column chunk is fixed, decoded once;
+    its rows are every (T / chunks)-th of the tile."""
+    v, per = A.vec, BK // A.vec
+    S = math.prod(p.in_sp)
+    dec, conds, off = [], [], []
+    for d in reversed(range(p.nd)):
+        dec.append(f"                const int k{d} = r_ % {p.ker[d]}; r_ /= {p.ker[d]};")
+    for d in range(p.nd):
+        if p.transposed:
+            conds.append(f"t{d} >= 0 && t{d} % {p.stride[d]} == 0 && t{d} / {p.stride[d]} < {p.in_sp[d]}")
+        else:
+            conds.append(f"q{d} >= 0 && q{d} < {p.in_sp[d]}")
+    qs = []
+    for d in range(p.nd):
+        if p.transposed:
+            qs.append(f"                    const int t{d} = info[{1 + d}] - k{d} * {p.dil[d]};")
+        else:
+            qs.append(f"                    const int q{d} = info[{1 + d}] + k{d} * {p.dil[d]};")
+    stride = 1
+    for d in reversed(range(p.nd)):
+        q = f"(t{d} / {p.stride[d]})" if p.transposed else f"q{d}"
+        off.append(f"(long long){q} * {stride}LL" if stride != 1 else f"(long long){q}")
+        stride *= p.in_sp[d]
+    return f"""            {{
+                const int kc = (tid % {per}) * {v};
+                const long long kk_ = k0 + kc;
+                const bool k_ok = kk_ < {p.K}LL;
+                const int off_ = k_ok ? (int)(kk_ / {p.Cg}) : 0, ic = k_ok ? (int)(kk_ % {p.Cg}) : 0;
+                int r_ = off_;
+{chr(10).join(dec)}
+                for (int r = tid / {per}; r < {k.BM}; r += {T // per}) {{
+                    const int* info = rowinfo + r * {p.nd + 1};
+{chr(10).join(qs)}
+                    const bool ok = k_ok && info[0] >= 0 && {' && '.join(conds)};
+                    const float* src = X + (((long long)info[0] * {S}LL + {' + '.join(off)}) * {p.C}LL
+                                            + (long long)bz * {p.Cg} + ic);
+                    cp_async<{4 * v}>({smem} + r * {A.ld} + kc, ok ? src : X, ok ? {4 * v} : 0);
+                }}
+            }}"""
+
+
+STAGE_BLOCK = 256
+
+
+def staging_source(p: ConvPlan) -> str:
+    """Two kernels for layout "nhwc": `egg_conv_xt` writes the input channels last (a 32x32 tile
+    transpose through shared memory per (image, channel block, pixel block)); `egg_conv_wt` the
+    weight as (groups, OC/groups, *kernel, C/groups)."""
+    S, ksp = math.prod(p.in_sp), math.prod(p.ker)
+    src_w = (f"((g * {p.Cg}LL + ic) * {p.OCg}LL + oc) * {ksp}LL + off" if p.transposed else
+             f"((g * {p.OCg}LL + oc) * {p.Cg}LL + ic) * {ksp}LL + off")
+    return f"""
+extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_conv_xt(float* __restrict__ out, const float* __restrict__ X) {{
+    __shared__ float tile[32][33];
+    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+    const long long s0 = (long long)blockIdx.x * 32, img = blockIdx.z;
+    const int c0 = blockIdx.y * 32;
+    const float* xb = X + img * {p.C * S}LL;
+    float* ob = out + img * {p.C * S}LL;
+    for (int j = ty; j < 32; j += {STAGE_BLOCK // 32}) {{
+        const int c = c0 + j; const long long s = s0 + tx;
+        if (c < {p.C} && s < {S}LL) tile[j][tx] = xb[(long long)c * {S}LL + s];
+    }}
+    __syncthreads();
+    for (int j = ty; j < 32; j += {STAGE_BLOCK // 32}) {{
+        const long long s = s0 + j; const int c = c0 + tx;
+        if (c < {p.C} && s < {S}LL) ob[s * {p.C}LL + c] = tile[tx][j];
+    }}
+}}
+
+extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_conv_wt(float* __restrict__ out, const float* __restrict__ W) {{
+    const long long i = (long long)blockIdx.x * {STAGE_BLOCK} + threadIdx.x;
+    if (i >= {p.OC * p.K}LL) return;
+    const long long ic = i % {p.Cg}, off = (i / {p.Cg}) % {ksp}, oc = (i / {p.K}LL) % {p.OCg}, g = i / {p.OCg * p.K}LL;
+    out[i] = W[{src_w}];
+}}
+"""
+
+
+def staging(p: ConvPlan) -> list[tuple[str, tuple, tuple, list, Node]]:
+    """The staging launches in order: (kernel, grid, block, the tensors it reads, the node it writes);
+    the written nodes are the GEMM's X and W (`arg_order(..., staged)`)."""
+    x, w = p.conv.args[0], p.conv.args[1]
+    S = math.prod(p.in_sp)
+    if p.N > 65535 or -(-p.C // 32) > 65535:
+        raise Unsupported("more than 65535 images or channel blocks to stage")
+    xt, wt = staged_nodes(p)
+    return [("egg_conv_xt", (-(-S // 32), -(-p.C // 32), p.N), (STAGE_BLOCK,), [x], xt),
+            ("egg_conv_wt", (-(-(p.OC * p.K) // STAGE_BLOCK),), (STAGE_BLOCK,), [w], wt)]
+
+
+def staged_nodes(p: ConvPlan) -> tuple[Node, Node]:
+    x = p.conv.args[0]
+    xt = Node(f"{p.conv.name}_xt", "input", shape=(p.N, *p.in_sp, p.C), dtype=x.dtype)
+    wt = Node(f"{p.conv.name}_wt", "input", shape=(p.groups, p.OCg, p.K), dtype=x.dtype)
+    return xt, wt
 
 
 def grid(p: ConvPlan, k: GemmKnobs) -> tuple[int, int, int]:
