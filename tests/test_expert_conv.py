@@ -36,6 +36,10 @@ CASES = [  # nd, cin, cout, kernel, stride, pad, dilation, groups, bias, input s
     ("T2", 6, 16, (3, 2), (2, 3), (1, 0), (1, 2), 2, True, (2, 6, 5, 4), "torch.tanh(self.conv(x))", (32, 8, 2, 1, 2)),
     ("T1", 5, 8, 4, 3, 2, 2, 1, False, (2, 5, 7), "self.conv(x) - 0.5", (32, 8, 2, 1, 3)),
     ("T3", 4, 8, 3, 2, 1, 1, 1, True, (1, 4, 3, 4, 2), "self.conv(x)", (32, 8, 2, 1, 2)),
+    # channels last splits a strided transposed conv by output phase: phases without a tap (stride 2,
+    # dilation 2, odd padding), and kernel 4 stride 2 (two taps a phase, none wasted)
+    ("T1", 4, 8, 3, 2, 1, 2, 1, True, (2, 4, 6), "self.conv(x) * 2.0", (32, 8, 2, 1, 2)),
+    ("T2", 8, 16, 4, 2, 1, 1, 2, False, (1, 8, 5, 3), "torch.relu(self.conv(x))", (32, 8, 2, 1, 2)),
 ]
 
 

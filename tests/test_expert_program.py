@@ -86,7 +86,8 @@ def test_program_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, init, body
     if not cpu_emulator.available():
         pytest.skip("no g++")
     k, want, got, truth = _run(tmp_egg, init, body, shape)
-    assert [n.split("_")[1] for n in k.kernel_names[1:]] == second.split()  # the kernels after the producer
+    names = [n for n in k.kernel_names if not n.startswith(("egg_conv_xt", "egg_conv_wt"))]  # a staged conv's staging
+    assert [n.split("_")[1] for n in names[1:]] == second.split()  # the kernels after the producer
     assert "t0 = egg.empty(" in k.host_code and k.host_code.count("egg.launch(") == len(k.kernel_names)
     scale = truth.abs().max()
     err, eager_err = (got - truth).abs().max() / scale, (want - truth).abs().max() / scale

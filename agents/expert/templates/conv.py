@@ -65,6 +65,35 @@ class ConvPlan:
     def K(self) -> int:
         return self.Cg * math.prod(self.ker)
 
+    # -- the channels-last GEMM: a strided transposed conv is split by output phase -------------
+    @property
+    def phased(self) -> bool:
+        """A transposed conv with a stride: each output residue class (o mod stride per dim) is its
+        own GEMM over only the taps that reach it (the rest would multiply zeros)."""
+        return self.transposed and any(s > 1 for s in self.stride)
+
+    @property
+    def R(self) -> int:  # phases (residue classes)
+        return math.prod(self.stride) if self.phased else 1
+
+    @property
+    def tap_step(self) -> tuple:  # taps of one phase are this far apart in the kernel
+        return tuple(s // math.gcd(s, d) for s, d in zip(self.stride, self.dil)) if self.phased else (1,) * self.nd
+
+    @property
+    def taps(self) -> tuple:  # taps per dim of a phase, at most
+        return tuple(-(-k // st) for k, st in zip(self.ker, self.tap_step))
+
+    @property
+    def Kg(self) -> int:  # the channels-last GEMM's K: (tap, channel)
+        return self.Cg * math.prod(self.taps)
+
+    @property
+    def Mg(self) -> int:  # the channels-last GEMM's rows: the largest phase's pixels (phase 0's)
+        if not self.phased:
+            return self.M
+        return self.N * math.prod(-(-o // s) for o, s in zip(self.out_sp, self.stride))
+
 
 def plan_conv(g: OpGraph, narrow_ok: bool = False) -> ConvPlan:
     """The convolution's plan; `narrow_ok` admits depthwise/narrow groups (the direct template's)."""
@@ -104,8 +133,8 @@ def default_layout(p: ConvPlan) -> str:
 
 def operands(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> tuple[Operand, Operand]:
     if layout == "nhwc":  # both k-contiguous: A rows are pixels' channel runs, B the staged weight
-        a = Operand("A", k.BM, p.M, p.K, True, 4 if p.Cg % 4 == 0 else 1)
-        return a, Operand("B", k.BN, p.OCg, p.K, True, 4 if p.K % 4 == 0 else 1)
+        a = Operand("A", k.BM, p.Mg, p.Kg, True, 4 if p.Cg % 4 == 0 else 1)
+        return a, Operand("B", k.BN, p.OCg, p.Kg, True, 4 if p.Kg % 4 == 0 else 1)
     a = Operand("A", k.BM, p.M, p.K, False, 1)  # gathered: k rows of BM pixels, pixels contiguous
     b = Operand("B", k.BN, p.OCg, p.K, True, 1 if p.transposed or p.K % 4 else 4)
     return a, b
@@ -118,7 +147,7 @@ def shared_bytes(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> int:
 
 
 def static_bytes(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> int:
-    return k.BM * (p.nd + 1) * 4 if layout == "nhwc" else 0
+    return k.BM * (p.nd + 2) * 4 if layout == "nhwc" else 0
 
 
 def arg_order(g: OpGraph, p: ConvPlan, staged: bool = False) -> list[Node]:
@@ -143,6 +172,7 @@ def _setup(p: ConvPlan, k: GemmKnobs, T: int) -> str:
         lines.append(f"    const int o{d} = (int)(rest % {p.out_sp[d]}); rest /= {p.out_sp[d]};")
         lines.append(f"    const int i{d} = o{d} + {p.pad[d]};" if p.transposed else
                      f"    const int i{d} = o{d} * {p.stride[d]} - {p.pad[d]};")
+    lines.append("    const int grp = bz;")
     lines.append(f"    const float* xb = X + (rest * {p.C}LL + (long long)bz * {p.Cg}) * {math.prod(p.in_sp)}LL;")
     lines.append(f"    const float* Bb = W + (long long)bz * {p.OCg * p.K}LL;  // the group's weights (both layouts)")
     return "\n".join(lines)
@@ -191,7 +221,9 @@ def _weight_gather(p: ConvPlan, k: GemmKnobs, T: int, B: Operand, smem: str) -> 
             }}"""
 
 
-def _store(g: OpGraph, p: ConvPlan) -> str:
+def _store(g: OpGraph, p: ConvPlan, nhwc: bool = False) -> str:
+    """The epilogue at GEMM row m, column n: "nhwc" reads the row's image and output pixel from
+    `rowinfo` (a phase's rows are not consecutive pixels), "nchw" divides m."""
     osp = math.prod(p.out_sp)
     mt = "unsigned" if p.M < 2 ** 32 else "long long"
     bias = p.bias
@@ -202,11 +234,17 @@ def _store(g: OpGraph, p: ConvPlan) -> str:
         return None
     em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", special, prefix="e")
     v = em.value(g.output, "oi")
-    return (f"                    const long long oc = (long long)bz * {p.OCg} + n;\n"
-            f"                    const {mt} mm_ = ({mt})m;  // 32-bit division where the pixels allow\n"
+    body = f"{em.take('                    ')}\n                    out[oi] = from_f<{CTYPE[g.output.dtype]}>({v});"
+    oc = f"                    const long long oc = (long long)grp * {p.OCg} + n;\n"
+    if nhwc:
+        F = p.nd + 2
+        return (f"                    const int* oinfo = rowinfo + (int)(m - m0) * {F};\n"
+                f"                    if (oinfo[0] >= 0) {{\n{oc}"
+                f"                    const long long oi = ((long long)oinfo[0] * {p.OC}LL + oc) * {osp}LL + oinfo[{F - 1}];\n"
+                f"{body}\n                    }}")
+    return (f"{oc}                    const {mt} mm_ = ({mt})m;  // 32-bit division where the pixels allow\n"
             f"                    const long long oi = ((long long)(mm_ / {osp}) * {p.OC}LL + oc) * {osp}LL + mm_ % {osp};\n"
-            f"{em.take('                    ')}\n"
-            f"                    out[oi] = from_f<{CTYPE[g.output.dtype]}>({v});")
+            f"{body}")
 
 
 def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str = "nchw") -> str:
@@ -217,8 +255,8 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str = "nch
         per = BK // A.vec
         if T % per or k.BM % (T // per) or T < k.BM:
             raise Unsupported("the channels-last gather needs BM rows in whole passes of the block")
-        return kernel_source("egg_conv", kernel_args(g, p), k, A, B, p.M, p.OCg, p.K, _setup_nhwc(p, k), _store(g, p),
-                             a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem), split=split)
+        return kernel_source("egg_conv", kernel_args(g, p), k, A, B, p.Mg, p.OCg, p.Kg, _setup_nhwc(p, k),
+                             _store(g, p, True), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem), split=split)
     if T % k.BM or BK % (T // k.BM):
         raise Unsupported("the gather needs threads a multiple of BM")
     return kernel_source("egg_conv", kernel_args(g, p), k, A, B, p.M, p.OCg, p.K, _setup(p, k, T), _store(g, p),
@@ -226,41 +264,76 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str = "nch
                          b_loader=(lambda smem: _weight_gather(p, k, T, B, smem)) if p.transposed else None)
 
 
-def _setup_nhwc(p: ConvPlan, k: GemmKnobs) -> str:
-    """Once per block: each tile row's image (-1 past M) and input window origin, in shared memory."""
-    F = p.nd + 1
-    lines = [f"    __shared__ int rowinfo[{k.BM * F}];  // per tile row: image, then the window origin per dim",
-             f"    if (tid < {k.BM}) {{",
-             "        const long long mt = m0 + tid;",
-             f"        long long rest = mt < {p.M}LL ? mt : 0;"]
+def _phase_decode(p: ConvPlan, res: str, ind: str) -> list[str]:
+    """Statements giving, per dim d, the phase's residue r{d} and its first tap k0_{d} (-1: none)."""
+    lines = [f"{ind}int rr_ = {res};"]
     for d in reversed(range(p.nd)):
-        lines.append(f"        const int o{d} = (int)(rest % {p.out_sp[d]}); rest /= {p.out_sp[d]};")
-        lines.append(f"        rowinfo[tid * {F} + {1 + d}] = " + (f"o{d} + {p.pad[d]};" if p.transposed else
-                                                                  f"o{d} * {p.stride[d]} - {p.pad[d]};"))
-    lines += [f"        rowinfo[tid * {F}] = mt < {p.M}LL ? (int)rest : -1;", "    }", "    __syncthreads();",
-              f"    const float* Bb = W + (long long)bz * {p.OCg * p.K}LL;  // the group's staged weights"]
+        lines.append(f"{ind}const int r{d} = rr_ % {p.stride[d]}; rr_ /= {p.stride[d]};")
+    for d in range(p.nd):
+        s_ = p.stride[d]
+        lines.append(f"{ind}int k0_{d} = -1;  // the first tap whose input position divides exactly")
+        lines.append(f"{ind}for (int c = 0; c < {s_}; ++c)")
+        lines.append(f"{ind}    if (((r{d} + {p.pad[d]} - c * {p.dil[d]}) % {s_} + {s_}) % {s_} == 0) {{ k0_{d} = c; break; }}")
+    return lines
+
+
+def _setup_nhwc(p: ConvPlan, k: GemmKnobs) -> str:
+    """Once per block: the group and phase (blockIdx.z), and each tile row's image (-1: no pixel),
+    input window origin per dim and output pixel offset, in shared memory."""
+    F = p.nd + 2
+    lines = [f"    const int grp = bz / {p.R}, res = bz % {p.R};"]
+    if p.phased:
+        lines += _phase_decode(p, "res", "    ")
+        for d in range(p.nd):
+            lines.append(f"    const int J{d} = ({p.out_sp[d]} - r{d} + {p.stride[d] - 1}) / {p.stride[d]};  // this phase's extent")
+        lines.append(f"    const long long Mr = {p.N}LL * " + " * ".join(f"J{d}" for d in range(p.nd)) + ";")
+    else:
+        lines.append(f"    const long long Mr = {p.M}LL;")
+    lines += [f"    __shared__ int rowinfo[{k.BM * F}];  // per tile row: image, window origin per dim, output pixel",
+              f"    if (tid < {k.BM}) {{",
+              "        const long long mt = m0 + tid;",
+              "        int img = -1, opix = 0;",
+              "        int org[" + str(p.nd) + "] = {0};",
+              "        if (mt < Mr) {",
+              "            long long rest = mt;"]
+    ostride = 1
+    for d in reversed(range(p.nd)):
+        if p.phased:
+            lines.append(f"            const int o{d} = (int)(rest % J{d}) * {p.stride[d]} + r{d}; rest /= J{d};")
+        else:
+            lines.append(f"            const int o{d} = (int)(rest % {p.out_sp[d]}); rest /= {p.out_sp[d]};")
+        lines.append(f"            org[{d}] = " + (f"o{d} + {p.pad[d]};" if p.transposed else f"o{d} * {p.stride[d]} - {p.pad[d]};"))
+        lines.append(f"            opix += o{d} * {ostride};")
+        ostride *= p.out_sp[d]
+    lines += ["            img = (int)rest;", "        }",
+              f"        rowinfo[tid * {F}] = img;"]
+    lines += [f"        rowinfo[tid * {F} + {1 + d}] = org[{d}];" for d in range(p.nd)]
+    lines += [f"        rowinfo[tid * {F} + {F - 1}] = opix;", "    }", "    __syncthreads();",
+              f"    const float* Bb = W + (long long)bz * {p.OCg * p.Kg}LL;  // the group's (and phase's) staged weights"]
     return "\n".join(lines)
 
 
 def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> str:
-    """One A tile from the channels-last input: this thread's column chunk is fixed, decoded once;
-    its rows are every (T / chunks)-th of the tile."""
+    """One A tile from the channels-last input: this thread's column chunk is fixed, decoded once
+    per tile into (tap, channel); its rows are every (T / chunks)-th of the tile."""
     v, per = A.vec, BK // A.vec
     S = math.prod(p.in_sp)
-    dec, conds, off = [], [], []
+    dec, conds, off, qs = [], [], [], []
     for d in reversed(range(p.nd)):
-        dec.append(f"                const int k{d} = r_ % {p.ker[d]}; r_ /= {p.ker[d]};")
+        dec.append(f"                const int a{d} = r_ % {p.taps[d]}; r_ /= {p.taps[d]};")
     for d in range(p.nd):
-        if p.transposed:
-            conds.append(f"t{d} >= 0 && t{d} % {p.stride[d]} == 0 && t{d} / {p.stride[d]} < {p.in_sp[d]}")
+        if p.phased:
+            dec.append(f"                const int k{d} = k0_{d} + a{d} * {p.tap_step[d]};")
+            dec.append(f"                k_ok = k_ok && k0_{d} >= 0 && k{d} < {p.ker[d]};")
         else:
-            conds.append(f"q{d} >= 0 && q{d} < {p.in_sp[d]}")
-    qs = []
+            dec.append(f"                const int k{d} = a{d};")
     for d in range(p.nd):
         if p.transposed:
             qs.append(f"                    const int t{d} = info[{1 + d}] - k{d} * {p.dil[d]};")
+            conds.append(f"t{d} >= 0 && t{d} % {p.stride[d]} == 0 && t{d} / {p.stride[d]} < {p.in_sp[d]}")
         else:
             qs.append(f"                    const int q{d} = info[{1 + d}] + k{d} * {p.dil[d]};")
+            conds.append(f"q{d} >= 0 && q{d} < {p.in_sp[d]}")
     stride = 1
     for d in reversed(range(p.nd)):
         q = f"(t{d} / {p.stride[d]})" if p.transposed else f"q{d}"
@@ -269,16 +342,16 @@ def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> st
     return f"""            {{
                 const int kc = (tid % {per}) * {v};
                 const long long kk_ = k0 + kc;
-                const bool k_ok = kk_ < {p.K}LL;
+                bool k_ok = kk_ < {p.Kg}LL;
                 const int off_ = k_ok ? (int)(kk_ / {p.Cg}) : 0, ic = k_ok ? (int)(kk_ % {p.Cg}) : 0;
                 int r_ = off_;
 {chr(10).join(dec)}
                 for (int r = tid / {per}; r < {k.BM}; r += {T // per}) {{
-                    const int* info = rowinfo + r * {p.nd + 1};
+                    const int* info = rowinfo + r * {p.nd + 2};
 {chr(10).join(qs)}
                     const bool ok = k_ok && info[0] >= 0 && {' && '.join(conds)};
                     const float* src = X + (((long long)info[0] * {S}LL + {' + '.join(off)}) * {p.C}LL
-                                            + (long long)bz * {p.Cg} + ic);
+                                            + (long long)grp * {p.Cg} + ic);
                     cp_async<{4 * v}>({smem} + r * {A.ld} + kc, ok ? src : X, ok ? {4 * v} : 0);
                 }}
             }}"""
@@ -315,11 +388,36 @@ extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_conv_xt(float* _
 
 extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_conv_wt(float* __restrict__ out, const float* __restrict__ W) {{
     const long long i = (long long)blockIdx.x * {STAGE_BLOCK} + threadIdx.x;
-    if (i >= {p.OC * p.K}LL) return;
-    const long long ic = i % {p.Cg}, off = (i / {p.Cg}) % {ksp}, oc = (i / {p.K}LL) % {p.OCg}, g = i / {p.OCg * p.K}LL;
-    out[i] = W[{src_w}];
+    if (i >= {p.groups * p.R * p.OCg * p.Kg}LL) return;
+    const long long ic = i % {p.Cg}, oc = (i / {p.Kg}LL) % {p.OCg};
+    const int res = (int)((i / {p.OCg * p.Kg}LL) % {p.R}), g = (int)(i / {p.R * p.OCg * p.Kg}LL);
+    int r_ = (int)((i / {p.Cg}) % {math.prod(p.taps)});
+    bool ok = true;
+{_weight_taps(p)}
+    out[i] = ok ? W[{src_w}] : 0.0f;
 }}
 """
+
+
+def _weight_taps(p: ConvPlan) -> str:
+    """Staged weight column (tap, channel) -> the kernel offset `off` (and `ok`: a real tap)."""
+    ind = "    "
+    lines = [f"{ind}(void)res;"]
+    for d in reversed(range(p.nd)):
+        lines.append(f"{ind}const int a{d} = r_ % {p.taps[d]}; r_ /= {p.taps[d]};")
+    if p.phased:
+        lines += _phase_decode(p, "res", ind)
+        for d in range(p.nd):
+            lines.append(f"{ind}const int k{d} = k0_{d} + a{d} * {p.tap_step[d]};")
+            lines.append(f"{ind}ok = ok && k0_{d} >= 0 && k{d} < {p.ker[d]};")
+    else:
+        lines += [f"{ind}const int k{d} = a{d};" for d in range(p.nd)]
+    kst, terms = 1, []
+    for d in reversed(range(p.nd)):
+        terms.append(f"k{d} * {kst}" if kst != 1 else f"k{d}")
+        kst *= p.ker[d]
+    lines.append(f"{ind}const long long off = ok ? " + " + ".join(terms) + " : 0;")
+    return "\n".join(lines)
 
 
 def staging(p: ConvPlan) -> list[tuple[str, tuple, tuple, list, Node]]:
@@ -331,18 +429,20 @@ def staging(p: ConvPlan) -> list[tuple[str, tuple, tuple, list, Node]]:
         raise Unsupported("more than 65535 images or channel blocks to stage")
     xt, wt = staged_nodes(p)
     return [("egg_conv_xt", (-(-S // 32), -(-p.C // 32), p.N), (STAGE_BLOCK,), [x], xt),
-            ("egg_conv_wt", (-(-(p.OC * p.K) // STAGE_BLOCK),), (STAGE_BLOCK,), [w], wt)]
+            ("egg_conv_wt", (-(-(p.groups * p.R * p.OCg * p.Kg) // STAGE_BLOCK),), (STAGE_BLOCK,), [w], wt)]
 
 
 def staged_nodes(p: ConvPlan) -> tuple[Node, Node]:
     x = p.conv.args[0]
     xt = Node(f"{p.conv.name}_xt", "input", shape=(p.N, *p.in_sp, p.C), dtype=x.dtype)
-    wt = Node(f"{p.conv.name}_wt", "input", shape=(p.groups, p.OCg, p.K), dtype=x.dtype)
+    wt = Node(f"{p.conv.name}_wt", "input", shape=(p.groups * p.R, p.OCg, p.Kg), dtype=x.dtype)
     return xt, wt
 
 
-def grid(p: ConvPlan, k: GemmKnobs) -> tuple[int, int, int]:
-    """Pixel tiles on x (millions of them at KernelBench's sizes), channel tiles on y, groups on z."""
-    if -(-p.OCg // k.BN) > 65535 or p.groups > 65535:
+def grid(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> tuple[int, int, int]:
+    """Pixel tiles on x (millions of them at KernelBench's sizes), channel tiles on y, groups (and,
+    channels last, phases) on z."""
+    z = p.groups * (p.R if layout == "nhwc" else 1)
+    if -(-p.OCg // k.BN) > 65535 or z > 65535:
         raise Unsupported("more than 65535 channel tiles or groups")
-    return (-(-p.M // k.BM), -(-p.OCg // k.BN), p.groups)
+    return (-(-(p.Mg if layout == "nhwc" else p.M) // k.BM), -(-p.OCg // k.BN), z)
