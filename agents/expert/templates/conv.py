@@ -127,8 +127,9 @@ LAYOUTS = ("nhwc", "nchw")
 
 
 def default_layout(p: ConvPlan) -> str:
-    """Channels last where a group's channels come in fours (16-byte copies), in place otherwise."""
-    return "nhwc" if p.Cg % 4 == 0 else "nchw"
+    """Channels last where a group's channels come in fours (16-byte copies) or the conv is split by
+    phase (a strided transposed one: the in-place gather would multiply mostly zeros); in place otherwise."""
+    return "nhwc" if p.Cg % 4 == 0 or p.phased else "nchw"
 
 
 def operands(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> tuple[Operand, Operand]:
