@@ -55,9 +55,9 @@ def _task(tmp, nd, cin, cout, ker, stride, pad, dil, groups, bias, shape, expr):
     return p
 
 
-@pytest.mark.parametrize("split,layout", [(3, "nchw"), (1, "nchw"), (1, "nhwc"), (3, "nhwc")])
+@pytest.mark.parametrize("split,layout,ldm", [(3, "nchw", False), (1, "nchw", False), (1, "nhwc", False), (3, "nhwc", True)])
 @pytest.mark.parametrize("case", CASES)
-def test_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case, split, layout):
+def test_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case, split, layout, ldm):
     """The module as the expert emits it (the staging launches of "nhwc" included), run through its host code."""
     import torch
 
@@ -71,7 +71,7 @@ def test_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case, split, 
     g, fam, plan = agent._plan(str(path))
     BM, BN, WM, WN, S = knobs
     params = {**agent._default(fam, g, plan, None), "BM": BM, "BN": BN, "WM": WM, "WN": WN, "stages": S,
-              "split": split, "layout": layout}
+              "split": split, "layout": layout, "ldm": ldm}
     pk = agent.emit(g, fam, plan, params, load_profile("h200"))
     assert len(pk.kernel_names) == (3 if layout == "nhwc" else 1)
     loaded = load_task(path)

@@ -232,7 +232,7 @@ class ExpertAgent:
                 out = [{**base, "BM": bm, "BN": bn} for bm, bn in kn["gemm_tf32_tiles"]]
             elif st == "memory_optimization":  # the ring's depth, and the other layout (staging vs in place)
                 out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"]]
-                out += [{**base, "layout": lay} for lay in conv.LAYOUTS if lay != base.get("layout", "nchw")]
+                out += [{**base, "ldm": True}] + [{**base, "layout": lay} for lay in conv.LAYOUTS if lay != base.get("layout", "nchw")]
         elif fam == "scan":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in kn.get("scan_block", [128, 256, 512, 1024])]
@@ -369,7 +369,7 @@ class ExpertAgent:
             launch = host.Launch("egg_dconv", (direct_conv.grid(plan, k, sms, tpsm),), (k.block,), conv.arg_order(g, plan), 0)
             desc = f"direct conv{plan.nd}d (narrow groups), a thread per output, block {k.block}" + ("" if k.waves else ", no grid-stride loop")
         elif fam == "conv":
-            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages") if f in params})
+            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages", "ldm") if f in params})
             layout = params.get("layout", "nchw")
             src = conv.render(g, plan, k, int(params.get("split", 1)), layout)
             smem = conv.shared_bytes(plan, k, layout)
@@ -378,7 +378,8 @@ class ExpertAgent:
             launch = host.Launch("egg_conv", conv.grid(plan, k, layout), (k.threads(True),),
                                  conv.arg_order(g, plan, layout == "nhwc"), smem)
             desc = (f"conv{plan.nd}d as implicit GEMM ({'3xTF32' if params.get('split') == 3 else 'TF32'} mma.sync), "
-                    f"tile {k.BM} pixels x {k.BN} channels, warps {k.WM}x{k.WN}, {k.stages}-stage cp.async ring")
+                    f"tile {k.BM} pixels x {k.BN} channels, warps {k.WM}x{k.WN}, {k.stages}-stage cp.async ring"
+                    f"{', ldmatrix' if k.ldm else ''}")
             if layout == "nhwc":
                 pre = [(host.Launch(name, grid, block, reads, 0), writes)
                        for name, grid, block, reads, writes in conv.staging(plan)]
