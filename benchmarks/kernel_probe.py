@@ -1,0 +1,102 @@
+"""Variants of the expert's kernel for one task side by side with eager and torch.compile, on the GPU:
+time (median of REPS, CUDA events), error norm-wise against a float64 truth, and with --ncu each
+variant's Nsight Compute profile (its kernels' durations: a staged conv's staging kernels apart
+from its GEMM). Faster than a bench for learning where a family's time goes.
+
+  python3 benchmarks/kernel_probe.py TASK [--reps 20] [--ncu] [--vary '{"layout": "nchw"}' ...]
+
+Each --vary is merged into the expert's default parameters for the task's heavy kernel; none: the
+default alone."""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def _time(fn, reps: int) -> float:
+    import torch
+    for _ in range(3):
+        fn()
+    ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(a.elapsed_time(b))
+    return statistics.median(ts)
+
+
+def _err(got, truth) -> float:
+    return float((got.double() - truth).norm() / truth.norm())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("task")
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--ncu", action="store_true")
+    ap.add_argument("--vary", action="append", default=[])
+    a = ap.parse_args()
+    import torch
+
+    from agents.expert import ExpertAgent
+    from hardware_profiles.profile import detect
+    from runtime.profiler import profile_candidate
+    from runtime.worker import Worker
+    from state import Evaluation, KernelCandidate, Verdict
+
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(a.task)
+    tfam, tg, tplan = fam, g, plan
+    if fam == "program":
+        tg, tfam, tplan, _ = plan.stages()[plan.tuned]
+    base = agent._default(tfam, tg, tplan, None)
+    prof = detect()
+    w = Worker()
+    w.setup({"task": a.task})
+    xs = w.task.make_inputs(7, "cuda")
+    with torch.no_grad():
+        want = w.ref(*xs)
+        truth = w._ref64("cuda")(*[x.double() if x.is_floating_point() else x for x in xs]).double()
+        rows = [{"name": "eager", "ms": _time(lambda: w.ref(*xs), a.reps), "err": _err(want, truth)}]
+        comp = torch.compile(w.ref)
+        rows.append({"name": "torch.compile", "ms": _time(lambda: comp(*xs), a.reps), "err": _err(comp(*xs), truth)})
+    print(json.dumps(rows[-2:]), flush=True)
+    for i, v in enumerate(a.vary or ["{}"]):
+        params = {**base, **json.loads(v)}
+        try:
+            pk = agent.emit(g, fam, plan, params, prof)
+        except Exception as exc:  # a variant the template declines
+            rows.append({"name": v, "error": f"{type(exc).__name__}: {exc}"})
+            continue
+        cand = KernelCandidate(id=f"probe-{i}", stage="probe", cuda_source=pk.cuda_source, host_code=pk.host_code,
+                               kernel_names=pk.kernel_names, params=pk.params, compile_options=pk.compile_options,
+                               description=pk.description, family=pk.family, guard_policy=pk.guard_policy)
+        ev = Evaluation(candidate_id=cand.id, stage="probe", verdict=Verdict.crashed)
+        loaded = w._load(cand, ev, {})
+        if loaded is None:
+            rows.append({"name": v, "error": ev.reason})
+            continue
+        _, model = loaded
+        with torch.no_grad():
+            got = model(*xs)
+            row = {"name": v, "desc": pk.description, "ms": _time(lambda m=model: m(*xs), a.reps), "err": _err(got, truth),
+                   "regs": [(r.name, r.registers) for r in (ev.compile.resources if ev.compile else [])]}
+        if a.ncu:
+            p = profile_candidate(a.task, cand)
+            row["profile"] = p.summary()
+            row["kernels"] = [f"{p.kernel}: {p.duration_ms}"] + list(p.other_kernels or [])
+        rows.append(row)
+        print(json.dumps(row, default=str), flush=True)
+    print(json.dumps({"task": a.task, "family": fam, "rows": rows}, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
