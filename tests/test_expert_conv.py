@@ -92,6 +92,40 @@ def test_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case, split, 
         assert err > 4 * max(eager_err, 2 ** -24)  # and not fp32-grade: the emulator does truncate
 
 
+@pytest.mark.parametrize("spec,split", [
+    ((2, 8, 16, 1, 1, 0, 1, 1, True, (2, 8, 6, 6), "torch.relu(self.conv(x)) + self.extra"), 1),  # 16-byte copies
+    ((1, 12, 16, 1, 1, 0, 1, 2, False, (3, 12, 7), "self.conv(x) * 0.5"), 3),  # groups; 7 pixels: 4-byte copies
+    ((3, 4, 8, 1, 1, 0, 2, 1, True, (1, 4, 3, 2, 4), "self.conv(x)"), 3),
+])
+def test_pointwise_conv_is_a_gemm_per_image(tmp_egg, spec, split):
+    """A 1x1 conv without stride or padding reads its input in place (layout "gemm", the default)."""
+    import torch
+
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    path = _task(tmp_egg, *spec)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    params = {**agent._default(fam, g, plan, None), "BM": 32, "BN": 8, "WM": 2, "WN": 1, "stages": 2, "split": split}
+    assert params["layout"] == "gemm"
+    pk = agent.emit(g, fam, plan, params, load_profile("h200"))
+    assert pk.kernel_names == ["egg_conv"]
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    loaded = load_task(path)
+    model = loaded.make_model(42)
+    torch.manual_seed(4)
+    (x,) = loaded.make_inputs(7)
+    want = model(x).detach()
+    truth = model.double()(x.double()).detach()
+    state = model.float().state_dict()
+    tensors = {"x0": x, **{f"self.p{n.index}": state[n.target] for n in g.params}}
+    got = cpu_emulator.run_host(pk.cuda_source, pk.host_code, tensors, tmp_egg / "emu").double()
+    scale = truth.abs().max()
+    err, eager_err = (got - truth).abs().max() / scale, (want.double() - truth).abs().max() / scale
+    assert err < (16 * max(eager_err, 2 ** -24) if split == 3 else 2e-3), (err, eager_err)
+
+
 def test_default_layout_stages_channels_last_where_channels_come_in_fours(tmp_egg):
     agent = ExpertAgent()
     four = _task(tmp_egg, 2, 8, 16, 3, 1, 1, 1, 1, True, (2, 8, 9, 9), "self.conv(x)")

@@ -376,8 +376,9 @@ class ExpertAgent:
             if smem + conv.static_bytes(plan, k, layout) > profile.shared_per_block_optin:
                 raise Unsupported("tile does not fit in shared memory")
             launch = host.Launch("egg_conv", conv.grid(plan, k, layout), (k.threads(True),),
-                                 conv.arg_order(g, plan, layout == "nhwc"), smem)
-            desc = (f"conv{plan.nd}d as implicit GEMM ({'3xTF32' if params.get('split') == 3 else 'TF32'} mma.sync), "
+                                 conv.arg_order(g, plan, layout == "nhwc"), smem, align16=conv.aligned16(plan, k, layout))
+            desc = (f"conv{plan.nd}d as {'a GEMM per image (1x1)' if layout == 'gemm' else 'implicit GEMM'} "
+                    f"({'3xTF32' if params.get('split') == 3 else 'TF32'} mma.sync), "
                     f"tile {k.BM} pixels x {k.BN} channels, warps {k.WM}x{k.WN}, {k.stages}-stage cp.async ring"
                     f"{', ldmatrix' if k.ldm else ''}")
             if layout == "nhwc":

@@ -123,16 +123,31 @@ def plan_conv(g: OpGraph, narrow_ok: bool = False) -> ConvPlan:
     return p
 
 
-LAYOUTS = ("nhwc", "nchw")
+LAYOUTS = ("nhwc", "nchw", "gemm")
+
+
+def pointwise(p: ConvPlan) -> bool:
+    """A 1x1 conv without stride or padding: per image and group a plain GEMM of the weight and the
+    input as it lies (layout "gemm")."""
+    return (not p.transposed and all(k == 1 for k in p.ker) and all(s == 1 for s in p.stride)
+            and all(x == 0 for x in p.pad))
 
 
 def default_layout(p: ConvPlan) -> str:
-    """Channels last where a group's channels come in fours (16-byte copies) or the conv is split by
-    phase (a strided transposed one: the in-place gather would multiply mostly zeros); in place otherwise."""
+    """A pointwise conv reads its input in place as a GEMM operand (it is memory-bound: staging would
+    add a pass over its largest tensor). Otherwise channels last where a group's channels come in
+    fours (16-byte copies) or the conv is split by phase (a strided transposed one: the in-place
+    gather would multiply mostly zeros); the in-place gather for the rest."""
+    if pointwise(p):
+        return "gemm"
     return "nhwc" if p.Cg % 4 == 0 or p.phased else "nchw"
 
 
 def operands(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> tuple[Operand, Operand]:
+    if layout == "gemm":  # A: the image's pixels by channels, read as (K, M) in place; B: the weight (OCg, Cg)
+        S = math.prod(p.in_sp)
+        return (Operand("A", k.BM, S, p.Cg, False, 4 if S % 4 == 0 else 1),
+                Operand("B", k.BN, p.OCg, p.Cg, True, 4 if p.Cg % 4 == 0 else 1))
     if layout == "nhwc":  # both k-contiguous: A rows are pixels' channel runs, B the staged weight
         a = Operand("A", k.BM, p.Mg, p.Kg, True, 4 if p.Cg % 4 == 0 else 1)
         return a, Operand("B", k.BN, p.OCg, p.Kg, True, 4 if p.Kg % 4 == 0 else 1)
@@ -222,9 +237,10 @@ def _weight_gather(p: ConvPlan, k: GemmKnobs, T: int, B: Operand, smem: str) -> 
             }}"""
 
 
-def _store(g: OpGraph, p: ConvPlan, nhwc: bool = False) -> str:
+def _store(g: OpGraph, p: ConvPlan, layout: str = "nchw") -> str:
     """The epilogue at GEMM row m, column n: "nhwc" reads the row's image and output pixel from
-    `rowinfo` (a phase's rows are not consecutive pixels), "nchw" divides m."""
+    `rowinfo` (a phase's rows are not consecutive pixels), "nchw" divides m, "gemm" has the image
+    on blockIdx.z and m the pixel."""
     osp = math.prod(p.out_sp)
     mt = "unsigned" if p.M < 2 ** 32 else "long long"
     bias = p.bias
@@ -237,7 +253,9 @@ def _store(g: OpGraph, p: ConvPlan, nhwc: bool = False) -> str:
     v = em.value(g.output, "oi")
     body = f"{em.take('                    ')}\n                    out[oi] = from_f<{CTYPE[g.output.dtype]}>({v});"
     oc = f"                    const long long oc = (long long)grp * {p.OCg} + n;\n"
-    if nhwc:
+    if layout == "gemm":
+        return (f"{oc}                    const long long oi = ((long long)img * {p.OC}LL + oc) * {osp}LL + m;\n{body}")
+    if layout == "nhwc":
         F = p.nd + 2
         return (f"                    const int* oinfo = rowinfo + (int)(m - m0) * {F};\n"
                 f"                    if (oinfo[0] >= 0) {{\n{oc}"
@@ -252,12 +270,21 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str = "nch
     """The GEMM kernel `egg_conv`; with layout "nhwc" it reads the staged tensors (`staging_source`)."""
     T = k.threads(True)
     A, B = operands(p, k, layout)
+    if layout == "gemm":
+        if not pointwise(p):
+            raise Unsupported("layout gemm is for 1x1 convolutions without stride or padding")
+        S = math.prod(p.in_sp)
+        setup = (f"    const int img = bz / {p.groups}, grp = bz % {p.groups};\n"
+                 f"    const float* Ab = X + ((long long)img * {p.C} + (long long)grp * {p.Cg}) * {S}LL;\n"
+                 f"    const float* Bb = W + (long long)grp * {p.OCg * p.Cg}LL;")
+        return kernel_source("egg_conv", kernel_args(g, p), k, A, B, S, p.OCg, p.Cg, setup, _store(g, p, "gemm"),
+                             split=split)
     if layout == "nhwc":
         per = BK // A.vec
         if T % per or k.BM % (T // per) or T < k.BM:
             raise Unsupported("the channels-last gather needs BM rows in whole passes of the block")
         return kernel_source("egg_conv", kernel_args(g, p), k, A, B, p.Mg, p.OCg, p.Kg, _setup_nhwc(p, k),
-                             _store(g, p, True), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem), split=split)
+                             _store(g, p, "nhwc"), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem), split=split)
     if T % k.BM or BK % (T // k.BM):
         raise Unsupported("the gather needs threads a multiple of BM")
     return kernel_source("egg_conv", kernel_args(g, p), k, A, B, p.M, p.OCg, p.K, _setup(p, k, T), _store(g, p),
@@ -443,7 +470,14 @@ def staged_nodes(p: ConvPlan) -> tuple[Node, Node]:
 def grid(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> tuple[int, int, int]:
     """Pixel tiles on x (millions of them at KernelBench's sizes), channel tiles on y, groups (and,
     channels last, phases) on z."""
-    z = p.groups * (p.R if layout == "nhwc" else 1)
+    z = p.groups * {"nhwc": p.R, "gemm": p.N}.get(layout, 1)
     if -(-p.OCg // k.BN) > 65535 or z > 65535:
         raise Unsupported("more than 65535 channel tiles or groups")
-    return (-(-(p.Mg if layout == "nhwc" else p.M) // k.BM), -(-p.OCg // k.BN), z)
+    rows = {"nhwc": p.Mg, "gemm": math.prod(p.in_sp)}.get(layout, p.M)
+    return (-(-rows // k.BM), -(-p.OCg // k.BN), z)
+
+
+def aligned16(p: ConvPlan, k: GemmKnobs, layout: str) -> bool:
+    """Whether the kernel copies 16 bytes at a time from the task's own tensors (the host then checks
+    their alignment); staged tensors are the module's own allocations."""
+    return layout == "gemm" and any(o.vec == 4 for o in operands(p, k, layout))
