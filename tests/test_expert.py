@@ -127,3 +127,20 @@ def test_scalar_input_is_specialised_and_checked(tmp_egg):
     (k,) = ExpertAgent().propose(request(p)).kernels
     assert "def forward(self, x0, s1):" in k.host_code and "if s1 != 3.5:" in k.host_code
     assert "3.5f" in k.cuda_source and compile_check(k.cuda_source, k.compile_options, PROFILE.arch).ok
+
+
+@pytest.mark.parametrize("const", ["torch.tensor(0.25, device=x.device)", "torch.tensor(0.25)"])
+def test_one_element_constant_made_in_forward_is_a_number(tmp_egg, const):
+    """`torch.min(x, torch.tensor(v, device=x.device))` (KernelBench level 2: 31, 83, 93): export lifts
+    the tensor as a constant input (on meta without a value); the kernel takes v as a literal and
+    forward keeps the task's own inputs."""
+    p = tmp_egg / "const.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                 f"        return torch.min(x * 2.0, {const})\ndef get_inputs():\n    return [torch.randn(64, 32)]\n"
+                 "def get_init_inputs():\n    return []\n")
+    g = export_graph(load_task(p))
+    assert [n.index for n in g.inputs] == [0]
+    assert [n.args[1] for n in g.nodes if n.kind == "pw" and n.op == "minimum"] == [0.25]
+    (k,) = ExpertAgent().propose(request(p)).kernels
+    assert "def forward(self, x0):" in k.host_code and "0.25f" in k.cuda_source
+    assert compile_check(k.cuda_source, k.compile_options, PROFILE.arch).ok

@@ -91,6 +91,15 @@ def export_graph(task) -> OpGraph:
         except Exception as exc:
             raise Unsupported(f"torch.export could not trace the reference ({type(exc).__name__}: {str(exc)[:120]})") from None
     sig = ep.graph_signature
+    consts = dict(getattr(sig, "inputs_to_lifted_tensor_constants", {}) or {})
+    if any(ep.constants[c].is_meta for c in consts.values()):
+        # a tensor made inside forward on the input's device (`torch.tensor(v, device=x.device)`) has no
+        # value on meta: trace again on real inputs, where they are not too large to make on the CPU
+        if sum(math.prod(x.shape) for x in task.make_inputs(1, "meta")) > 2 ** 28:
+            raise Unsupported("a tensor constant made inside forward, on inputs too large to trace on the CPU")
+        ep = torch.export.export(task.make_model(42).eval(), tuple(task.make_inputs(1)))
+        sig = ep.graph_signature
+        consts = dict(getattr(sig, "inputs_to_lifted_tensor_constants", {}) or {})
     to_param = {**getattr(sig, "inputs_to_parameters", {}), **getattr(sig, "inputs_to_buffers", {})}
     env: dict[str, object] = {}
     nodes: list[Node] = []
@@ -115,6 +124,12 @@ def export_graph(task) -> OpGraph:
     for fx in ep.graph.nodes:
         meta = fx.meta.get("val")
         if fx.op == "placeholder":
+            if fx.name in consts:  # a constant made inside forward: a one-element one is a number in the kernel
+                c = ep.constants[consts[fx.name]]
+                if c.numel() != 1:
+                    raise Unsupported(f"a tensor constant of shape {tuple(c.shape)} made inside forward")
+                env[fx.name] = c.item()
+                continue
             if fx.name in to_param:
                 n = Node(fx.name, "param", shape=tuple(meta.shape), dtype=_dt(meta), index=len(params),
                          target=to_param[fx.name])
@@ -330,7 +345,8 @@ def _reduce(o: _Op):
 @lowers("max", "min")
 def _max_min(o: _Op):
     x, args = o.x, o.args
-    if len(args) > 1 and isinstance(args[1], Node):  # torch.min(x, other): elementwise
+    if len(args) > 1 and isinstance(args[1], (Node, float)):  # torch.min(x, other): elementwise (other may be a
+        # one-element constant made inside forward, a number here; a dim is an int)
         return o.pw("maximum" if o.name == "max" else "minimum", args[:2])
     if len(args) == 1:
         return o.red("a" + o.name, x, tuple(range(o.rank)), False, o.dtype)

@@ -174,17 +174,26 @@ def kernel_source(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M:
         mmas = """mma_tf32(part[mi][ni], al[mi], bh[ni]);  // small terms first
                         mma_tf32(part[mi][ni], ah[mi], bl[ni]);
                         mma_tf32(part[mi][ni], ah[mi], bh[ni]);"""
-    else:
+    else:  # plain TF32: its own rounding (2^-11 a product) dwarfs the accumulation's drift, so no
+        # per-tile sum (which costs a second accumulator's registers, and with them occupancy)
         frags = f"unsigned ah[{MI}][4], bh[{NI}][2];"
-        mmas = "mma_tf32(part[mi][ni], ah[mi], bh[ni]);"
-    compute = f"""            float part[{MI}][{NI}][4];  // this tile's sum, then into the total (see the module's note)
+        mmas = "mma_tf32(acc[mi][ni], ah[mi], bh[ni]);"
+    part_init = f"""            float part[{MI}][{NI}][4];  // this tile's sum, then into the total (see the module's note)
             #pragma unroll
             for (int mi = 0; mi < {MI}; ++mi)
                 #pragma unroll
                 for (int ni = 0; ni < {NI}; ++ni)
                     #pragma unroll
                     for (int q = 0; q < 4; ++q) part[mi][ni][q] = 0.0f;
+""" if split == 3 else ""
+    part_add = f"""
             #pragma unroll
+            for (int mi = 0; mi < {MI}; ++mi)
+                #pragma unroll
+                for (int ni = 0; ni < {NI}; ++ni)
+                    #pragma unroll
+                    for (int q = 0; q < 4; ++q) acc[mi][ni][q] += part[mi][ni][q];""" if split == 3 else ""
+    compute = f"""{part_init}            #pragma unroll
             for (int kk = 0; kk < {BK}; kk += 8) {{
                 {frags}
                 #pragma unroll
@@ -204,12 +213,7 @@ def kernel_source(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M:
                         {mmas}
                     }}
             }}
-            #pragma unroll
-            for (int mi = 0; mi < {MI}; ++mi)
-                #pragma unroll
-                for (int ni = 0; ni < {NI}; ++ni)
-                    #pragma unroll
-                    for (int q = 0; q < 4; ++q) acc[mi][ni][q] += part[mi][ni][q];"""
+{part_add}"""
     # An S-slot ring: S - 1 tiles in flight while one is computed; one barrier a step (it also frees
     # the slot computed last step, refilled this step). Every step commits a group, empty or not,
     # so `wait <S-2>` always means "tile kt has landed".
