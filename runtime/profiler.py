@@ -73,9 +73,12 @@ def parse_details(text: str) -> dict[str, dict[str, tuple[str, float]]]:
             continue
         name, unit, value = (parts[0], "", parts[1]) if len(parts) == 2 else (parts[0], parts[1], parts[-1])
         try:
-            cur[name] = (unit, float(value.replace(",", "")))
+            v = float(value.replace(",", ""))
         except ValueError:
             continue
+        if name in cur and cur[name][0] != unit:  # one name, two sections (Memory Throughput: % in
+            name = f"{name} [{unit}]"  # SpeedOfLight, Gbyte/s in MemoryWorkloadAnalysis): the first keeps it
+        cur[name] = (unit, v)
     return out
 
 

@@ -23,6 +23,9 @@ TWO_KERNELS = """==PROF== Connected to process 7 (/usr/bin/python3)
     Duration                         us       812.45
     Compute (SM) Throughput           %        22.10
     ----------------------- ----------- ------------
+    Section: Memory Workload Analysis
+    Memory Throughput           Gbyte/s       347.10
+    ----------------------- ----------- ------------
     Section: Launch Statistics
     ----------------------- ----------- ------------
     Registers Per Thread    register/thread          40
@@ -66,6 +69,7 @@ def test_the_longest_own_kernel_leads_and_raw_metrics_are_read():
     assert p.kernel == "egg_part" and abs(p.duration_ms - 0.81245) < 1e-9
     assert p.other_kernels == ["egg_fold: 0.0031 ms"]  # other_kernel is not the candidate's
     assert p.limiter == "memory" and p.registers == 40 and p.shared_bytes == 4100
+    assert p.memory_pct == 91.2  # the percentage, not Memory Workload Analysis's Gbyte/s of the same name
     assert abs(p.dram_bytes - 3.22e9) < 1 and p.l2_hit_pct == 2.31
     assert list(p.stalls) == ["long_scoreboard", "wait", "barrier"]  # largest first
 
