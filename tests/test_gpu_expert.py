@@ -13,8 +13,9 @@ SUITE = ROOT / "tasks" / "suite"
                                   "level1/16_mean_dim", "level1/29_matmul_bf16", "level1/28_matmul_fp32",
                                   "level2/03_linear_swish_bias_bf16", "level2/11_batchnorm_relu"])
 def test_expert_kernel_verified(tmp_egg, task):
+    # no Nsight Compute here (a profile per stage costs tens of seconds; test_gpu_conv.py checks it)
     _, st = optimize(SUITE / f"{task}.py", checkpoint=str(tmp_egg / "cp.sqlite"), out_dir=str(tmp_egg / "out"),
-                     budget=Budget(candidates_per_stage=2), quiet=True)
+                     budget=Budget(candidates_per_stage=2), quiet=True, kernel_profile=False)
     assert st.result.status == "verified", [(a.candidate_id, a.verdict, a.reason) for a in st.attempts]
     assert st.result.speedup_vs_eager > 0
     assert all(d.best_ms is not None for d in st.design.decisions)
@@ -48,7 +49,7 @@ def test_exported_module_runs_without_egg(tmp_egg, task):
     import sys
     path = SUITE / f"{task}.py"
     _, st = optimize(path, checkpoint=str(tmp_egg / "cp.sqlite"), out_dir=str(tmp_egg / "out"),
-                     budget=Budget(candidates_per_stage=1), quiet=True, timing_reps=10)
+                     budget=Budget(candidates_per_stage=1), quiet=True, timing_reps=10, kernel_profile=False)
     assert st.result.status == "verified"
     r = subprocess.run([sys.executable, "-I", "-c", EXPORT_CHECK, st.result.module_path, str(path)],
                        capture_output=True, text=True, timeout=300, cwd=tmp_egg)

@@ -1,0 +1,70 @@
+"""On a GPU: every convolution layout of the expert (in place, channels last, phase-split transposed,
+1x1 as a GEMM) at awkward shapes, verified by the real evaluator under the float64 rule; a fused
+level-2 chain; and a profiled candidate whose metrics reach `egg history`. `pytest -m gpu`."""
+import pytest
+
+from agents.expert import ExpertAgent
+from state import KernelCandidate
+from tests.test_expert_conv import CASES, _task
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def evaluator():
+    from runtime.evaluator import GpuEvaluator
+    ev = GpuEvaluator(arch=None, timeout_s=120, reps=5)
+    yield ev
+    ev.close()
+
+
+def _candidates(path, variants):
+    from hardware_profiles.profile import detect
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    out = []
+    for i, extra in enumerate(variants):
+        pk = agent.emit(g, fam, plan, {**agent._default(fam, g, plan, None), **extra}, detect())
+        out.append(KernelCandidate(id=f"c{i}", stage="algorithm_design", cuda_source=pk.cuda_source,
+                                   host_code=pk.host_code, kernel_names=pk.kernel_names, params=pk.params,
+                                   compile_options=pk.compile_options, family=pk.family))
+    return out
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"{c[0]}d-{c[1]}to{c[2]}-g{c[7]}")
+def test_every_layout_verifies_at_awkward_shapes(tmp_egg, evaluator, case):
+    *spec, (BM, BN, WM, WN, S) = case
+    path = _task(tmp_egg, *spec)
+    knobs = {"BM": BM, "BN": BN, "WM": WM, "WN": WN, "stages": S}
+    variants = [{**knobs, "layout": lay, "split": sp} for lay in ("nchw", "nhwc") for sp in (1, 3)]
+    variants.append({**knobs, "layout": "nhwc", "ldm": True})
+    evs = evaluator.evaluate(str(path), _candidates(path, variants), None)
+    assert [e.verdict.value for e in evs] == ["correct"] * len(variants), [(e.candidate_id, e.reason) for e in evs]
+
+
+def test_pointwise_conv_gemm_layout_and_a_fused_chain_verify(tmp_egg, evaluator):
+    path = _task(tmp_egg, 2, 12, 24, 1, 1, 0, 1, 2, True, (3, 12, 9, 13),
+                 "torch.nn.functional.gelu(self.conv(x)) * torch.sigmoid(self.extra)")
+    cands = _candidates(path, [{}, {"split": 3}])
+    assert cands[0].params["layout"] == "gemm"  # the default layout of a 1x1 conv without stride or padding
+    evs = evaluator.evaluate(str(path), cands, None)
+    assert [e.verdict.value for e in evs] == ["correct", "correct"], [e.reason for e in evs]
+
+
+def test_a_profiled_candidate_carries_its_metrics_into_history(tmp_egg, capsys):
+    from graph.cli import main
+    from graph.runner import optimize
+    from runtime.profiler import ncu_path
+    from state import Budget
+    from tests.conftest import ROOT
+    if ncu_path() is None:
+        pytest.skip("no ncu")
+    cp = str(tmp_egg / "cp.sqlite")
+    tid, st = optimize(ROOT / "tasks" / "suite" / "level1" / "03_gelu.py", checkpoint=cp, out_dir=str(tmp_egg / "out"),
+                       budget=Budget(candidates_per_stage=1, total_candidates=2), quiet=True, timing_reps=5)
+    assert st.result.status == "verified"
+    profs = [p for p in st.profiles if p.available]
+    assert profs and profs[0].duration_ms and profs[0].sm_pct is not None, st.profiles
+    assert 0 < profs[0].memory_pct <= 100
+    main(["--checkpoint", cp, "history", tid])
+    assert profs[0].summary()[:30] in capsys.readouterr().out
