@@ -80,7 +80,7 @@ def main() -> None:
                                kernel_names=pk.kernel_names, params=pk.params, compile_options=pk.compile_options,
                                description=pk.description, family=pk.family, guard_policy=pk.guard_policy)
         ev = Evaluation(candidate_id=cand.id, stage="probe", verdict=Verdict.crashed)
-        loaded = w._load(cand, ev, {})
+        loaded = w._load(cand, ev, {"arch": prof.arch})
         if loaded is None:
             rows.append({"name": v, "error": ev.reason})
             continue

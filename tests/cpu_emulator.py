@@ -92,6 +92,37 @@ inline void ldsm_x4(unsigned* r, const float* row) {  // lane l: row l / 4 of ma
     for (int q = 0; q < 4; ++q) std::memcpy(&r[q], emu_ldsm_rows[warp][q * 8 + lane / 4] + lane % 4, 4);
     emu_warp_barriers[warp]->arrive_and_wait();
 }
+// wgmma (gemm_tf32.WGMMA_PRELUDE): descriptors hold offsets into the dynamic shared buffer; the MMA reads
+// the PTX ISA's canonical no-swizzle K-major layout back through them, and each thread computes its own
+// registers of the D fragment (warp w of the warpgroup: rows 16w.., register i*4 + h*2 + e at row
+// 16w + g + 8h, column 8i + 2t + e)
+inline unsigned long long wg_desc(const float* p) {
+    const unsigned long long a = (unsigned long long)((const unsigned char*)p - emu_dyn_smem);
+    return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16) | ((unsigned long long)(1024 >> 4) << 32);
+}
+inline void wgmma_fence() {}
+inline void wgmma_commit() {}
+inline void wgmma_wait0() {}
+inline void fence_proxy_async() {}
+inline float emu_wg_el(unsigned long long d, int r, int k) {
+    const unsigned long long base = (d & 0x3FFF) << 4, lbo = ((d >> 16) & 0x3FFF) << 4, sbo = ((d >> 32) & 0x3FFF) << 4;
+    float v; std::memcpy(&v, emu_dyn_smem + base + (r / 8) * sbo + (k / 4) * lbo + (r % 8) * 16 + (k % 4) * 4, 4);
+    return emu_tf32_operand(__float_as_uint(v));
+}
+template <int N> inline void emu_wgmma(float* d, unsigned long long da, unsigned long long db) {
+    const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
+    for (int i = 0; i < N / 8; ++i)
+        for (int h = 0; h < 2; ++h)
+            for (int e = 0; e < 2; ++e) {
+                const int r = 16 * w + g + 8 * h, n = 8 * i + 2 * t + e;
+                double s = 0.0;
+                for (int k = 0; k < 8; ++k) s += (double)emu_wg_el(da, r, k) * (double)emu_wg_el(db, n, k);
+                d[i * 4 + h * 2 + e] += (float)s;
+            }
+}
+inline void wgmma_tf32_n64(float* d, unsigned long long a, unsigned long long b) { emu_wgmma<64>(d, a, b); }
+inline void wgmma_tf32_n128(float* d, unsigned long long a, unsigned long long b) { emu_wgmma<128>(d, a, b); }
+inline void wgmma_tf32_n256(float* d, unsigned long long a, unsigned long long b) { emu_wgmma<256>(d, a, b); }
 template <int BYTES> inline void cp_async(float* dst, const float* src, int valid_bytes) {
     std::memset(dst, 0, BYTES); std::memcpy(dst, src, valid_bytes);
 }
@@ -109,9 +140,9 @@ def available() -> bool:
 
 
 def _cpu_source(src: str) -> str:
-    from agents.expert.templates.gemm_tf32 import TF32_PRELUDE
+    from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
     from agents.expert.templates.scan import BOOL_PRELUDE
-    body = src.replace(PRELUDE, "").replace(BOOL_PRELUDE, "").replace(TF32_PRELUDE, "")
+    body = src.replace(PRELUDE, "").replace(BOOL_PRELUDE, "").replace(WGMMA_PRELUDE, "").replace(TF32_PRELUDE, "")
     # dynamic shared memory becomes one static buffer (blocks run one at a time)
     return re.sub(r"extern __shared__ (?:__align__\(\d+\) )?(\w+(?: \w+)*?) (\w+)\[\];",
                   r"\1* \2 = reinterpret_cast<\1*>(emu_dyn_smem);", body)

@@ -126,6 +126,38 @@ def test_pointwise_conv_is_a_gemm_per_image(tmp_egg, spec, split):
     assert err < (16 * max(eager_err, 2 ** -24) if split == 3 else 2e-3), (err, eager_err)
 
 
+@pytest.mark.parametrize("case", [c for c in CASES if c[0] in (2, 3, "T2", "T1")], ids=lambda c: f"{c[0]}-{c[1]}to{c[2]}")
+def test_wgmma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case):
+    """The warpgroup-MMA path: tiles in wgmma's canonical layout, read back through the descriptors by the
+    emulator's model of the PTX ISA layout (the GPU test checks the hardware agrees)."""
+    import torch
+
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    *spec, _ = case
+    path = _task(tmp_egg, *spec)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    params = {**agent._default(fam, g, plan, None), "BM": 64, "BN": 64, "stages": 2, "split": 1, "layout": "nhwc",
+              "wgmma": True}
+    pk = agent.emit(g, fam, plan, params, load_profile("h200"))
+    assert "wgmma_tf32_n64(" in pk.cuda_source and "(256,)" not in pk.host_code.split("egg_conv'")[-1]
+    loaded = load_task(path)
+    model = loaded.make_model(42)
+    torch.manual_seed(4)
+    (x,) = loaded.make_inputs(7)
+    want = model(x).detach()
+    truth = model.double()(x.double()).detach()
+    state = model.float().state_dict()
+    tensors = {"x0": x, **{f"self.p{n.index}": state[n.target] for n in g.params}}
+    got = cpu_emulator.run_host(pk.cuda_source, pk.host_code, tensors, tmp_egg / "emu").double()
+    scale = truth.abs().max()
+    err, eager_err = (got - truth).abs().max() / scale, (want.double() - truth).abs().max() / scale
+    assert 4 * max(eager_err, 2 ** -24) < err < 2e-3, (err, eager_err)  # TF32, and every tap counted
+
+
 def test_default_layout_stages_channels_last_where_channels_come_in_fours(tmp_egg):
     agent = ExpertAgent()
     four = _task(tmp_egg, 2, 8, 16, 3, 1, 1, 1, 1, True, (2, 8, 9, 9), "self.conv(x)")

@@ -12,8 +12,9 @@ pytestmark = pytest.mark.gpu
 
 @pytest.fixture(scope="module")
 def evaluator():
+    from hardware_profiles.profile import detect
     from runtime.evaluator import GpuEvaluator
-    ev = GpuEvaluator(arch=None, timeout_s=120, reps=5)
+    ev = GpuEvaluator(arch=detect().arch, timeout_s=120, reps=5)  # sm_90a on an H200: wgmma needs the "a"
     yield ev
     ev.close()
 
@@ -38,6 +39,7 @@ def test_every_layout_verifies_at_awkward_shapes(tmp_egg, evaluator, case):
     knobs = {"BM": BM, "BN": BN, "WM": WM, "WN": WN, "stages": S}
     variants = [{**knobs, "layout": lay, "split": sp} for lay in ("nchw", "nhwc") for sp in (1, 3)]
     variants.append({**knobs, "layout": "nhwc", "ldm": True})
+    variants.append({**knobs, "layout": "nhwc", "wgmma": True, "BM": 64, "BN": 64})  # the hardware reads wgmma's layout as the emulator does
     evs = evaluator.evaluate(str(path), _candidates(path, variants), None)
     assert [e.verdict.value for e in evs] == ["correct"] * len(variants), [(e.candidate_id, e.reason) for e in evs]
 

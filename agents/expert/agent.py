@@ -10,7 +10,7 @@ from agents.expert import advice, host, program
 from dataclasses import replace
 
 from agents.expert.codegen import PRELUDE
-from agents.expert.templates.gemm_tf32 import TF32_PRELUDE
+from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
 from agents.expert.templates.scan import BOOL_PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported, export_graph
 from agents.expert.templates import conv, direct_conv, gemm, gemm_tf32, gridreduce, pointwise, pool, rowwise, scan
@@ -226,8 +226,10 @@ class ExpertAgent:
             elif st == "tiling":
                 out = [{**base, "waves": w} for w in kn.get("pool_waves", [0, 4, 16])]
         elif fam == "conv":
-            if st == "parallel_mapping":
-                out = [{**base, "WM": wm, "WN": wn} for wm, wn in kn["gemm_tf32_warps"]]
+            if st == "parallel_mapping":  # Hopper's warpgroup MMA first where the tiles are staged channels last
+                wg = [{**base, "wgmma": True, "BM": 128, "BN": bn} for bn in (128, 64)
+                      if base.get("layout") == "nhwc" and base.get("split", 1) == 1 and (bn == 64 or plan.OCg > 64)]
+                out = wg + [{**base, "WM": wm, "WN": wn} for wm, wn in kn["gemm_tf32_warps"]]
             elif st == "tiling":
                 out = [{**base, "BM": bm, "BN": bn} for bm, bn in kn["gemm_tf32_tiles"]]
             elif st == "memory_optimization":  # the ring's depth, and the other layout (staging vs in place)
@@ -332,7 +334,7 @@ class ExpertAgent:
                     launch = replace(launch, kernel=new)
                 steps.append((launch, node or writes))
                 names.append(launch.kernel)
-            for pre in (PRELUDE, TF32_PRELUDE, BOOL_PRELUDE):
+            for pre in (PRELUDE, WGMMA_PRELUDE, TF32_PRELUDE, BOOL_PRELUDE):
                 if pre in src and any(pre in s for s in srcs):
                     src = src.replace(pre, "")
             srcs.append(src)
@@ -369,7 +371,7 @@ class ExpertAgent:
             launch = host.Launch("egg_dconv", (direct_conv.grid(plan, k, sms, tpsm),), (k.block,), conv.arg_order(g, plan), 0)
             desc = f"direct conv{plan.nd}d (narrow groups), a thread per output, block {k.block}" + ("" if k.waves else ", no grid-stride loop")
         elif fam == "conv":
-            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages", "ldm") if f in params})
+            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages", "ldm", "wgmma") if f in params})
             layout = params.get("layout", "nchw")
             src = conv.render(g, plan, k, int(params.get("split", 1)), layout)
             smem = conv.shared_bytes(plan, k, layout)
@@ -378,8 +380,9 @@ class ExpertAgent:
             launch = host.Launch("egg_conv", conv.grid(plan, k, layout), (k.threads(True),),
                                  conv.arg_order(g, plan, layout == "nhwc"), smem, align16=conv.aligned16(plan, k, layout))
             desc = (f"conv{plan.nd}d as {'a GEMM per image (1x1)' if layout == 'gemm' else 'implicit GEMM'} "
-                    f"({'3xTF32' if params.get('split') == 3 else 'TF32'} mma.sync), "
-                    f"tile {k.BM} pixels x {k.BN} channels, warps {k.WM}x{k.WN}, {k.stages}-stage cp.async ring"
+                    f"({'3xTF32' if params.get('split') == 3 else 'TF32'} {'wgmma' if k.wgmma else 'mma.sync'}), "
+                    f"tile {k.BM} pixels x {k.BN} channels, "
+                    f"{'wgmma, ' + str(k.BM // 64) + ' warpgroup(s)' if k.wgmma else f'warps {k.WM}x{k.WN}'}, {k.stages}-stage cp.async ring"
                     f"{', ldmatrix' if k.ldm else ''}")
             if layout == "nhwc":
                 pre = [(host.Launch(name, grid, block, reads, 0), writes)

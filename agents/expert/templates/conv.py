@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from agents.expert.codegen import CTYPE, Emitter
 from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.gemm import GemmKnobs
-from agents.expert.templates.gemm_tf32 import BK, Operand, kernel_source
+from agents.expert.templates.gemm_tf32 import BK, Operand, kernel_source, kernel_source_wgmma
 
 MIN_GROUP_CHANNELS = 8  # narrower groups (depthwise) waste the tensor-core tile: a direct path's job
 
@@ -149,8 +149,8 @@ def operands(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> tuple[Operand, 
         return (Operand("A", k.BM, S, p.Cg, False, 4 if S % 4 == 0 else 1),
                 Operand("B", k.BN, p.OCg, p.Cg, True, 4 if p.Cg % 4 == 0 else 1))
     if layout == "nhwc":  # both k-contiguous: A rows are pixels' channel runs, B the staged weight
-        a = Operand("A", k.BM, p.Mg, p.Kg, True, 4 if p.Cg % 4 == 0 else 1)
-        return a, Operand("B", k.BN, p.OCg, p.Kg, True, 4 if p.Kg % 4 == 0 else 1)
+        a = Operand("A", k.BM, p.Mg, p.Kg, True, 4 if p.Cg % 4 == 0 else 1, k.wgmma)
+        return a, Operand("B", k.BN, p.OCg, p.Kg, True, 4 if p.Kg % 4 == 0 else 1, k.wgmma)
     a = Operand("A", k.BM, p.M, p.K, False, 1)  # gathered: k rows of BM pixels, pixels contiguous
     b = Operand("B", k.BN, p.OCg, p.K, True, 1 if p.transposed or p.K % 4 else 4)
     return a, b
@@ -270,6 +270,8 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str = "nch
     """The GEMM kernel `egg_conv`; with layout "nhwc" it reads the staged tensors (`staging_source`)."""
     T = k.threads(True)
     A, B = operands(p, k, layout)
+    if k.wgmma and layout != "nhwc":
+        raise Unsupported("wgmma reads the channels-last layout's staged tiles")
     if layout == "gemm":
         if not pointwise(p):
             raise Unsupported("layout gemm is for 1x1 convolutions without stride or padding")
@@ -283,6 +285,11 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str = "nch
         per = BK // A.vec
         if T % per or k.BM % (T // per) or T < k.BM:
             raise Unsupported("the channels-last gather needs BM rows in whole passes of the block")
+        if k.wgmma:
+            if split != 1:
+                raise Unsupported("wgmma runs plain TF32 (3xTF32 stays on mma.sync)")
+            return kernel_source_wgmma("egg_conv", kernel_args(g, p), k, A, B, p.Mg, p.OCg, p.Kg, _setup_nhwc(p, k),
+                                       _store(g, p, "nhwc"), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem))
         return kernel_source("egg_conv", kernel_args(g, p), k, A, B, p.Mg, p.OCg, p.Kg, _setup_nhwc(p, k),
                              _store(g, p, "nhwc"), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem), split=split)
     if T % k.BM or BK % (T // k.BM):
@@ -380,7 +387,7 @@ def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> st
                     const bool ok = k_ok && info[0] >= 0 && {' && '.join(conds)};
                     const float* src = X + (((long long)info[0] * {S}LL + {' + '.join(off)}) * {p.C}LL
                                             + (long long)grp * {p.Cg} + ic);
-                    cp_async<{4 * v}>({smem} + r * {A.ld} + kc, ok ? src : X, ok ? {4 * v} : 0);
+                    cp_async<{4 * v}>({smem} + {A.at('r', 'kc')}, ok ? src : X, ok ? {4 * v} : 0);
                 }}
             }}"""
 

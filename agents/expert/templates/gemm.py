@@ -46,8 +46,11 @@ class GemmKnobs:
     stages: int = 1  # tensor-core path: 1 synchronous loads; S >= 2 a ring of S cp.async tiles
     pad: int = 4  # shared-memory row padding in elements (bank conflicts)
     ldm: bool = False  # tensor-core path: fragments through ldmatrix (.trans for row-major B)
+    wgmma: bool = False  # TF32 on Hopper's warpgroup MMA: a warpgroup (128 threads) per 64 rows of the tile
 
     def threads(self, tc: bool) -> int:
+        if tc and self.wgmma:
+            return 2 * self.BM
         return self.WM * self.WN * 32 if tc else (self.BM // self.TM) * (self.BN // self.TN)
 
 

@@ -62,6 +62,7 @@ class Operand:
     K: int
     kcontig: bool
     vec: int  # floats per cp.async: 4 where the contiguous pitch is a multiple of 4, else 1
+    canon: bool = False  # k-contiguous in wgmma's canonical no-swizzle layout (8-row x 16-byte core matrices)
 
     @property
     def ld(self) -> int:  # padded so the 32 lanes of a fragment read hit 32 banks
@@ -69,10 +70,15 @@ class Operand:
 
     @property
     def elems(self) -> int:
+        if self.canon:
+            return self.rows * BK
         return self.rows * self.ld if self.kcontig else BK * self.ld
 
     def at(self, r: str, k: str) -> str:
-        """The shared offset of tile element (row r, k)."""
+        """The shared offset of tile element (row r, k). Canonical: core matrix (r / 8, k / 4) at
+        (r / 8) * SBO + (k / 4) * LBO (SBO = BK * 8 floats, LBO = 32 floats: K-adjacent ones touch)."""
+        if self.canon:
+            return f"(({r}) >> 3) * {BK * 8} + (({k}) >> 2) * 32 + (({r}) & 7) * 4 + (({k}) & 3)"
         return f"({r}) * {self.ld} + ({k})" if self.kcontig else f"({k}) * {self.ld} + ({r})"
 
     def loader(self, threads: int, smem: str, base: str, r0: str) -> str:
@@ -81,7 +87,7 @@ class Operand:
         if self.kcontig:
             rc = (f"const int r = c / {per}, kc = (c % {per}) * {v}; const long long gr = {r0} + r, gk = k0 + kc;\n"
                   f"                const int n = gr < {self.total} ? (int)max(0LL, min((long long){v}, {self.K} - gk)) : 0;\n"
-                  f"                const float* src = {base} + gr * {self.K}LL + gk; float* dst = {smem} + r * {self.ld} + kc;")
+                  f"                const float* src = {base} + gr * {self.K}LL + gk; float* dst = {smem} + {self.at('r', 'kc')};")
         else:
             rc = (f"const int kr = c / {per}, rr = (c % {per}) * {v}; const long long gk = k0 + kr, gr = {r0} + rr;\n"
                   f"                const int n = gk < {self.K} ? (int)max(0LL, min((long long){v}, {self.total} - gr)) : 0;\n"
@@ -276,5 +282,115 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
 {store}
                     }}
                 }}
+}}
+"""
+
+
+# -- Hopper's warpgroup MMA (plain TF32): both operands from shared memory in the canonical layout ----------
+WGMMA_NS = (64, 128, 256)
+
+
+def _wgmma_fn(n: int) -> str:
+    regs = ", ".join(f"%{i}" for i in range(n // 2))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(n // 2))
+    return (f"__device__ __forceinline__ void wgmma_tf32_n{n}(float* d, unsigned long long da, unsigned long long db) {{\n"
+            f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n // 2 + 2}, 0;\\n"\n'
+            f'                 "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{{regs}}}, %{n // 2}, %{n // 2 + 1}, p, 1, 1;\\n}}\\n"\n'
+            f'                 : {outs}\n'
+            f'                 : "l"(da), "l"(db), "r"(1));\n}}\n')
+
+
+WGMMA_PRELUDE = r"""__device__ __forceinline__ unsigned long long wg_desc(const float* p) {
+    // no swizzle; LBO (K-adjacent core matrices) 128 bytes, SBO (8-row groups) BK * 8 floats = 1024 bytes
+    const unsigned long long a = (unsigned long long)__cvta_generic_to_shared(p);
+    return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16) | ((unsigned long long)(1024 >> 4) << 32);
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
+""" + "".join(_wgmma_fn(n) for n in WGMMA_NS)
+
+
+def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int,
+                        setup: str, store: str, a_loader=None, b_loader=None) -> str:
+    """kernel_source's contract (setup, loaders, store with `acc[mi][ni][2 * h + e]` at row m, column n)
+    on `wgmma.m64nNk8.tf32`: BM / 64 warpgroups, each 64 rows by all BN columns; both tiles in the
+    canonical no-swizzle layout (Operand.canon), so the tensor cores read them straight from shared
+    memory. Plain TF32 only (3xTF32 would need split copies of both tiles)."""
+    if not (A.canon and B.canon) or BK != 32:
+        raise Unsupported("wgmma reads canonical k-contiguous tiles")
+    if k.BM % 64 or k.BM > 256 or k.BN not in WGMMA_NS or k.stages < 2:
+        raise Unsupported("wgmma tile shape")
+    T, S, NI = k.threads(True), k.stages, k.BN // 8
+
+    def load(slot: str) -> str:
+        a = a_loader(f"As + ({slot}) * {A.elems}") if a_loader else A.loader(T, f"As + ({slot}) * {A.elems}", "Ab", "m0")
+        b = b_loader(f"Bs + ({slot}) * {B.elems}") if b_loader else B.loader(T, f"Bs + ({slot}) * {B.elems}", "Bb", "n0")
+        return a + "\n" + b
+    # The ring as in kernel_source. A landed tile is made visible to the tensor cores' async proxy by
+    # each copying thread (fence.proxy.async) before the barrier; each step's MMAs are waited for
+    # before the next step refills the slot they read.
+    return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}
+extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
+    extern __shared__ __align__(128) unsigned char smem[];
+    float* As = reinterpret_cast<float*>(smem);
+    float* Bs = As + {S} * {A.elems};
+    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int wg = tid >> 7, wq = (tid >> 5) & 3;  // warpgroup: 64 rows of the tile; warp in it: 16 of those
+    const long long m0 = (long long)blockIdx.x * {k.BM}, n0 = (long long)blockIdx.y * {k.BN};
+    const int bz = blockIdx.z;
+{setup}
+    float acc[1][{NI}][4];
+    #pragma unroll
+    for (int ni = 0; ni < {NI}; ++ni)
+        #pragma unroll
+        for (int q = 0; q < 4; ++q) acc[0][ni][q] = 0.0f;
+    const int KT = ({K} + {BK - 1}) / {BK};
+    #pragma unroll
+    for (int s = 0; s < {S - 1}; ++s) {{
+        if (s < KT) {{
+            const long long k0 = (long long)s * {BK};
+{load("s")}
+        }}
+        cp_async_commit();
+    }}
+    for (int kt = 0; kt < KT; ++kt) {{
+        cp_async_wait<{S - 2}>();
+        fence_proxy_async();
+        __syncthreads();
+        {{
+            const int kn = kt + {S - 1};
+            if (kn < KT) {{
+                const long long k0 = (long long)kn * {BK};
+{load(f"kn % {S}")}
+            }}
+            cp_async_commit();
+        }}
+        {{
+            const float* As_s = As + (kt % {S}) * {A.elems} + wg * {64 * BK};
+            const float* Bs_s = Bs + (kt % {S}) * {B.elems};
+            wgmma_fence();
+            #pragma unroll
+            for (int kk = 0; kk < {BK}; kk += 8)
+                wgmma_tf32_n{k.BN}(&acc[0][0][0], wg_desc(As_s + kk * 8), wg_desc(Bs_s + kk * 8));
+            wgmma_commit();
+            wgmma_wait0();
+        }}
+    }}
+    cp_async_wait<0>();
+    const int mi = 0;
+    #pragma unroll
+    for (int ni = 0; ni < {NI}; ++ni)
+        #pragma unroll
+        for (int h = 0; h < 2; ++h)
+            #pragma unroll
+            for (int e = 0; e < 2; ++e) {{
+                const long long m = m0 + wg * 64 + wq * 16 + g + 8 * h;
+                const long long n = n0 + ni * 8 + 2 * t + e;
+                if (m < {M} && n < {N}) {{
+{store}
+                }}
+            }}
 }}
 """
