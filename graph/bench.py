@@ -78,7 +78,7 @@ def _commit() -> str:
 
 def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None, budget: Budget | None = None,
           out_dir: str = "bench_out", evaluator: str = "auto", checkpoint: str | None = None, timing_reps: int = 50,
-          llm=None, tolerance: str = "float64", kernel_profile: bool = True,
+          llm=None, tolerance: str = "float64", kernel_profile: bool = True, compile_baseline: bool = True,
           agent_obj=None, evaluator_obj=None, stream=sys.stderr) -> BenchResults:
     t0 = time.perf_counter()
     roots = [Path(p) for p in paths]
@@ -90,7 +90,8 @@ def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None
     results: list[TaskResult] = []
     own = evaluator_obj is None
     if own:  # one evaluation worker for the whole suite: no process start or inductor warm-up per task
-        evaluator_obj = make_evaluator(evaluator, resolve_profile(profile).arch, reps=timing_reps, tolerance=tolerance)
+        evaluator_obj = make_evaluator(evaluator, resolve_profile(profile).arch, reps=timing_reps, tolerance=tolerance,
+                                       compile_baseline=compile_baseline)
     try:
         _run_all(files, roots, out, checkpoint, results, agent, profile, budget, evaluator, timing_reps,
                  llm, agent_obj, evaluator_obj, stream, tolerance, kernel_profile)

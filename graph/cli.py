@@ -181,6 +181,8 @@ def cmd_bench(a) -> int:
         return 0
     budget = Budget(candidates_per_stage=a.candidates_per_stage, total_candidates=a.total_candidates)
     if a.ray is not None:
+        if a.no_compile:
+            raise CliError("--no-compile is for a local bench (the Ray workers time torch.compile)")
         from graph.distributed import bench_ray
         res = bench_ray(a.paths, address=None if a.ray == "local" else a.ray, agent=a.agent, profile=a.profile,
                         budget=budget, out_dir=a.out, evaluator=a.evaluator, checkpoint=a.checkpoint,
@@ -188,7 +190,7 @@ def cmd_bench(a) -> int:
     else:
         res = bench(a.paths, agent=a.agent, profile=a.profile, budget=budget, out_dir=a.out, evaluator=a.evaluator,
                     checkpoint=a.checkpoint, timing_reps=a.reps, llm=_llm(a), tolerance=a.tolerance,
-                    kernel_profile=not a.no_profile)
+                    kernel_profile=not a.no_profile, compile_baseline=not a.no_compile)
     s = res.summary
     geo = "-" if s.geomean_speedup_eager is None else f"{s.geomean_speedup_eager:.2f}"
     print(f"correct {s.correct}/{s.tasks}; fast_1 vs eager {100 * s.fast_p_eager['1.0']:.1f}%; "
@@ -300,6 +302,9 @@ def parser() -> argparse.ArgumentParser:
                     help="fan tasks out over a Ray cluster (ADDRESS, e.g. ray://head:10001; none: a local Ray)")
     bn.add_argument("--no-profile", action="store_true",
                     help="do not profile each stage's best kernel with Nsight Compute (ncu)")
+    bn.add_argument("--no-compile", action="store_true",
+                    help="time eager only, not torch.compile (a coverage run: inductor's compile is most of a small "
+                         "task's time); results then have no x compile column")
     _add_llm_args(bn)
     bn.set_defaults(fn=cmd_bench)
     w = sub.add_parser("hw", help="show the hardware profile of the live GPU (or a named one)")

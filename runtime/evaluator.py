@@ -74,17 +74,19 @@ class GpuEvaluator:
     kind = "gpu"
 
     def __init__(self, arch: str | None = None, timeout_s: float = 180.0, reps: int = 50, trials: int = 3,
-                 tolerance: str = "float64"):
+                 tolerance: str = "float64", compile_baseline: bool = True):
         if tolerance not in ("float64", "kernelbench"):
             raise ValueError(f"unknown tolerance {tolerance!r} (float64, kernelbench)")
         self.arch, self.timeout_s, self.reps, self.trials, self.tolerance = arch, timeout_s, reps, trials, tolerance
+        self.compile_baseline = compile_baseline
         self.workers: dict[str, SandboxWorker] = {}
         self.lock = threading.Lock()  # one GPU: fanned-out verifications take turns
 
     def _worker(self, role: str, task_path: str) -> SandboxWorker:
         w = self.workers.get(role)
         if w is None:
-            w = self.workers[role] = SandboxWorker(task_path, role=role, tolerance=self.tolerance)
+            w = self.workers[role] = SandboxWorker(task_path, role=role, tolerance=self.tolerance,
+                                                   compile_baseline=self.compile_baseline)
         w.switch(task_path)
         return w
 
@@ -164,11 +166,12 @@ def gpu_available() -> bool:
         return False
 
 
-def make_evaluator(kind: str, arch: str, reps: int = 50, tolerance: str = "float64", **kw) -> Evaluator:
+def make_evaluator(kind: str, arch: str, reps: int = 50, tolerance: str = "float64", compile_baseline: bool = True,
+                   **kw) -> Evaluator:
     if kind == "auto":
         kind = "gpu" if gpu_available() else "compile_only"
     if kind == "gpu":
-        return GpuEvaluator(arch=arch, reps=reps, tolerance=tolerance, **kw)
+        return GpuEvaluator(arch=arch, reps=reps, tolerance=tolerance, compile_baseline=compile_baseline, **kw)
     if kind == "compile_only":
         return CompileOnlyEvaluator(arch=arch)
     raise ValueError(f"unknown evaluator {kind!r} (auto, gpu, compile_only)")

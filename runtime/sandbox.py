@@ -22,9 +22,9 @@ class WorkerSetupError(RuntimeError):
 
 class SandboxWorker:
     def __init__(self, task_path: str, setup_timeout: float = 900.0, role: str = "candidate",
-                 tolerance: str = "float64"):
+                 tolerance: str = "float64", compile_baseline: bool = True):
         self.task_path = task_path
-        self.role, self.tolerance = role, tolerance
+        self.role, self.tolerance, self.compile_baseline = role, tolerance, compile_baseline
         self.setup_timeout = setup_timeout
         self.proc = None
         self.conn = None
@@ -47,7 +47,7 @@ class SandboxWorker:
         self.info = reply
 
     def _setup_payload(self) -> dict:
-        return {"task": self.task_path, "role": self.role, "tolerance": self.tolerance}
+        return {"task": self.task_path, "role": self.role, "tolerance": self.tolerance, "compile": self.compile_baseline}
 
     def _roundtrip(self, kind: str, payload, timeout: float) -> dict:
         try:

@@ -100,6 +100,8 @@ class Worker:
         req = req if isinstance(req, dict) else {"task": req}
         self.task = self.ref = self.ref64 = self.compiled = None  # free the previous task's models first
         self.compile_note = self.truth_note = ""
+        if not req.get("compile", True):  # `egg bench --no-compile`: eager alone (a coverage run saves inductor's time)
+            self.compile_note = "torch.compile not timed (--no-compile)"
         torch.cuda.empty_cache()
         self.role = req.get("role", "candidate")
         self.tolerance = req.get("tolerance", "float64")

@@ -75,3 +75,26 @@ def test_bench_compare_and_bad_input(tmp_path):
     empty = subprocess.run([sys.executable, "-m", "graph.cli", "bench", str(tmp_path / "nothing")],
                            capture_output=True, text=True, cwd=ROOT)
     assert empty.returncode == 2 and "no such file or folder" in empty.stderr
+
+
+def test_no_compile_reaches_the_baseline_worker(tmp_path, monkeypatch):
+    """`egg bench --no-compile`: the flag reaches the evaluator and each worker's setup (a coverage run)."""
+    import graph.bench
+    from graph.cli import main
+    from runtime.evaluator import make_evaluator
+    from runtime.sandbox import SandboxWorker
+    seen = {}
+
+    def fake_bench(paths, **kw):
+        seen.update(kw)
+        return bench(paths, out_dir=kw["out_dir"], agent_obj=ScriptedAgent(SCRIPT), evaluator_obj=ScriptedEvaluator(),
+                     profile="h200")
+    monkeypatch.setattr(graph.bench, "bench", fake_bench)
+    suite = make_suite(tmp_path, n=1)
+    assert main(["bench", str(suite), "--out", str(tmp_path / "o"), "--no-compile"]) == 0
+    assert seen["compile_baseline"] is False
+    ev = make_evaluator("gpu", "sm_90a", compile_baseline=False)
+    assert ev.compile_baseline is False
+    assert SandboxWorker("t.py", role="baseline", compile_baseline=False)._setup_payload()["compile"] is False
+    assert SandboxWorker("t.py")._setup_payload()["compile"] is True
+    assert main(["bench", str(suite), "--no-compile", "--ray"]) == 2

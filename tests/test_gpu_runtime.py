@@ -90,3 +90,13 @@ def test_copy_kernel_reaches_copy_bandwidth():
     tbs = 2 * (1 << 30) / (e.timing.median_ms * 1e-3) / 1e12
     print(f"copy: {e.timing.median_ms:.4f} ms = {tbs:.2f} TB/s (eager clone {e.eager.median_ms:.4f} ms)")
     assert tbs >= 0.9 * 4.19
+
+
+def test_no_compile_times_eager_alone():
+    from runtime.evaluator import GpuEvaluator
+    ev = GpuEvaluator(arch=None, timeout_s=60, reps=5, compile_baseline=False)
+    try:
+        b = ev.baselines(RELU_TASK)
+    finally:
+        ev.close()
+    assert b.eager.median_ms > 0 and b.compiled is None and "--no-compile" in b.note
