@@ -159,3 +159,70 @@ def test_cross_entropy_is_rows_then_a_sum(tmp_egg, reduction):
     want, truth = model(x, t).double(), model(x.double(), t)
     got = cpu_emulator.run_host(k.cuda_source, k.host_code, {"x0": x, "x1": t}, tmp_egg / "emu")
     assert abs(float(got) - float(truth)) <= 32 * max(abs(float(want) - float(truth)), 1e-7 * abs(float(truth))), (got, want, truth)
+
+
+# -- whole models (issue 19): the bundled level-3 tasks, partitioned into regions ------------------------
+REGIONS = {  # per kernel: family, then the ops it fuses (reviewed by hand: each region is a producer and its epilogue)
+    "01_resnet_basic_block": [
+        ("conv", ["conv2d", "view", "add", "rsqrt", "view", "sub", "mul", "view", "mul", "view", "add", "relu"]),
+        ("conv", ["conv2d", "view", "add", "rsqrt", "view", "sub", "mul", "view", "mul", "view", "add", "add", "relu"])],
+    "02_mobilenet_dwsep_block": [
+        ("direct_conv", ["conv2d", "view", "add", "rsqrt", "view", "sub", "mul", "view", "mul", "view", "add", "hardtanh"]),
+        ("conv", ["conv2d", "view", "add", "rsqrt", "view", "sub", "mul", "view", "mul", "view", "add", "hardtanh"])],
+    "03_mlp_stack": [("gemm", ["linear", "gelu"]), ("gemm", ["linear", "gelu"]), ("gemm", ["linear"])],
+}
+
+
+@pytest.mark.parametrize("name", sorted(REGIONS))
+def test_bundled_models_partition_into_regions(name):
+    from tests.conftest import ROOT
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(ROOT / "tasks" / "suite" / "level3" / f"{name}.py"))
+    assert fam == "program"
+    got = [(f, [n.op for n in sg.nodes if n.kind in ("pw", "conv", "gemm")]) for sg, f, _, _ in plan.stages()]
+    assert got == REGIONS[name]
+    k = agent.emit(g, fam, plan, agent._default(plan.stages()[plan.tuned][1], *[plan.stages()[plan.tuned][i] for i in (0, 2)],
+                                                None), load_profile("h200"))
+    assert k.host_code.count("egg.launch(") == len(k.kernel_names) >= len(REGIONS[name])
+
+
+@pytest.mark.parametrize("init,body,shape,tf32", [
+    # a residual block at a small size: conv-bn-relu, conv-bn + x, relu (both convs TF32, their default)
+    ("self.c1 = nn.Conv2d(8, 8, 3, padding=1, bias=False)\n        self.b1 = nn.BatchNorm2d(8)\n"
+     "        self.c2 = nn.Conv2d(8, 8, 3, padding=1, bias=False)\n        self.b2 = nn.BatchNorm2d(8)",
+     "y = torch.relu(self.b1(self.c1(x)))\n        return torch.relu(self.b2(self.c2(y)) + x)", "2, 8, 6, 5", True),
+    ("self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8, bias=False)\n        self.b1 = nn.BatchNorm2d(8)\n"
+     "        self.pw = nn.Conv2d(8, 16, 1, bias=False)\n        self.b2 = nn.BatchNorm2d(16)",
+     "y = F.relu6(self.b1(self.dw(x)))\n        return F.relu6(self.b2(self.pw(y)))", "2, 8, 5, 6", True),
+    ("self.l1 = nn.Linear(24, 40)\n        self.l2 = nn.Linear(40, 32)\n        self.l3 = nn.Linear(32, 16)",
+     "return self.l3(F.gelu(self.l2(F.gelu(self.l1(x)))))", "6, 24", False),
+])
+def test_small_models_match_a_float64_truth_on_the_cpu_emulator(tmp_egg, init, body, shape, tf32):
+    import torch
+
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    p = tmp_egg / "m.py"
+    p.write_text(TEMPLATE.format(init=init, body=body, shape=shape))
+    loaded = load_task(p)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "program"
+    sg, f, pl, _ = plan.stages()[plan.tuned]
+    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    model = loaded.make_model(42).eval()  # as the verifier runs it: BatchNorm on its running statistics
+    for m in model.modules():  # running statistics that are not the identity, so the fused norm is exercised
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+    torch.manual_seed(8)
+    (x,) = loaded.make_inputs(3)
+    want = model(x).detach()
+    truth = model.double()(x.double()).detach()
+    state = model.float().state_dict()
+    tensors = {f"x{n.index}": x for n in g.inputs} | {f"self.p{n.index}": state[n.target] for n in g.params}
+    got = cpu_emulator.run_host(k.cuda_source, k.host_code, tensors, tmp_egg / "emu").double()
+    scale = truth.abs().max()
+    err, eager_err = (got - truth).abs().max() / scale, (want.double() - truth).abs().max() / scale
+    assert err < (3e-3 if tf32 else 32 * max(eager_err, 2 ** -24)), (err, eager_err)
