@@ -120,6 +120,29 @@ template <int N> inline void emu_wgmma(float* d, unsigned long long da, unsigned
                 d[i * 4 + h * 2 + e] += (float)s;
             }
 }
+static unsigned emu_wg_a[1024][4];
+template <int N> inline void emu_wgmma_rs(float* d, const unsigned* a, unsigned long long db) {
+    // A from registers: warp w' of the warpgroup holds rows 16w'.. in mma.m16n8k8's A layout
+    // (register q: row g + 8 (q % 2), column t + 4 (q / 2)); every thread of the block calls this together
+    for (int q = 0; q < 4; ++q) emu_wg_a[threadIdx.x][q] = a[q];
+    emu_block_barrier->arrive_and_wait();
+    const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3, wg0 = (threadIdx.x >> 7) * 128;
+    for (int i = 0; i < N / 8; ++i)
+        for (int h = 0; h < 2; ++h)
+            for (int e = 0; e < 2; ++e) {
+                const int r = 16 * w + g + 8 * h, n = 8 * i + 2 * t + e;
+                double s = 0.0;
+                for (int k = 0; k < 8; ++k) {
+                    const unsigned av = emu_wg_a[wg0 + (r / 16) * 32 + (r % 8) * 4 + k % 4][(r % 16) / 8 + 2 * (k / 4)];
+                    s += (double)emu_tf32_operand(av) * (double)emu_wg_el(db, n, k);
+                }
+                d[i * 4 + h * 2 + e] += (float)s;
+            }
+    emu_block_barrier->arrive_and_wait();
+}
+inline void wgmma_tf32_rs_n64(float* d, const unsigned* a, unsigned long long b) { emu_wgmma_rs<64>(d, a, b); }
+inline void wgmma_tf32_rs_n128(float* d, const unsigned* a, unsigned long long b) { emu_wgmma_rs<128>(d, a, b); }
+inline void wgmma_tf32_rs_n256(float* d, const unsigned* a, unsigned long long b) { emu_wgmma_rs<256>(d, a, b); }
 inline void wgmma_tf32_n64(float* d, unsigned long long a, unsigned long long b) { emu_wgmma<64>(d, a, b); }
 inline void wgmma_tf32_n128(float* d, unsigned long long a, unsigned long long b) { emu_wgmma<128>(d, a, b); }
 inline void wgmma_tf32_n256(float* d, unsigned long long a, unsigned long long b) { emu_wgmma<256>(d, a, b); }

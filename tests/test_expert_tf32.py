@@ -30,6 +30,11 @@ CASES = [  # expr, A shape, B shape, (BM, BN, WM, WN, stages[, ldmatrix])
     ("torch.bmm(a, b)", (3, 33, 44), (3, 44, 20), (32, 32, 2, 1, 3)),
     ("torch.matmul(a, b.T)", (40, 96), (72, 96), (32, 32, 2, 1, 3, True)),  # ldmatrix for A and B
     ("torch.matmul(a, b) + 1.0", (70, 64), (64, 50), (64, 32, 2, 2, 2, True)),  # ldmatrix for A only
+    # Hopper's warpgroup MMA (A split in registers, B split into canonical planes): B (K, N) and (N, K),
+    # two warpgroups, partial tiles, a batch
+    ("torch.matmul(a, b)", (70, 75), (75, 50), (64, 64, 0, 0, 2, "wgmma")),
+    ("torch.relu(torch.matmul(a, b.T)) * 2.0", (130, 64), (72, 64), (128, 64, 0, 0, 3, "wgmma")),
+    ("torch.bmm(a, b)", (2, 33, 40), (2, 40, 20), (64, 64, 0, 0, 2, "wgmma")),
 ]
 
 
@@ -43,7 +48,7 @@ def _emulate(tmp, expr, sa, sb, knobs, seed=3):
     g = export_graph(loaded)
     plan = gemm.plan_gemm(g)
     BM, BN, WM, WN, S, *ldm = knobs
-    k = gemm.GemmKnobs(BM=BM, BN=BN, WM=WM, WN=WN, stages=S, ldm=bool(ldm and ldm[0]))
+    k = gemm.GemmKnobs(BM=BM, BN=BN, WM=WM, WN=WN, stages=S, ldm=ldm[:1] == [True], wgmma=ldm[:1] == ["wgmma"])
     torch.manual_seed(seed)
     a, b = torch.randn(*sa), torch.randn(*sb)
     model = loaded.make_model(42)

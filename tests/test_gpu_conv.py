@@ -70,3 +70,17 @@ def test_a_profiled_candidate_carries_its_metrics_into_history(tmp_egg, capsys):
     assert 0 < profs[0].memory_pct <= 100
     main(["--checkpoint", cp, "history", tid])
     assert profs[0].summary()[:30] in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("expr,sa,sb", [("torch.matmul(a, b)", (300, 517), (517, 260)),
+                                        ("torch.relu(torch.matmul(a, b.T)) * 2.0", (130, 64), (200, 64)),
+                                        ("torch.bmm(a, b)", (3, 65, 40), (3, 40, 129))])
+def test_tf32x3_wgmma_gemm_is_fp32_grade(tmp_egg, evaluator, expr, sa, sb):
+    """The 3xTF32 GEMM on the warpgroup MMA (A split in registers, B in canonical planes) passes the
+    float64 rule at fp32 grade, beside the mma.sync kernel."""
+    from tests.test_expert_tf32 import TEMPLATE
+    p = tmp_egg / "g.py"
+    p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb))))
+    cands = _candidates(p, [{}, {"wgmma": True, "BM": 64, "BN": 64}, {"wgmma": True, "BM": 128, "BN": 128}])
+    evs = evaluator.evaluate(str(p), cands, None)
+    assert [e.verdict.value for e in evs] == ["correct"] * 3, [(e.candidate_id, e.reason) for e in evs]

@@ -261,8 +261,10 @@ class ExpertAgent:
             path = gemm_path(plan, base)
             tk = "gemm_tf32" if path == "tf32x3" else "gemm_tc"
             if st == "parallel_mapping":
+                if path == "tf32x3":  # Hopper's warpgroup MMA first (3xTF32 with A split in registers)
+                    out = [{**base, "wgmma": True, "BM": 128, "BN": bn} for bn in (128, 64) if bn == 64 or plan.N > 64]
                 if path != "simt":
-                    out = [{**base, "WM": wm, "WN": wn} for wm, wn in kn[f"{tk}_warps"]]
+                    out += [{**base, "WM": wm, "WN": wn} for wm, wn in kn[f"{tk}_warps"]]
                 else:
                     out = [{**base, "BM": bm, "BN": bn, "TM": tm, "TN": tn} for bm, bn, tm, tn in kn["gemm_simt_tiles"]]
             elif st == "tiling":
@@ -414,8 +416,8 @@ class ExpertAgent:
             desc = f"row program, {k.mapping} per row, block {k.block}{'' if k.cache == 'none' else f', row cached in {k.cache}'}"
         else:
             path = gemm_path(plan, params)
-            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "BK", "TM", "TN", "WM", "WN", "stages", "pad", "ldm")
-                                  if f in params})
+            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "BK", "TM", "TN", "WM", "WN", "stages", "pad", "ldm",
+                                                       "wgmma") if f in params})
             align16 = False
             if path == "simt":
                 if k.BM % k.TM or k.BN % k.TN or k.threads(False) > 1024:
@@ -423,15 +425,18 @@ class ExpertAgent:
                 src, smem = gemm.render_simt(g, plan, k), 0
             else:
                 src = gemm.render_tc(g, plan, k) if path == "mma" else gemm_tf32.render(g, plan, k)
-                smem = gemm.shared_bytes_tc(plan, k) if path == "mma" else gemm_tf32.shared_bytes(plan, k)
+                smem = (gemm.shared_bytes_tc(plan, k) if path == "mma" else
+                        gemm_tf32.shared_bytes_wgmma3(plan, k) if k.wgmma else gemm_tf32.shared_bytes(plan, k))
                 align16 = path == "tf32x3" and gemm_tf32.aligned16(plan, k)
                 if smem > profile.shared_per_block_optin:
                     raise Unsupported("tile does not fit in shared memory")
             launch = host.Launch("egg_gemm", gemm_tf32.grid(plan, k) if path == "tf32x3" else gemm.grid(plan, k),
                                  (k.threads(path != "simt"),), gemm.arg_order(g, plan), smem, align16=align16)
-            what = {"mma": "mma.sync bf16/fp16", "tf32x3": "3xTF32 mma.sync (fp32-grade)", "simt": "SIMT fp32"}[path]
+            what = {"mma": "mma.sync bf16/fp16", "tf32x3": f"3xTF32 {'wgmma' if k.wgmma else 'mma.sync'} (fp32-grade)",
+                    "simt": "SIMT fp32"}[path]
             desc = (f"GEMM {what} tile {k.BM}x{k.BN}"
                     + (f", warps {k.WM}x{k.WN}, {k.stages} stage(s), pad {k.pad}{', ldmatrix' if k.ldm else ''}" if path == "mma" else
-                       f", warps {k.WM}x{k.WN}, {k.stages}-stage cp.async ring{', ldmatrix' if k.ldm else ''}" if path == "tf32x3" else
+                       (f", wgmma, {k.BM // 64} warpgroup(s)" if k.wgmma else f", warps {k.WM}x{k.WN}")
+                       + f", {k.stages}-stage cp.async ring{', ldmatrix' if k.ldm else ''}" if path == "tf32x3" else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
         return src, [(launch, None)], desc

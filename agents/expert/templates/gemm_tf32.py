@@ -130,6 +130,8 @@ def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
              f"    const float* Bb = B + {'(long long)bz * ' + str(K * N) + 'LL' if p.b_batched else '0'};")
     epi, v = epilogue(g, p, "acc[mi][ni][2 * h + e]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                    ")
     store = f"{epi}\n                    out[((long long)bz * {M}LL + m) * {N}LL + n] = from_f<{CTYPE[g.output.dtype]}>({v});"
+    if k.wgmma:
+        return kernel_source_wgmma3("egg_gemm", kernel_args(g, p), k, A, B, M, N, K, setup, store)
     return kernel_source("egg_gemm", kernel_args(g, p), k, A, B, M, N, K, setup, store)
 
 
@@ -300,6 +302,18 @@ def _wgmma_fn(n: int) -> str:
             f'                 : "l"(da), "l"(db), "r"(1));\n}}\n')
 
 
+def _wgmma_rs_fn(n: int) -> str:
+    """A from registers (this warp's m16k8 fragment, mma.m16n8k8's layout), B from shared memory."""
+    regs = ", ".join(f"%{i}" for i in range(n // 2))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(n // 2))
+    a = ", ".join(f"%{n // 2 + i}" for i in range(4))
+    return (f"__device__ __forceinline__ void wgmma_tf32_rs_n{n}(float* d, const unsigned* a, unsigned long long db) {{\n"
+            f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n // 2 + 5}, 0;\\n"\n'
+            f'                 "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{{regs}}}, {{{a}}}, %{n // 2 + 4}, p, 1, 1;\\n}}\\n"\n'
+            f'                 : {outs}\n'
+            f'                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));\n}}\n')
+
+
 WGMMA_PRELUDE = r"""__device__ __forceinline__ unsigned long long wg_desc(const float* p) {
     // no swizzle; LBO (K-adjacent core matrices) 128 bytes, SBO (8-row groups) BK * 8 floats = 1024 bytes
     const unsigned long long a = (unsigned long long)__cvta_generic_to_shared(p);
@@ -309,7 +323,7 @@ __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.a
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-""" + "".join(_wgmma_fn(n) for n in WGMMA_NS)
+""" + "".join(_wgmma_fn(n) for n in WGMMA_NS) + "".join(_wgmma_rs_fn(n) for n in WGMMA_NS)
 
 
 def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int,
@@ -394,3 +408,111 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
             }}
 }}
 """
+
+
+def kernel_source_wgmma3(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int,
+                         setup: str, store: str) -> str:
+    """3xTF32 on the warpgroup MMA, any operand layout: tiles arrive raw (kernel_source's ring); each
+    k-tile B is split once into canonical high and low planes (transposed to K-major on the way) that
+    the tensor cores read, and each warp's A fragments are read and split in registers (the MMA takes A
+    from registers). Three MMAs a step, small terms first, into a per-k-tile sum (the module's note)."""
+    if BK != 32 or k.BM % 64 or k.BM > 256 or k.BN not in WGMMA_NS or k.stages < 2:
+        raise Unsupported("wgmma tile shape")
+    T, S, NI = k.threads(True), k.stages, k.BN // 8
+    P = Operand("P", k.BN, N, K, True, 4, True)  # the canonical planes' addressing
+
+    def load(slot: str) -> str:
+        return (A.loader(T, f"As + ({slot}) * {A.elems}", "Ab", "m0") + "\n"
+                + B.loader(T, f"Bs + ({slot}) * {B.elems}", "Bb", "n0"))
+    a_frag = "\n".join(f"                split_tf32(As_s[{A.at(f'rb + g + {8 * (q % 2)}', f'ks * 8 + t + {4 * (q // 2)}')}], "
+                        f"ah[ks][{q}], al[ks][{q}]);" for q in range(4))
+    return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}
+extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
+    extern __shared__ __align__(128) unsigned char smem[];
+    float* As = reinterpret_cast<float*>(smem);
+    float* Bs = As + {S} * {A.elems};
+    float* Bh = Bs + {S} * {B.elems};  // this k-tile's B, split: high and low TF32 planes, K-major canonical
+    float* Bl = Bh + {k.BN * BK};
+    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int wg = tid >> 7, wq = (tid >> 5) & 3;
+    const int rb = wg * 64 + wq * 16;  // this warp's 16 rows of the tile
+    const long long m0 = (long long)blockIdx.x * {k.BM}, n0 = (long long)blockIdx.y * {k.BN};
+    const int bz = blockIdx.z;
+{setup}
+    float acc[1][{NI}][4], part[{NI * 4}];
+    #pragma unroll
+    for (int ni = 0; ni < {NI}; ++ni)
+        #pragma unroll
+        for (int q = 0; q < 4; ++q) acc[0][ni][q] = 0.0f;
+    const int KT = ({K} + {BK - 1}) / {BK};
+    #pragma unroll
+    for (int s = 0; s < {S - 1}; ++s) {{
+        if (s < KT) {{
+            const long long k0 = (long long)s * {BK};
+{load("s")}
+        }}
+        cp_async_commit();
+    }}
+    for (int kt = 0; kt < KT; ++kt) {{
+        cp_async_wait<{S - 2}>();
+        __syncthreads();
+        {{
+            const int kn = kt + {S - 1};
+            if (kn < KT) {{
+                const long long k0 = (long long)kn * {BK};
+{load(f"kn % {S}")}
+            }}
+            cp_async_commit();
+        }}
+        const float* As_s = As + (kt % {S}) * {A.elems};
+        const float* Bs_s = Bs + (kt % {S}) * {B.elems};
+        for (int c = tid; c < {k.BN * BK}; c += {T}) {{  // B: split once a tile, for both warpgroups
+            const int r = c / {BK}, kq = c % {BK};
+            unsigned hi, lo;
+            split_tf32(Bs_s[{B.at('r', 'kq')}], hi, lo);
+            Bh[{P.at('r', 'kq')}] = __uint_as_float(hi);
+            Bl[{P.at('r', 'kq')}] = __uint_as_float(lo);
+        }}
+        unsigned ah[{BK // 8}][4], al[{BK // 8}][4];
+        #pragma unroll
+        for (int ks = 0; ks < {BK // 8}; ++ks) {{
+{a_frag}
+        }}
+        #pragma unroll
+        for (int q = 0; q < {NI * 4}; ++q) part[q] = 0.0f;
+        fence_proxy_async();
+        __syncthreads();
+        wgmma_fence();
+        #pragma unroll
+        for (int ks = 0; ks < {BK // 8}; ++ks) {{
+            wgmma_tf32_rs_n{k.BN}(part, al[ks], wg_desc(Bh + ks * 64));  // small terms first
+            wgmma_tf32_rs_n{k.BN}(part, ah[ks], wg_desc(Bl + ks * 64));
+            wgmma_tf32_rs_n{k.BN}(part, ah[ks], wg_desc(Bh + ks * 64));
+        }}
+        wgmma_commit();
+        wgmma_wait0();
+        #pragma unroll
+        for (int ni = 0; ni < {NI}; ++ni)
+            #pragma unroll
+            for (int q = 0; q < 4; ++q) acc[0][ni][q] += part[ni * 4 + q];
+    }}
+    cp_async_wait<0>();
+    const int mi = 0;
+    #pragma unroll
+    for (int ni = 0; ni < {NI}; ++ni)
+        #pragma unroll
+        for (int h = 0; h < 2; ++h)
+            #pragma unroll
+            for (int e = 0; e < 2; ++e) {{
+                const long long m = m0 + rb + g + 8 * h;
+                const long long n = n0 + ni * 8 + 2 * t + e;
+                if (m < {M} && n < {N}) {{
+{store}
+                }}
+            }}
+}}
+"""
+
+
+def shared_bytes_wgmma3(p: GemmPlan, k: GemmKnobs) -> int:
+    return shared_bytes(p, k) + 2 * k.BN * BK * 4
