@@ -1,6 +1,7 @@
 """On a GPU: every convolution layout of the expert (in place, channels last, phase-split transposed,
-1x1 as a GEMM) at awkward shapes, verified by the real evaluator under the float64 rule; a fused
-level-2 chain; and a profiled candidate whose metrics reach `egg history`. `pytest -m gpu`."""
+1x1 as a GEMM, wgmma) at awkward shapes, verified by the real evaluator under the float64 rule; a fused
+level-2 chain; the 3xTF32 GEMM on wgmma; and a profiled candidate whose metrics reach `egg history`.
+`pytest -m gpu`."""
 import pytest
 
 from agents.expert import ExpertAgent
