@@ -312,6 +312,21 @@ def _phase_decode(p: ConvPlan, res: str, ind: str) -> list[str]:
     return lines
 
 
+def _tap_decode(p: ConvPlan, ind: str, ok: str, between: list[str] | None = None) -> list[str]:
+    """Statements: the tap index in `r_` -> kernel offsets k{d} per dim (a phase's taps are tap_step
+    apart from its first, k0_{d}; `ok` turns false past the kernel or where the phase has none);
+    `between` goes after the tap index is split, before the offsets."""
+    lines = [f"{ind}const int a{d} = r_ % {p.taps[d]}; r_ /= {p.taps[d]};" for d in reversed(range(p.nd))]
+    lines += between or []
+    for d in range(p.nd):
+        if p.phased:
+            lines.append(f"{ind}const int k{d} = k0_{d} + a{d} * {p.tap_step[d]};")
+            lines.append(f"{ind}{ok} = {ok} && k0_{d} >= 0 && k{d} < {p.ker[d]};")
+        else:
+            lines.append(f"{ind}const int k{d} = a{d};")
+    return lines
+
+
 def _setup_nhwc(p: ConvPlan, k: GemmKnobs) -> str:
     """Once per block: the group and phase (blockIdx.z), and each tile row's image (-1: no pixel),
     input window origin per dim and output pixel offset, in shared memory."""
@@ -353,15 +368,7 @@ def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> st
     per tile into (tap, channel); its rows are every (T / chunks)-th of the tile."""
     v, per = A.vec, BK // A.vec
     S = math.prod(p.in_sp)
-    dec, conds, off, qs = [], [], [], []
-    for d in reversed(range(p.nd)):
-        dec.append(f"                const int a{d} = r_ % {p.taps[d]}; r_ /= {p.taps[d]};")
-    for d in range(p.nd):
-        if p.phased:
-            dec.append(f"                const int k{d} = k0_{d} + a{d} * {p.tap_step[d]};")
-            dec.append(f"                k_ok = k_ok && k0_{d} >= 0 && k{d} < {p.ker[d]};")
-        else:
-            dec.append(f"                const int k{d} = a{d};")
+    dec, conds, off, qs = _tap_decode(p, "                ", "k_ok"), [], [], []
     for d in range(p.nd):
         if p.transposed:
             qs.append(f"                    const int t{d} = info[{1 + d}] - k{d} * {p.dil[d]};")
@@ -437,16 +444,7 @@ extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_conv_wt(float* _
 def _weight_taps(p: ConvPlan) -> str:
     """Staged weight column (tap, channel) -> the kernel offset `off` (and `ok`: a real tap)."""
     ind = "    "
-    lines = [f"{ind}(void)res;"]
-    for d in reversed(range(p.nd)):
-        lines.append(f"{ind}const int a{d} = r_ % {p.taps[d]}; r_ /= {p.taps[d]};")
-    if p.phased:
-        lines += _phase_decode(p, "res", ind)
-        for d in range(p.nd):
-            lines.append(f"{ind}const int k{d} = k0_{d} + a{d} * {p.tap_step[d]};")
-            lines.append(f"{ind}ok = ok && k0_{d} >= 0 && k{d} < {p.ker[d]};")
-    else:
-        lines += [f"{ind}const int k{d} = a{d};" for d in range(p.nd)]
+    lines = [f"{ind}(void)res;"] + _tap_decode(p, ind, "ok", _phase_decode(p, "res", ind) if p.phased else [])
     kst, terms = 1, []
     for d in reversed(range(p.nd)):
         terms.append(f"k{d} * {kst}" if kst != 1 else f"k{d}")
