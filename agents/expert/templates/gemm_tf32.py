@@ -160,6 +160,54 @@ def _reads(A: Operand, B: Operand, k: GemmKnobs, NI: int, split: int) -> tuple[s
     return a_reads, b_reads, b_step
 
 
+def _ring_head(K: int, S: int, load) -> str:
+    """The ring's first S - 1 tiles, a commit group each (empty past the last tile)."""
+    return f"""    const int KT = ({K} + {BK - 1}) / {BK};
+    #pragma unroll
+    for (int s = 0; s < {S - 1}; ++s) {{
+        if (s < KT) {{
+            const long long k0 = (long long)s * {BK};
+{load("s")}
+        }}
+        cp_async_commit();
+    }}
+"""
+
+
+def _ring_refill(S: int, load) -> str:
+    """Inside step kt, after the barrier: tile kt + S - 1 into the slot step kt - 1 read."""
+    return f"""        {{
+            const int kn = kt + {S - 1};
+            if (kn < KT) {{
+                const long long k0 = (long long)kn * {BK};
+{load(f"kn % {S}")}
+            }}
+            cp_async_commit();
+        }}
+"""
+
+
+def _wg_store(NI: int, M: int, N: int, store: str, rows: str) -> str:
+    """The warpgroup MMA's epilogue: register (ni, h, e) of this thread is row `rows` + g + 8h, column
+    ni * 8 + 2t + e of the tile (the m64nNk8 D fragment)."""
+    return f"""    cp_async_wait<0>();
+    const int mi = 0;
+    #pragma unroll
+    for (int ni = 0; ni < {NI}; ++ni)
+        #pragma unroll
+        for (int h = 0; h < 2; ++h)
+            #pragma unroll
+            for (int e = 0; e < 2; ++e) {{
+                const long long m = m0 + {rows} + g + 8 * h;
+                const long long n = n0 + ni * 8 + 2 * t + e;
+                if (m < {M} && n < {N}) {{
+{store}
+                }}
+            }}
+}}
+"""
+
+
 def kernel_source(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int, setup: str,
                   store: str, a_loader=None, split: int = 3, b_loader=None) -> str:
     """The tensor-core main loop around pluggable parts: `setup` (statements after `bz`, defining the
@@ -243,27 +291,10 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
         for (int ni = 0; ni < {NI}; ++ni)
             #pragma unroll
             for (int q = 0; q < 4; ++q) acc[mi][ni][q] = 0.0f;
-    const int KT = ({K} + {BK - 1}) / {BK};
-    #pragma unroll
-    for (int s = 0; s < {S - 1}; ++s) {{
-        if (s < KT) {{
-            const long long k0 = (long long)s * {BK};
-{load("s")}
-        }}
-        cp_async_commit();
-    }}
-    for (int kt = 0; kt < KT; ++kt) {{
+{_ring_head(K, S, load)}    for (int kt = 0; kt < KT; ++kt) {{
         cp_async_wait<{S - 2}>();
         __syncthreads();
-        {{
-            const int kn = kt + {S - 1};
-            if (kn < KT) {{
-                const long long k0 = (long long)kn * {BK};
-{load(f"kn % {S}")}
-            }}
-            cp_async_commit();
-        }}
-        {{
+{_ring_refill(S, load)}        {{
             const float* As_s = As + (kt % {S}) * {A.elems};
             const float* Bs_s = Bs + (kt % {S}) * {B.elems};
 {compute}
@@ -360,28 +391,11 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
     for (int ni = 0; ni < {NI}; ++ni)
         #pragma unroll
         for (int q = 0; q < 4; ++q) acc[0][ni][q] = 0.0f;
-    const int KT = ({K} + {BK - 1}) / {BK};
-    #pragma unroll
-    for (int s = 0; s < {S - 1}; ++s) {{
-        if (s < KT) {{
-            const long long k0 = (long long)s * {BK};
-{load("s")}
-        }}
-        cp_async_commit();
-    }}
-    for (int kt = 0; kt < KT; ++kt) {{
+{_ring_head(K, S, load)}    for (int kt = 0; kt < KT; ++kt) {{
         cp_async_wait<{S - 2}>();
         fence_proxy_async();
         __syncthreads();
-        {{
-            const int kn = kt + {S - 1};
-            if (kn < KT) {{
-                const long long k0 = (long long)kn * {BK};
-{load(f"kn % {S}")}
-            }}
-            cp_async_commit();
-        }}
-        {{
+{_ring_refill(S, load)}        {{
             const float* As_s = As + (kt % {S}) * {A.elems} + wg * {64 * BK};
             const float* Bs_s = Bs + (kt % {S}) * {B.elems};
             wgmma_fence();
@@ -392,22 +406,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
             wgmma_wait0();
         }}
     }}
-    cp_async_wait<0>();
-    const int mi = 0;
-    #pragma unroll
-    for (int ni = 0; ni < {NI}; ++ni)
-        #pragma unroll
-        for (int h = 0; h < 2; ++h)
-            #pragma unroll
-            for (int e = 0; e < 2; ++e) {{
-                const long long m = m0 + wg * 64 + wq * 16 + g + 8 * h;
-                const long long n = n0 + ni * 8 + 2 * t + e;
-                if (m < {M} && n < {N}) {{
-{store}
-                }}
-            }}
-}}
-"""
+{_wg_store(NI, M, N, store, "wg * 64 + wq * 16")}"""
 
 
 def kernel_source_wgmma3(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int,
@@ -444,27 +443,10 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
     for (int ni = 0; ni < {NI}; ++ni)
         #pragma unroll
         for (int q = 0; q < 4; ++q) acc[0][ni][q] = 0.0f;
-    const int KT = ({K} + {BK - 1}) / {BK};
-    #pragma unroll
-    for (int s = 0; s < {S - 1}; ++s) {{
-        if (s < KT) {{
-            const long long k0 = (long long)s * {BK};
-{load("s")}
-        }}
-        cp_async_commit();
-    }}
-    for (int kt = 0; kt < KT; ++kt) {{
+{_ring_head(K, S, load)}    for (int kt = 0; kt < KT; ++kt) {{
         cp_async_wait<{S - 2}>();
         __syncthreads();
-        {{
-            const int kn = kt + {S - 1};
-            if (kn < KT) {{
-                const long long k0 = (long long)kn * {BK};
-{load(f"kn % {S}")}
-            }}
-            cp_async_commit();
-        }}
-        const float* As_s = As + (kt % {S}) * {A.elems};
+{_ring_refill(S, load)}        const float* As_s = As + (kt % {S}) * {A.elems};
         const float* Bs_s = Bs + (kt % {S}) * {B.elems};
         for (int c = tid; c < {k.BN * BK}; c += {T}) {{  // B: split once a tile, for both warpgroups
             const int r = c / {BK}, kq = c % {BK};
@@ -496,22 +478,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
             #pragma unroll
             for (int q = 0; q < 4; ++q) acc[0][ni][q] += part[ni * 4 + q];
     }}
-    cp_async_wait<0>();
-    const int mi = 0;
-    #pragma unroll
-    for (int ni = 0; ni < {NI}; ++ni)
-        #pragma unroll
-        for (int h = 0; h < 2; ++h)
-            #pragma unroll
-            for (int e = 0; e < 2; ++e) {{
-                const long long m = m0 + rb + g + 8 * h;
-                const long long n = n0 + ni * 8 + 2 * t + e;
-                if (m < {M} && n < {N}) {{
-{store}
-                }}
-            }}
-}}
-"""
+{_wg_store(NI, M, N, store, "rb")}"""
 
 
 def shared_bytes_wgmma3(p: GemmPlan, k: GemmKnobs) -> int:
