@@ -253,3 +253,24 @@ def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir
     buffers = {v: int(np.prod(s)) for v, s in shapes.items()}
     got = run_program(src, steps, buffers, {safe[n]: t.contiguous() for n, t in tensors.items()}, "out", workdir)
     return got.reshape(shapes["out"])
+
+
+def run_module(task_path, g, pk, workdir: Path, input_seed: int = 7, prepare=None) -> tuple[float, float]:
+    """An emitted module (its host code's launches) on one input set of the task, against a float64
+    truth: (the module's max error, eager fp32's), both relative to the truth's largest magnitude.
+    The reference runs in eval mode, as the verifier runs it; `prepare(model)` may set its state first."""
+    from tasks import load_task
+    loaded = load_task(task_path)
+    model = loaded.make_model(42).eval()
+    if prepare is not None:
+        prepare(model)
+    torch.manual_seed(4)
+    xs = loaded.make_inputs(input_seed)
+    with torch.no_grad():
+        want = model(*xs)
+        truth = model.double()(*[x.double() if x.is_floating_point() else x for x in xs])
+    state = model.float().state_dict()
+    tensors = {f"x{n.index}": xs[n.index] for n in g.inputs} | {f"self.p{n.index}": state[n.target] for n in g.params}
+    got = run_host(pk.cuda_source, pk.host_code, tensors, workdir).double()
+    scale = truth.abs().max()
+    return float((got - truth).abs().max() / scale), float((want.double() - truth).abs().max() / scale)

@@ -59,7 +59,6 @@ def _task(tmp, nd, cin, cout, ker, stride, pad, dil, groups, bias, shape, expr):
 @pytest.mark.parametrize("case", CASES)
 def test_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case, split, layout, ldm):
     """The module as the expert emits it (the staging launches of "nhwc" included), run through its host code."""
-    import torch
 
     from hardware_profiles import load_profile
     from tests import cpu_emulator
@@ -74,17 +73,7 @@ def test_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case, split, 
               "split": split, "layout": layout, "ldm": ldm}
     pk = agent.emit(g, fam, plan, params, load_profile("h200"))
     assert len(pk.kernel_names) == (3 if layout == "nhwc" else 1)
-    loaded = load_task(path)
-    model = loaded.make_model(42)
-    torch.manual_seed(4)
-    (x,) = loaded.make_inputs(7)
-    want = model(x).detach()
-    truth = model.double()(x.double()).detach()
-    state = model.float().state_dict()
-    tensors = {"x0": x, **{f"self.p{n.index}": state[n.target] for n in g.params}}
-    got = cpu_emulator.run_host(pk.cuda_source, pk.host_code, tensors, tmp_egg / "emu").double()
-    scale = truth.abs().max()
-    err, eager_err = (got - truth).abs().max() / scale, (want.double() - truth).abs().max() / scale
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
     if split == 3:  # fp32-grade: the split's truncated low parts cost ~2^-21 a product, well inside the rule's 32x
         assert err < 16 * max(eager_err, 2 ** -24), (err, eager_err)
     else:  # TF32: 10 bits of mantissa in each product
@@ -99,7 +88,6 @@ def test_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case, split, 
 ])
 def test_pointwise_conv_is_a_gemm_per_image(tmp_egg, spec, split):
     """A 1x1 conv without stride or padding reads its input in place (layout "gemm", the default)."""
-    import torch
 
     from hardware_profiles import load_profile
     from tests import cpu_emulator
@@ -112,17 +100,7 @@ def test_pointwise_conv_is_a_gemm_per_image(tmp_egg, spec, split):
     assert pk.kernel_names == ["egg_conv"]
     if not cpu_emulator.available():
         pytest.skip("no g++")
-    loaded = load_task(path)
-    model = loaded.make_model(42)
-    torch.manual_seed(4)
-    (x,) = loaded.make_inputs(7)
-    want = model(x).detach()
-    truth = model.double()(x.double()).detach()
-    state = model.float().state_dict()
-    tensors = {"x0": x, **{f"self.p{n.index}": state[n.target] for n in g.params}}
-    got = cpu_emulator.run_host(pk.cuda_source, pk.host_code, tensors, tmp_egg / "emu").double()
-    scale = truth.abs().max()
-    err, eager_err = (got - truth).abs().max() / scale, (want.double() - truth).abs().max() / scale
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
     assert err < (16 * max(eager_err, 2 ** -24) if split == 3 else 2e-3), (err, eager_err)
 
 
@@ -130,7 +108,6 @@ def test_pointwise_conv_is_a_gemm_per_image(tmp_egg, spec, split):
 def test_wgmma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case):
     """The warpgroup-MMA path: tiles in wgmma's canonical layout, read back through the descriptors by the
     emulator's model of the PTX ISA layout (the GPU test checks the hardware agrees)."""
-    import torch
 
     from hardware_profiles import load_profile
     from tests import cpu_emulator
@@ -144,17 +121,7 @@ def test_wgmma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case):
               "wgmma": True}
     pk = agent.emit(g, fam, plan, params, load_profile("h200"))
     assert "wgmma_tf32_n64(" in pk.cuda_source and "(256,)" not in pk.host_code.split("egg_conv'")[-1]
-    loaded = load_task(path)
-    model = loaded.make_model(42)
-    torch.manual_seed(4)
-    (x,) = loaded.make_inputs(7)
-    want = model(x).detach()
-    truth = model.double()(x.double()).detach()
-    state = model.float().state_dict()
-    tensors = {"x0": x, **{f"self.p{n.index}": state[n.target] for n in g.params}}
-    got = cpu_emulator.run_host(pk.cuda_source, pk.host_code, tensors, tmp_egg / "emu").double()
-    scale = truth.abs().max()
-    err, eager_err = (got - truth).abs().max() / scale, (want.double() - truth).abs().max() / scale
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
     assert 4 * max(eager_err, 2 ** -24) < err < 2e-3, (err, eager_err)  # TF32, and every tap counted
 
 
