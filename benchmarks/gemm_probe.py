@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from pathlib import Path
 
@@ -49,17 +48,8 @@ def main() -> None:
     flops = 2.0 * plan.batch * plan.M * plan.N * plan.K
 
     def timed(fn) -> float:
-        for _ in range(3):
-            fn()
-        ts = []
-        for _ in range(a.reps):
-            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            ts.append(s.elapsed_time(e))
-        return statistics.median(ts)
+        from benchmarks.kernel_probe import _time
+        return _time(fn, a.reps)
 
     def err(y) -> float:
         return float((y.double() - truth.double()).norm() / truth.double().norm())
