@@ -13,6 +13,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 VARIANTS = {  # name: (path, knobs)
+    "tf32x3_wgmma_128x128_s3": ("tf32x3", dict(BM=128, BN=128, stages=3, wgmma=True)),
+    "tf32x3_wgmma_128x64_s3": ("tf32x3", dict(BM=128, BN=64, stages=3, wgmma=True)),
+    "tf32x3_wgmma_256x64_s3": ("tf32x3", dict(BM=256, BN=64, stages=3, wgmma=True)),
     "tf32x3_128x128_w2x4_s3": ("tf32x3", dict(BM=128, BN=128, WM=2, WN=4, stages=3)),
     "tf32x3_128x128_w2x4_s3_ldm": ("tf32x3", dict(BM=128, BN=128, WM=2, WN=4, stages=3, ldm=True)),
     "tf32x3_128x128_w4x2_s3_ldm": ("tf32x3", dict(BM=128, BN=128, WM=4, WN=2, stages=3, ldm=True)),
@@ -63,7 +66,7 @@ def main() -> None:
             continue
         k = gemm.GemmKnobs(**kn)
         src = gemm_tf32.render(g, plan, k) if path == "tf32x3" else gemm.render_simt(g, plan, k)
-        smem = gemm_tf32.shared_bytes(plan, k) if path == "tf32x3" else 0
+        smem = (gemm_tf32.shared_bytes_wgmma3(plan, k) if k.wgmma else gemm_tf32.shared_bytes(plan, k)) if path == "tf32x3" else 0
         mod, res = load_module(src, ["egg_gemm"], ["-lineinfo"], "sm_90a")
         if mod is None:
             rows.append({"name": name, "error": res.log[-400:]})
