@@ -218,3 +218,35 @@ def test_small_models_match_a_float64_truth_on_the_cpu_emulator(tmp_egg, init, b
                 m.running_var.uniform_(0.5, 2.0)
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=3, prepare=stats)
     assert err < (3e-3 if tf32 else 32 * max(eager_err, 2 ** -24)), (err, eager_err)
+
+
+@pytest.mark.parametrize("shapes,scale", [(((2, 3, 10, 8), (2, 3, 13, 8), (2, 3, 13, 12)), None),
+                                          (((4, 9, 16), (4, 7, 16), (4, 7, 5)), 0.3)])
+def test_attention_is_two_batched_gemms_around_a_row_softmax(tmp_egg, shapes, scale):
+    """scaled_dot_product_attention (KernelBench level 1 97): Q K^T read in place (K as the GEMM's
+    transposed B over merged batch dims), the scale in its epilogue, one row softmax, then P V."""
+    from tests import cpu_emulator
+    p = tmp_egg / "attn.py"
+    sq, sk, sv = shapes
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, q, k, v):\n"
+                 f"        return torch.nn.functional.scaled_dot_product_attention(q, k, v, scale={scale})\n"
+                 f"def get_inputs():\n    return [torch.randn{sq}, torch.randn{sk}, torch.randn{sv}]\n"
+                 "def get_init_inputs():\n    return []\n")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert [f for _, f, _, _ in plan.stages()] == ["gemm", "rows", "gemm"]
+    sg, f, pl, _ = plan.stages()[plan.tuned]
+    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_attention_with_a_mask_is_declined(tmp_egg):
+    p = tmp_egg / "causal.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, q, k, v):\n"
+                 "        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)\n"
+                 "def get_inputs():\n    return [torch.randn(2, 8, 4), torch.randn(2, 8, 4), torch.randn(2, 8, 4)]\n"
+                 "def get_init_inputs():\n    return []\n")
+    assert "causal" in ExpertAgent().precheck(str(p))

@@ -401,6 +401,34 @@ def _softmax(o: _Op):
     return o.pw("div", [o.pw("exp", [sh], x.shape), s], x.shape)
 
 
+@lowers("scaled_dot_product_attention")
+def _sdpa(o: _Op):
+    """softmax(Q K^T * scale) V as two batched GEMMs around a row softmax (a program of three kernels:
+    the scores are written once, in fp32, and read twice). No mask, dropout or causal form yet."""
+    q, k, v = o.args[:3]
+    if o.arg(3, "attn_mask") is not None or float(o.arg(4, "dropout_p", 0.0) or 0.0) != 0.0 or o.arg(5, "is_causal", False) \
+            or o.arg(7, "enable_gqa", False):
+        raise Unsupported("aten::scaled_dot_product_attention with a mask, dropout, a causal mask or grouped heads")
+    if not (len(q.shape) == len(k.shape) == len(v.shape) >= 3 and q.shape[:-2] == k.shape[:-2] == v.shape[:-2]
+            and q.shape[-1] == k.shape[-1] and k.shape[-2] == v.shape[-2]):
+        raise Unsupported(f"aten::scaled_dot_product_attention of shapes {q.shape}, {k.shape}, {v.shape}")
+    lead, (L, E), (S, Ev) = q.shape[:-2], q.shape[-2:], v.shape[-2:]
+    n = math.prod(lead)
+    scale = o.arg(6, "scale")
+    scale = 1.0 / math.sqrt(E) if scale is None else float(scale)
+    b = o.b
+    qv = b.add("pw", "view", [q], (n, L, E), q.dtype)
+    kt = b.add("pw", "transpose2d", [b.add("pw", "view", [k], (n, S, E), k.dtype)], (n, E, S), k.dtype)
+    vv = b.add("pw", "view", [v], (n, S, Ev), v.dtype)
+    sc = b.add("pw", "mul", [b.add("gemm", "bmm", [qv, kt, None], (n, L, S), q.dtype), scale], (n, L, S), q.dtype)
+    m = b.add("reduce", "amax", [sc], (n, L, 1), q.dtype, dims=(2,), keepdim=True)
+    sh = b.add("pw", "sub", [sc, m], (n, L, S), q.dtype)  # as _softmax lowers it: one row program
+    tot = b.add("reduce", "sum", [b.add("pw", "exp", [sh], (n, L, S), q.dtype)], (n, L, 1), q.dtype, dims=(2,), keepdim=True)
+    p = b.add("pw", "div", [b.add("pw", "exp", [sh], (n, L, S), q.dtype), tot], (n, L, S), q.dtype)
+    out = b.add("gemm", "bmm", [p, vv, None], (n, L, Ev), q.dtype)
+    return b.add("pw", "view", [out], o.shape, q.dtype)
+
+
 @lowers("layer_norm", "rms_norm")
 def _layer_rms_norm(o: _Op):
     x, args, rank = o.x, o.args, o.rank

@@ -62,6 +62,8 @@ def plan_gemm(g: OpGraph) -> GemmPlan:
     if any(n.kind == "reduce" for n in g.nodes):
         raise Unsupported("a reduction after a matmul")
     a, b, bias = gm.args
+    if gm.op == "bmm" and any(n.kind == "pw" and n.op in ("view", "transpose2d") for n in (a, b)):
+        return _plan_batched_views(gm, a, b)
     if a.kind == "pw" and a.op == "transpose2d" and b.kind == "pw" and b.op == "transpose2d" or \
             gm.op != "linear" and (a.op == "transpose2d" or b.op == "transpose2d"):
         return _plan_transposed(gm, a, b)
@@ -88,6 +90,34 @@ def plan_gemm(g: OpGraph) -> GemmPlan:
     if len(a.shape) >= 3 and len(b.shape) == 2:  # (B, ..., M, K) @ (K, N): one big M
         return GemmPlan(gm, 1, math.prod(a.shape[:-1]), b.shape[1], a.shape[-1], "kn", False, False, None, a.dtype)
     raise Unsupported(f"matmul of shapes {a.shape} x {b.shape}")
+
+
+def _batched_source(n: Node) -> tuple[Node, bool]:
+    """A bmm operand read in place: (the tensor, stored transposed), seeing through a transpose of
+    its last two dims and a view that only merges leading (batch) dims of an input or parameter."""
+    tr = n.kind == "pw" and n.op == "transpose2d"
+    if tr:
+        n = n.args[0]
+    if n.kind == "pw" and n.op == "view":
+        src = n.args[0]
+        if src.kind in ("input", "param") and len(n.shape) == 3 and tuple(src.shape[-2:]) == tuple(n.shape[-2:]):
+            n = src
+    if n.kind not in ("input", "param"):
+        raise Unsupported("a matmul whose operands are computed (a prologue)")
+    return n, tr
+
+
+def _plan_batched_views(gm: Node, a: Node, b: Node) -> GemmPlan:
+    """A bmm over merged batch dims (attention's (B, H, L, E) as (B*H, L, E)), B possibly K^T."""
+    (sa, ta), (sb, tb) = _batched_source(a), _batched_source(b)
+    if ta:
+        raise Unsupported("a transposed A operand of a batched matmul")
+    if sa.dtype != sb.dtype or sa.dtype not in ("float32", "bfloat16", "float16"):
+        raise Unsupported(f"matmul of {sa.dtype} x {sb.dtype}")
+    (nb, M, K), (nb2, K2, N) = a.shape, b.shape
+    if nb != nb2 or K != K2:
+        raise Unsupported(f"matmul of shapes {a.shape} x {b.shape}")
+    return GemmPlan(gm, nb, M, N, K, "nk" if tb else "kn", True, True, None, sa.dtype, a_src=sa, b_src=sb)
 
 
 def _plan_transposed(gm: Node, a: Node, b: Node) -> GemmPlan:
