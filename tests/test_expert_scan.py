@@ -52,9 +52,19 @@ def test_scan_lowering_and_compile(tmp_egg, name, expr, args, inputs, op, revers
 def test_what_scans_still_cannot_do(tmp_egg):
     flip_only = task(tmp_egg, "fliponly", "torch.cumsum(x.flip(1), dim=1)")  # not the reverse-scan pattern
     assert ExpertAgent().precheck(str(flip_only))
-    excl = task(tmp_egg, "excl", "torch.cumsum(x.narrow(1, 0, 999), dim=1)")
-    with pytest.raises(Unsupported, match="narrow"):
-        export_graph(load_task(excl))
+    stepped = task(tmp_egg, "stepped", "torch.cumsum(x[:, ::2], dim=1)")
+    with pytest.raises(Unsupported, match="step"):
+        export_graph(load_task(stepped))
+
+
+EXCL = ("torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), "
+        "torch.cumsum(x.narrow(dim=1, start=0, length=x.size(1) - 1), dim=1)), dim=1)")
+
+
+def test_exclusive_scan_is_one_scan(tmp_egg):
+    """KernelBench 92's cat(zeros, cumsum(x[:, :-1])) is x's exclusive scan: one kernel, no shifted copy."""
+    g = export_graph(load_task(task(tmp_egg, "excl", EXCL)))
+    assert [(n.kind, n.op, n.attrs.get("exclusive")) for n in g.nodes if n.kind != "input"] == [("scan", "cumsum", True)]
 
 
 @pytest.mark.parametrize("name,expr,args,shape,params", [
@@ -64,6 +74,11 @@ def test_what_scans_still_cannot_do(tmp_egg):
     ("reverse", "torch.cumsum(x.flip(1), dim=1).flip(1)", "x", (3, 777), {"block": 96, "items": 4}),
     ("masked", "torch.cumsum(x * mask, dim=1) * 2.0", "x, mask", (2, 513), {"block": 64, "items": 8}),
     ("columns", "torch.cumsum(x, dim=1)", "x", (3, 50, 7), {"block": 32, "items": 8}),
+    ("exclusive", EXCL, "x", (3, 700), {"block": 64, "items": 4}),
+    ("exclusive_columns", EXCL, "x", (3, 40, 5), {"block": 32, "items": 8}),
+    ("exclusive_prod", EXCL.replace("zeros_like", "ones_like").replace("cumsum", "cumprod"), "x", (2, 300),
+     {"block": 64, "items": 2}),
+    ("narrowed", "torch.cumsum(x.narrow(1, 3, 500), dim=1)", "x", (2, 600), {"block": 64, "items": 4}),  # a sliced input
 ])
 def test_scan_matches_torch_on_the_cpu(tmp_egg, name, expr, args, shape, params):
     """The generated kernel run as C++ with real threads, barriers and warp shuffles (tests/cpu_emulator.py)."""

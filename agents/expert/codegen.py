@@ -180,6 +180,20 @@ class Emitter:
                 C = x.shape[-1]
                 col = f"(long long)fminf(fmaxf({self.value(t, idx)}, 0.0f), {float(C - 1)!r}f)"  # never out of the row
                 e = self.value(x, f"(({idx}) * {C}LL + {col})")
+            elif n.op == "full":  # zeros_like / ones_like: a constant, nothing read
+                e = lit(float(n.args[0]))
+            elif n.op == "narrow":  # a slice along dim d from `start`: same position, shifted along d
+                x, d, start = n.args
+                R, Rx, inner = n.shape[d], x.shape[d], math.prod(n.shape[d + 1:])
+                e = self.value(x, f"((({idx}) / {R * inner}LL) * {Rx}LL + (({idx}) / {inner}LL) % {R}LL + {start}LL) "
+                                  f"* {inner}LL + ({idx}) % {inner}LL")
+            elif n.op == "cat":  # two tensors along d; both read in bounds (clamped), the position picks one
+                a, b, d = n.args
+                R, Ra, Rb, inner = n.shape[d], a.shape[d], b.shape[d], math.prod(n.shape[d + 1:])
+                o, j, i = f"(({idx}) / {R * inner}LL)", f"((({idx}) / {inner}LL) % {R}LL)", f"(({idx}) % {inner}LL)"
+                va = self.value(a, f"({o} * {Ra}LL + min({j}, {Ra - 1}LL)) * {inner}LL + {i}")
+                vb = self.value(b, f"({o} * {Rb}LL + max({j} - {Ra}LL, 0LL)) * {inner}LL + {i}")
+                e = f"({j} < {Ra}LL ? {va} : {vb})"
             elif n.op in ("tril", "triu"):  # keep an element by its (row, col) in the last two dims
                 rows, cols = n.shape[-2], n.shape[-1]
                 d = int(n.args[1]) if len(n.args) > 1 and n.args[1] is not None else 0

@@ -463,6 +463,65 @@ def _scan(o: _Op):
     return o.b.add("scan", o.name, [o.x], o.x.shape, o.dtype, dims=(d,))
 
 
+# -- slicing: index-mapped views the pointwise emitter reads through ---------------------------------------
+@lowers("narrow")
+def _narrow(o: _Op):
+    d, start = o.dim(1), int(o.args[2])
+    return o.pw("narrow", [o.x, d, start + (o.x.shape[d] if start < 0 else 0)])
+
+
+@lowers("slice")
+def _slice(o: _Op):
+    d = o.dim(1)
+    start, step = int(o.arg(2, "start", 0) or 0), int(o.arg(4, "step", 1) or 1)
+    if step != 1:
+        raise Unsupported("aten::slice with a step")
+    return o.pw("narrow", [o.x, d, max(0, start + (o.x.shape[d] if start < 0 else 0))])
+
+
+@lowers("select")
+def _select(o: _Op):
+    d, i = o.dim(1), int(o.args[2])
+    shape = tuple(o.x.shape[:d]) + (1,) + tuple(o.x.shape[d + 1:])
+    return o.pw("view", [o.b.add("pw", "narrow", [o.x, d, i + (o.x.shape[d] if i < 0 else 0)], shape, o.dtype)])
+
+
+@lowers("zeros_like", "ones_like", "full_like")
+def _full_like(o: _Op):
+    v = 0.0 if o.name == "zeros_like" else 1.0 if o.name == "ones_like" else float(o.args[1])
+    return o.pw("full", [v])
+
+
+@lowers("cat", "concat")
+def _cat(o: _Op):
+    xs = list(o.args[0])
+    d = int(o.arg(1, "dim", 0) or 0) % len(xs[0].shape)  # o.dim reads the rank of args[0], a list here
+    if len(xs) == 2 and (sc := _exclusive_scan(o.b, xs, d)) is not None:
+        return sc
+    out = xs[0]
+    for x in xs[1:]:  # pairwise: cat(a, b, c) = cat(cat(a, b), c)
+        shape = list(out.shape)
+        shape[d] += x.shape[d]
+        out = o.b.add("pw", "cat", [out, x, d], tuple(shape), o.dtype)
+    return out
+
+
+def _exclusive_scan(b, xs: list, d: int):
+    """cat([identity of size 1 along d, scan(narrow(x, d, 0, n - 1), d)], d) is x's exclusive scan
+    (KernelBench 92): one scan kernel, the prefix before each element, no shifted copy."""
+    head, sc = xs
+    if not (isinstance(sc, Node) and sc.kind == "scan" and sc.dims == (d,) and not sc.reverse
+            and isinstance(head, Node) and head.kind == "pw" and head.op == "full" and head.shape[d] == 1
+            and head.args[0] == (0.0 if sc.op == "cumsum" else 1.0)):
+        return None
+    nar = sc.args[0]
+    if not (isinstance(nar, Node) and nar.kind == "pw" and nar.op == "narrow" and nar.args[1] == d and nar.args[2] == 0
+            and nar.args[0].shape[d] == nar.shape[d] + 1):
+        return None
+    x = nar.args[0]
+    return b.add("scan", sc.op, [x], x.shape, sc.dtype, dims=(d,), attrs={"exclusive": True})  # the inclusive one is dead
+
+
 @lowers("flip")
 def _flip(o: _Op):
     """Only as reverse scans are written: flip(cumsum(flip(x, d), d), d) is x scanned from the end."""

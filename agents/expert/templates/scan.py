@@ -66,6 +66,9 @@ def render(g: OpGraph, p: ScanPlan, k: ScanKnobs) -> str:
     ident, L = IDENT[s.op], p.L
     pos = f"({L}LL - 1 - q)" if s.reverse else "q"
     ot = CTYPE[out.dtype]
+    excl = bool(s.attrs.get("exclusive"))  # the prefix before each element (cat(identity, scan(x[:-1])))
+    step = (f"            const float s_val = s_run;\n            s_run = {_op(s.op, 's_run', v_in)};" if excl else
+            f"            s_run = {_op(s.op, 's_run', v_in)};\n            const float s_val = s_run;")
     if p.inner > 1:
         body = f"""    for (long long col = (long long)blockIdx.x * blockDim.x + threadIdx.x; col < {p.outer * p.inner}LL;
          col += (long long)gridDim.x * blockDim.x) {{
@@ -74,8 +77,7 @@ def render(g: OpGraph, p: ScanPlan, k: ScanKnobs) -> str:
         for (long long q = 0; q < {L}LL; ++q) {{
             const long long i = (o * {L}LL + {pos}) * {p.inner}LL + j;
 {pre.take("            ")}
-            s_run = {_op(s.op, "s_run", v_in)};
-            const float s_val = s_run;
+{step}
 {post.take("            ")}
             out[i] = from_f<{ot}>({v_out});
         }}
@@ -85,6 +87,9 @@ def render(g: OpGraph, p: ScanPlan, k: ScanKnobs) -> str:
     if T % 32 or T * IT > MAX_TILE:
         raise Unsupported("scan s_tile shape")
     NW = T // 32
+    upd = f"s_run = {_op(s.op, 's_run', f's_tile[tid * {IT} + e]')};"
+    loc = (f"                s_loc[e] = s_run;\n                {upd}" if excl else
+           f"                {upd}\n                s_loc[e] = s_run;")
     body = f"""    __shared__ float s_tile[{T * IT}];
     __shared__ float s_wsum[32];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -107,8 +112,7 @@ def render(g: OpGraph, p: ScanPlan, k: ScanKnobs) -> str:
             float s_run = {ident};
             #pragma unroll
             for (int e = 0; e < {IT}; ++e) {{  // this thread's consecutive elements
-                s_run = {_op(s.op, "s_run", f"s_tile[tid * {IT} + e]")};
-                s_loc[e] = s_run;
+{loc}
             }}
             float s_x = s_run;  // inclusive scan of the thread totals within the warp
             #pragma unroll
