@@ -112,9 +112,9 @@ def test_hybrid_uses_the_expert_first_and_the_llm_for_tuning():
 
 
 def test_hybrid_falls_back_to_the_llm_under_mixed_policy(tmp_path):
-    task = tmp_path / "attention.py"  # an op the expert does not lower
+    task = tmp_path / "attention.py"  # a form the expert does not lower (causal attention)
     task.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, q, k, v):\n"
-                    "        return torch.nn.functional.scaled_dot_product_attention(q, k, v)\n"
+                    "        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)\n"
                     "def get_inputs():\n    return [torch.randn(2, 4, 16, 8) for _ in range(3)]\n"
                     "def get_init_inputs():\n    return []\n")
     with ScriptedLLMServer([reply(CORRECT)]) as srv:
