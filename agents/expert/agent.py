@@ -255,6 +255,8 @@ class ExpertAgent:
                 out = [{**base, "waves": w} for w in kn["row_waves"]]
             elif st == "memory_optimization":
                 out = [{**base, "cache": c} for c in kn["row_cache"]]
+                if rowwise.welford_pairs(plan):  # the two-pass variance, should Welford's divides cost more
+                    out.append({**base, "welford": False})
                 if plan.inner == 1:  # a register-resident row needs a block big enough: try the larger blocks too
                     out += [{**base, "cache": "regs", "block": b} for b in (512, 1024) if b != base.get("block")]
         else:
@@ -405,7 +407,7 @@ class ExpertAgent:
                        f"a thread per column, block {k.block}"))
         elif fam == "rows":
             k = rowwise.RowKnobs(mapping=params["mapping"], block=params["block"], cache=params["cache"],
-                                 waves=params["waves"])
+                                 waves=params["waves"], welford=params.get("welford", True))
             if k.cache != "none" and not (plan.main is not None and _depends(plan.reductions[0].args[0], plan.main)):
                 raise Unsupported("nothing to cache")
             smem = rowwise.shared_bytes(plan, k)

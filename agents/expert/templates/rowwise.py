@@ -32,6 +32,7 @@ class RowKnobs:
     block: int = 256
     cache: str = "none"  # keep the main input's row across passes: "smem", or "regs" (ceil(R/block) values a thread)
     waves: int = 8
+    welford: bool = True  # a mean and the centred sum of squares after it in one pass (Welford/Chan)
 
 
 INIT = {"sum": "0.0f", "prod": "1.0f", "amax": "-INFINITY", "amin": "INFINITY",
@@ -72,6 +73,54 @@ def plan_rows(g: OpGraph, grid_ok: bool = False) -> RowPlan:
         raise Unsupported("argmax/argmin inside a larger expression")
     mains = [t for t in g.inputs if tuple(t.shape) == shape]
     return RowPlan(shape, dims, outer, R, inner, reds, full, mains[0] if len(mains) == 1 else None)
+
+
+def welford_pairs(p: RowPlan) -> dict[int, int]:
+    """{i: j}: reduction j is sum((v - f(sum_i(v)))^2) over the same v as reduction i = sum(v) (a
+    norm's mean, then its centred variance): Welford's update gives both in one pass over the row."""
+    pairs = {}
+    if p.R > 1 << 24:  # the running count is a float
+        return pairs
+    for j, r1 in enumerate(p.reductions):
+        sq = r1.args[0]
+        if r1.op != "sum" or not (sq.kind == "pw" and sq.op == "mul" and sq.args[0] is sq.args[1]):
+            continue
+        xc = sq.args[0]
+        if not (xc.kind == "pw" and xc.op == "sub" and isinstance(xc.args[1], Node)):
+            continue
+        v, mean = xc.args
+        if not (mean.kind == "pw" and mean.op == "div" and isinstance(mean.args[1], float)):
+            continue
+        r0 = mean.args[0]
+        i = next((i for i, r in enumerate(p.reductions) if r is r0), None)
+        if i is not None and i < j and r0.op == "sum" and r0.args[0] is v and tuple(mean.shape) == tuple(r0.shape):
+            pairs[i] = j
+    return pairs
+
+
+def _welford(p: RowPlan, k: RowKnobs, ri: int, v: str, body: str, row_loop, idx: str) -> list[str]:
+    """One pass: each thread's (count, mean, M2) by Welford's update, merged across lanes and warps by
+    Chan's rule; `acc{ri}` ends as the row's sum and `acc{ri}q` as its centred sum of squares."""
+    c, m, q = f"wc{ri}", f"wm{ri}", f"wq{ri}"
+    merge = ("{{ const float nb = {ob}, mb = {om}, qb = {oq}; const float n = {c} + nb; if (n > 0.0f) {{ "
+             "const float dl = mb - {m}, f = nb / n; {m} += dl * f; {q} += qb + dl * dl * {c} * f; {c} = n; }} }}")
+    code = [f"        float {c} = 0.0f, {m} = 0.0f, {q} = 0.0f;"]
+    code += row_loop([f"            long long i = {idx};", body,
+                      f"            {c} += 1.0f; {{ const float dl = {v} - {m}; {m} += dl / {c}; {q} += dl * ({v} - {m}); }}"])
+    if k.mapping in ("block", "warp"):
+        sh = "__shfl_xor_sync(0xffffffffu, {}, s)"
+        code.append("        for (int s = 16; s > 0; s >>= 1) "
+                    + merge.format(ob=sh.format(c), om=sh.format(m), oq=sh.format(q), c=c, m=m, q=q))
+    if k.mapping == "block":
+        code += [f"        if ((threadIdx.x & 31) == 0) {{ swc[threadIdx.x >> 5] = {c}; swm[threadIdx.x >> 5] = {m}; "
+                 f"swq[threadIdx.x >> 5] = {q}; }}",
+                 "        __syncthreads();",
+                 f"        {c} = swc[0]; {m} = swm[0]; {q} = swq[0];",
+                 "        for (int w = 1; w < (blockDim.x >> 5); ++w) "
+                 + merge.format(ob="swc[w]", om="swm[w]", oq="swq[w]", c=c, m=m, q=q),
+                 "        __syncthreads();"]
+    code.append(f"        const float acc{ri} = {m} * {c}, acc{ri}q = {q};")
+    return code
 
 
 def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
@@ -115,10 +164,17 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
         row0, rstep = "(blockIdx.x * blockDim.x + threadIdx.x)", "(gridDim.x * blockDim.x)"
     idx = f"((o * {p.R}LL + r) * {p.inner}LL + j)"
     parts = []
+    pairs = welford_pairs(p) if k.welford else {}
     for ri, red in enumerate(p.reductions):
+        if red.name in done:  # the second of a Welford pair: already computed
+            continue
         em = Emitter(loader(ri == 0), special, prefix=f"a{ri}_")
         v = em.value(red.args[0], "i")
         body = em.take("            ")
+        if ri in pairs:
+            parts.append("\n".join(_welford(p, k, ri, v, body, row_loop, idx)))
+            done[red.name], done[p.reductions[pairs[ri]].name] = f"acc{ri}", f"acc{ri}q"
+            continue
         arg = red.op in ("argmax", "argmin")
         acc, ai = f"acc{ri}", f"ai{ri}"
         if arg:
@@ -167,6 +223,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     shared = ""
     if k.mapping == "block":
         shared = "    __shared__ float sred[32];\n"
+        if pairs:
+            shared += "    __shared__ float swc[32], swm[32], swq[32];\n"
         if any(r.op in ("argmax", "argmin") for r in p.reductions):
             shared += "    __shared__ long long sidx[32];\n"
         if cache == "smem":
