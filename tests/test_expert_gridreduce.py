@@ -29,6 +29,9 @@ CASES = [
     ("hinge", "pass", "p, t", "torch.mean(torch.clamp(1 - p * t, min=0))", "torch.rand(40, 40), torch.rand(40) * 2 - 1"),
     ("frobenius", "pass", "x", "x / torch.norm(x, p='fro')", "torch.randn(12, 9, 13)"),
     ("layernorm", "self.ln = nn.LayerNorm((6, 7, 9))", "x", "self.ln(x)", "torch.randn(3, 6, 7, 9)"),
+    # the mean and centred variance in one part/fold pair (Welford), far from zero
+    ("layernorm_offset", "self.ln = nn.LayerNorm((6, 7, 9))", "x", "self.ln(x) * 2.0", "torch.randn(3, 6, 7, 9) + 40.0"),
+    ("variance", "pass", "x", "torch.var(x, dim=1, unbiased=False)", "torch.randn(3, 500) + 7.0"),  # few outputs: two passes
     ("amax", "pass", "x", "torch.amax(x) * 2.0 + 1.0", "torch.randn(50, 41)"),
     ("smooth_l1", "pass", "p, t", "torch.nn.functional.smooth_l1_loss(p, t)", "torch.randn(30, 40), torch.randn(30, 40)"),
     ("smooth_l1_beta", "pass", "p, t", "torch.nn.functional.smooth_l1_loss(p, t, beta=0.5)", "torch.randn(30, 40), torch.randn(30, 40)"),
@@ -79,3 +82,26 @@ def test_grid_reduction_matches_torch_on_the_cpu(tmp_egg, name, init, args, expr
              for kern, grid, takes_out in gridreduce.launches(plan, k, 2, 256)]
     got = cpu_emulator.run_program(src, steps, bufs, {**dict(zip(names, xs)), **params}, "out", tmp_egg / "emu")
     assert torch.allclose(got.reshape(want.shape), want, rtol=1e-4, atol=1e-5), (got.reshape(want.shape) - want).abs().max()
+
+
+def test_welford_pair_saves_a_pass_over_the_rows(tmp_egg):
+    p = _task(tmp_egg, "ln", "self.ln = nn.LayerNorm((6, 7, 9))", "x", "self.ln(x)", "torch.randn(3, 6, 7, 9)")
+    plan = rowwise.plan_rows(export_graph(load_task(p)), grid_ok=True)
+    on, off = gridreduce.GridKnobs(), gridreduce.GridKnobs(welford=False)
+    assert gridreduce.kernel_names(plan, on) == ["egg_grid_part0", "egg_grid_fold0", "egg_grid_out"]
+    assert len(gridreduce.kernel_names(plan, off)) == 5
+    assert gridreduce.workspace(plan, on)[0] == 3 * gridreduce.workspace(plan, off)[0]
+
+
+@pytest.mark.parametrize("expr,divisor,keep", [("torch.var(x, dim=1, unbiased=False)", 40.0, False),
+                                               ("torch.var(x, 1, True, True)", 39.0, True),
+                                               ("torch.std(x, dim=1, correction=0)", 40.0, False),
+                                               ("torch.var(x, dim=1)", 39.0, False)])
+def test_variance_reads_unbiased_however_it_is_passed(tmp_egg, expr, divisor, keep):
+    """aten.var.dim takes `unbiased` positionally (torch.var(x, 1, unbiased=False) exports that way);
+    aten.var.correction as a keyword."""
+    p = _task(tmp_egg, "v", "pass", "x", expr, "torch.randn(5, 40)")
+    g = export_graph(load_task(p))
+    last_div = [n for n in g.nodes if n.kind == "pw" and n.op == "div"][-1]
+    assert last_div.args[1] == divisor
+    assert tuple(g.output.shape) == ((5, 1) if keep else (5,))

@@ -349,12 +349,12 @@ class ExpertAgent:
 
     def _emit_grid(self, g: OpGraph, plan, params: dict, profile) -> ProposedKernel:
         sms, tpsm = profile.sms, profile.max_threads_per_sm
-        k = gridreduce.GridKnobs(block=params["block"], parts=params["parts"])
+        k = gridreduce.GridKnobs(block=params["block"], parts=params["parts"], welford=params.get("welford", True))
         src = gridreduce.render(g, plan, k)
         P = gridreduce.parts_per_row(plan, k)
         host_code = host.module_source_multi(g, gridreduce.launches(plan, k, sms, tpsm), k.block, host.leaves(g),
                                              *gridreduce.workspace(plan, k))
-        return ProposedKernel(cuda_source=src, host_code=host_code, kernel_names=gridreduce.kernel_names(plan),
+        return ProposedKernel(cuda_source=src, host_code=host_code, kernel_names=gridreduce.kernel_names(plan, k),
                               params=params, description=f"grid-level reduction, block {k.block}, {P} part(s) a row",
                               family="grid", guard_policy="strict", compile_options=["-lineinfo"])
 

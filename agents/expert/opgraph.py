@@ -365,8 +365,14 @@ def _arg_reduce(o: _Op):
 def _var_std(o: _Op):
     x, kw = o.x, o.kwargs
     dims = _dims(o.arg(1, "dim"), o.rank)
-    corr = kw.get("correction", 1 if kw.get("unbiased", True) else 0)
-    keep = bool(kw.get("keepdim", False))
+    a2 = o.args[2] if len(o.args) > 2 else None
+    if "correction" in kw:  # var.correction: keyword-only correction (None: 1)
+        corr = 1 if kw["correction"] is None else kw["correction"]
+    elif isinstance(a2, bool):  # var.dim(x, dim, unbiased, keepdim): torch.var(x, 1, unbiased=False) lands here
+        corr = 1 if a2 else 0
+    else:
+        corr = 1 if kw.get("unbiased", True) else 0
+    keep = bool(kw.get("keepdim", o.args[3] if len(o.args) > 3 else False))
     n = _count(dims, x)
     mean = o.pw("div", [o.red("sum", x, dims, True, o.dtype), n], _rshape(x.shape, dims, True))
     d = o.pw("sub", [x, mean], x.shape)

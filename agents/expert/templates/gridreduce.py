@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
 from agents.expert.opgraph import OpGraph, Unsupported
-from agents.expert.templates.rowwise import INIT, RowPlan
+from agents.expert.templates.rowwise import INIT, RowPlan, welford_pairs
 
 
 @dataclass
@@ -22,6 +22,13 @@ class GridKnobs:
     block: int = 256
     parts: int = 1056  # blocks over all rows, per reduction (8 waves of 132 SMs)
     out_waves: int = 8  # the full-output pass: grid = SMs x blocks per SM x waves
+    welford: bool = True  # a mean and its centred sum of squares in one part/fold pair (see rowwise)
+
+
+def _pairs(p: RowPlan, k: GridKnobs) -> dict[int, int]:
+    """Welford pairs, but not one that ends a few-output program (its fold writes the output itself)."""
+    last = len(p.reductions) - 1
+    return {i: j for i, j in (welford_pairs(p) if k.welford else {}).items() if p.full_output or j != last}
 
 
 def check_grid(p: RowPlan) -> RowPlan:
@@ -59,10 +66,18 @@ def render(g: OpGraph, p: RowPlan, k: GridKnobs) -> str:
     ws = "float* __restrict__ g_part, float* __restrict__ g_res"
     done: dict[str, str] = {}  # reduction -> where its result is read: g_res[j * rows + row]
     kernels = []
+    pairs = _pairs(p, k)
     for j, red in enumerate(p.reductions):
+        if red.name in done:  # the second of a Welford pair
+            continue
         em = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", lambda n: done.get(n.name), prefix=f"a{j}_")
         v = em.value(red.args[0], "i")
         body = em.take("            ")
+        if j in pairs:
+            j2 = pairs[j]
+            kernels += _welford_kernels(p, k, j, j2, v, body, ws, ins, P, rows, R)
+            done[red.name], done[p.reductions[j2].name] = f"g_res[{j} * {rows}LL + row]", f"g_res[{j2} * {rows}LL + row]"
+            continue
         kernels.append(f"""extern "C" __global__ void __launch_bounds__({k.block}) egg_grid_part{j}({ws}, {ins}) {{
     __shared__ float g_red[32];
     const long long row = blockIdx.y, part = blockIdx.x;
@@ -110,16 +125,70 @@ def render(g: OpGraph, p: RowPlan, k: GridKnobs) -> str:
     return PRELUDE + "\n" + "\n".join(kernels) + "\n"
 
 
+_MERGE = ("{{ const float nb = {ob}, mb = {om}, qb = {oq}; const float n = wc + nb; if (n > 0.0f) {{ "
+          "const float dl = mb - wm, f = nb / n; wm += dl * f; wq += qb + dl * dl * wc * f; wc = n; }} }}")
+
+
+def _welford_block(indent: str = "    ") -> str:
+    """Merge (wc, wm, wq) over the block (Chan's rule); every thread ends with the block's triple."""
+    sh = "__shfl_xor_sync(0xffffffffu, {}, s)"
+    return (f"{indent}for (int s = 16; s > 0; s >>= 1) " + _MERGE.format(ob=sh.format("wc"), om=sh.format("wm"), oq=sh.format("wq"))
+            + f"\n{indent}if ((threadIdx.x & 31) == 0) {{ g_wc[threadIdx.x >> 5] = wc; g_wm[threadIdx.x >> 5] = wm; "
+              "g_wq[threadIdx.x >> 5] = wq; }"
+            + f"\n{indent}__syncthreads();\n{indent}wc = g_wc[0]; wm = g_wm[0]; wq = g_wq[0];"
+            + f"\n{indent}for (int w = 1; w < (int)(blockDim.x >> 5); ++w) " + _MERGE.format(ob="g_wc[w]", om="g_wm[w]", oq="g_wq[w]")
+            + f"\n{indent}__syncthreads();")
+
+
+def _welford_kernels(p: RowPlan, k: GridKnobs, j: int, j2: int, v: str, body: str, ws: str, ins: str, P: int,
+                     rows: int, R: int) -> list[str]:
+    """Reductions j (a sum) and j2 (the centred sum of squares after it) in one part/fold pair: each part
+    keeps (count, mean, M2) (three floats in the workspace), the fold merges them."""
+    shared = "    __shared__ float g_wc[32], g_wm[32], g_wq[32];"
+    part = f"""extern "C" __global__ void __launch_bounds__({k.block}) egg_grid_part{j}({ws}, {ins}) {{
+{shared}
+    const long long row = blockIdx.y, part = blockIdx.x;
+    const long long lo = part * {-(-R // P)}LL, hi = lo + {-(-R // P)}LL < {R}LL ? lo + {-(-R // P)}LL : {R}LL;
+    float wc = 0.0f, wm = 0.0f, wq = 0.0f;
+    for (long long r = lo + threadIdx.x; r < hi; r += blockDim.x) {{
+            const long long i = row * {R}LL + r;
+{body}
+            wc += 1.0f; {{ const float dl = {v} - wm; wm += dl / wc; wq += dl * ({v} - wm); }}
+    }}
+{_welford_block()}
+    if (threadIdx.x == 0) {{
+        const long long q = (row * {P}LL + part) * 3;
+        g_part[q] = wc; g_part[q + 1] = wm; g_part[q + 2] = wq;
+    }}
+}}"""
+    fold = f"""extern "C" __global__ void __launch_bounds__({k.block}) egg_grid_fold{j}({ws}, {ins}) {{
+{shared}
+    const long long row = blockIdx.x;
+    float wc = 0.0f, wm = 0.0f, wq = 0.0f;
+    for (long long q = threadIdx.x; q < {P}LL; q += blockDim.x) {{
+        const float* t = g_part + (row * {P}LL + q) * 3;
+        {_MERGE.format(ob="t[0]", om="t[1]", oq="t[2]")}
+    }}
+{_welford_block()}
+    if (threadIdx.x == 0) {{ g_res[{j} * {rows}LL + row] = wm * wc; g_res[{j2} * {rows}LL + row] = wq; }}
+}}"""
+    return [part, fold]
+
+
 def workspace(p: RowPlan, k: GridKnobs) -> tuple[int, int]:
-    """Floats of the workspace: the partials of every row, then one result per reduction and row."""
-    return p.outer * parts_per_row(p, k), len(p.reductions) * p.outer
+    """Floats of the workspace: the partials of every row (three a part for a Welford pair), then one
+    result per reduction and row."""
+    return p.outer * parts_per_row(p, k) * (3 if _pairs(p, k) else 1), len(p.reductions) * p.outer
 
 
 def launches(p: RowPlan, k: GridKnobs, sms: int, max_threads_per_sm: int) -> list[tuple[str, tuple, bool]]:
     """(kernel, grid, takes out) in order."""
     P = parts_per_row(p, k)
     seq = []
+    skip = set(_pairs(p, k).values())
     for j in range(len(p.reductions)):
+        if j in skip:
+            continue
         last = j == len(p.reductions) - 1
         seq += [(f"egg_grid_part{j}", (P, p.outer), False), (f"egg_grid_fold{j}", (p.outer,), last and not p.full_output)]
     if p.full_output:
@@ -128,7 +197,8 @@ def launches(p: RowPlan, k: GridKnobs, sms: int, max_threads_per_sm: int) -> lis
     return seq
 
 
-def kernel_names(p: RowPlan) -> list[str]:
-    names = [f"egg_grid_{w}{j}" for j in range(len(p.reductions)) for w in ("part", "fold")]
+def kernel_names(p: RowPlan, k: GridKnobs | None = None) -> list[str]:
+    skip = set(_pairs(p, k or GridKnobs()).values())
+    names = [f"egg_grid_{w}{j}" for j in range(len(p.reductions)) if j not in skip for w in ("part", "fold")]
     return names + (["egg_grid_out"] if p.full_output else [])
 
