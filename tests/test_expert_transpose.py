@@ -151,3 +151,24 @@ def test_slices_and_concatenation_are_index_maps(tmp_egg, expr, sa, sb):
         pytest.skip("no g++")
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
     assert err == eager_err  # data movement and the same fp32 ops as eager: the same result
+
+
+@pytest.mark.parametrize("expr,sa,sb", [
+    ("torch.chunk(a, 3, dim=-1)[1] * b", "4, 9", "4, 3"),
+    ("a.split(2, dim=0)[2] + b", "5, 6", "1, 6"),  # the last piece is shorter
+    ("torch.relu(torch.unbind(a, dim=1)[2]) + b[:, :4] * 0.5 + torch.ones(4, 4)", "4, 3, 4", "4, 6"),
+])
+def test_split_pieces_and_constants_lower_as_views(tmp_egg, expr, sa, sb):
+    """chunk/split/unbind are slice views; zeros made in forward are constants (issue 19's models use them)."""
+    from tests import cpu_emulator
+    p = tmp_egg / "split.py"
+    p.write_text(TEMPLATE.format(expr=expr, sa=sa, sb=sb))
+    agent = ExpertAgent()
+    assert agent.precheck(str(p)) is None
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "pointwise"
+    k = agent.emit(g, fam, plan, agent._default(fam, g, plan, None), load_profile("h200"))
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err == eager_err

@@ -492,6 +492,45 @@ def _select(o: _Op):
     return o.pw("view", [o.b.add("pw", "narrow", [o.x, d, i + (o.x.shape[d] if i < 0 else 0)], shape, o.dtype)])
 
 
+@lowers("split", "split_with_sizes", "chunk", "unbind")
+def _split(o: _Op):
+    """Pieces along a dim, each a slice view (the caller's getitem picks one)."""
+    x = o.x
+    if not isinstance(x, Node):
+        raise Unsupported(f"aten::{o.name} of a non-tensor")
+    d = int(o.arg(1 if o.name == "unbind" else 2, "dim", 0) or 0) % len(x.shape)
+    S = x.shape[d]
+    if o.name == "unbind":
+        sizes = [1] * S
+    elif o.name == "chunk":
+        step = -(-S // int(o.args[1]))
+        sizes = [min(step, S - a) for a in range(0, S, step)]
+    else:
+        spec = o.args[1]
+        sizes = list(spec) if isinstance(spec, (list, tuple)) else [min(int(spec), S - a) for a in range(0, S, int(spec))]
+    if sum(sizes) != S:
+        raise Unsupported(f"aten::{o.name} into sizes {sizes} of {S}")
+    out, start = [], 0
+    for n in sizes:
+        shape = tuple(x.shape[:d]) + (n,) + tuple(x.shape[d + 1:])
+        piece = o.b.add("pw", "narrow", [x, d, start], shape, x.dtype)
+        if o.name == "unbind":
+            piece = o.b.add("pw", "view", [piece], tuple(x.shape[:d]) + tuple(x.shape[d + 1:]), x.dtype)
+        out.append(piece)
+        start += n
+    return out
+
+
+@lowers("zeros", "ones", "full", "new_zeros", "new_ones", "new_full")
+def _full(o: _Op):
+    """A constant tensor made inside forward: a value at every index, nothing read."""
+    if o.name in ("full", "new_full"):
+        v = float(o.args[1] if o.name == "full" else o.args[2])
+    else:
+        v = 0.0 if "zeros" in o.name else 1.0
+    return o.b.add("pw", "full", [v], o.shape, o.dtype)
+
+
 @lowers("zeros_like", "ones_like", "full_like")
 def _full_like(o: _Op):
     v = 0.0 if o.name == "zeros_like" else 1.0 if o.name == "ones_like" else float(o.args[1])
