@@ -45,10 +45,26 @@ def test_transposed_operands(tmp_egg, expr, sa, sb, a_layout, b_layout, mnk):
         assert "[out, x0, x1]" in k.host_code  # the stored tensors themselves, no copy
 
 
-def test_transpose_elsewhere_is_unsupported(tmp_egg):
+@pytest.mark.parametrize("expr,sa,sb", [("a.T + b", "8, 5", "5, 8"),
+                                        ("a.permute(2, 0, 1) * 2.0 + b", "3, 4, 5", "5, 3, 4"),
+                                        ("torch.relu(a.transpose(1, 3)) - b", "2, 3, 4, 5", "2, 5, 4, 3")])
+def test_transpose_elsewhere_is_an_index_map(tmp_egg, expr, sa, sb):
+    """Outside a matmul operand a transpose or permute is a view the fused kernel indexes through."""
+    from tests import cpu_emulator
     p = tmp_egg / "t.py"
-    p.write_text(TEMPLATE.format(expr="a.T + b", sa="8, 8", sb="8, 8"))
-    assert "outside a matmul operand" in ExpertAgent().precheck(str(p))
+    p.write_text(TEMPLATE.format(expr=expr, sa=sa, sb=sb))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "pointwise"
+    k = agent.emit(g, fam, plan, agent._default(fam, g, plan, None), load_profile("h200"))
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err == eager_err
+
+
+def test_transposed_bf16_a_is_declined(tmp_egg):
+    p = tmp_egg / "t.py"
     p.write_text(TEMPLATE.format(expr="torch.matmul(a.T, b)", sa="8, 8", sb="8, 8").replace("torch.randn", "torch.randn").replace(
         "return [torch.randn(8, 8), torch.randn(8, 8)]", "return [torch.randn(8, 8).bfloat16(), torch.randn(8, 8).bfloat16()]"))
     assert "transposed A operand on tensor cores" in ExpertAgent().precheck(str(p))  # not read transposed there yet

@@ -21,9 +21,6 @@ def family_of(g: OpGraph) -> str:
     kinds = {n.kind for n in g.nodes}
     if any(n.kind == "pw" and n.op == "flip" for n in g.nodes):
         raise Unsupported("aten::flip (the expert knows it only as flip-cumsum-flip, a reverse scan)")
-    gemm_operands = {id(a) for n in g.nodes if n.kind == "gemm" and n.op in ("mm", "bmm") for a in n.args[:2]}
-    if any(n.kind == "pw" and n.op == "transpose2d" and id(n) not in gemm_operands for n in g.nodes):
-        raise Unsupported("aten::numpy_T / transpose outside a matmul operand")
     if "conv" in kinds:
         return "conv"
     if "scan" in kinds:

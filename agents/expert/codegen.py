@@ -180,6 +180,16 @@ class Emitter:
                 C = x.shape[-1]
                 col = f"(long long)fminf(fmaxf({self.value(t, idx)}, 0.0f), {float(C - 1)!r}f)"  # never out of the row
                 e = self.value(x, f"(({idx}) * {C}LL + {col})")
+            elif n.op == "permute":  # out dim k is input dim perm[k]: re-stride the multi-index
+                x, perm = n.args
+                ins = [math.prod(x.shape[d + 1:]) for d in range(len(x.shape))]
+                terms = [f"((({idx}) / {math.prod(n.shape[k + 1:])}LL) % {n.shape[k]}LL) * {ins[perm[k]]}LL"
+                         for k in range(len(n.shape)) if n.shape[k] > 1]
+                e = self.value(x, " + ".join(terms) if terms else "0LL")
+            elif n.op == "transpose2d":  # the last two dims swapped (a matmul operand is read in place instead)
+                x = n.args[0]
+                A, B = n.shape[-2], n.shape[-1]
+                e = self.value(x, f"((({idx}) / {A * B}LL) * {A * B}LL + (({idx}) % {B}LL) * {A}LL + (({idx}) / {B}LL) % {A}LL)")
             elif n.op == "full":  # zeros_like / ones_like: a constant, nothing read
                 e = lit(float(n.args[0]))
             elif n.op == "narrow":  # a slice along dim d from `start`: same position, shifted along d

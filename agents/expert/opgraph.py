@@ -590,11 +590,23 @@ def _per_dim(v, nd: int, default) -> list[int]:
 
 @lowers("numpy_T", "t", "transpose", "permute")
 def _transpose(o: _Op):
-    """A 2-d transpose: only as a matmul operand (read in place by the GEMM), see templates/gemm.py."""
+    """A 2-d transpose is `transpose2d` (a matmul reads it in place, see templates/gemm.py); any other
+    permutation an index-mapped view."""
     x = o.x
-    if len(x.shape) != 2 or tuple(o.shape) != tuple(x.shape)[::-1]:
-        raise Unsupported(f"aten::{o.name} of a {len(x.shape)}-d tensor")
-    return o.pw("transpose2d", [x])
+    r = len(x.shape)
+    if r == 2 and tuple(o.shape) == tuple(x.shape)[::-1]:
+        return o.pw("transpose2d", [x])
+    if o.name == "permute":
+        perm = [int(d) % r for d in o.args[1]]
+    elif o.name == "transpose":
+        a, b = int(o.args[1]) % r, int(o.args[2]) % r
+        perm = list(range(r))
+        perm[a], perm[b] = perm[b], perm[a]
+    else:
+        raise Unsupported(f"aten::{o.name} of a {r}-d tensor")
+    if perm == list(range(r)):
+        return x
+    return o.pw("permute", [x, perm])
 
 
 @lowers("conv1d", "conv2d", "conv3d")
