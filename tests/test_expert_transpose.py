@@ -188,3 +188,17 @@ def test_split_pieces_and_constants_lower_as_views(tmp_egg, expr, sa, sb):
         pytest.skip("no g++")
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
     assert err == eager_err
+
+
+@pytest.mark.parametrize("expr,what", [("torch.matmul(a, b).T + 1.0", "matmul"),
+                                       ("torch.softmax(a, dim=1).permute(1, 0) * b", "reduction"),
+                                       ("torch.cumsum(a, dim=1)[:, 2:] - 1.0", "scan")])
+def test_a_view_that_moves_elements_after_a_heavy_op_is_declined(tmp_egg, expr, what):
+    """Epilogues compute the output element by element from the heavy op's result at the same index: a
+    permutation or slice in between would read another element (the verifier would catch it; the
+    planner says so first)."""
+    p = tmp_egg / "v.py"
+    p.write_text(TEMPLATE.format(expr=expr, sa="6, 6", sb="6, 6" if what != "scan" else "6, 4"))
+    why = ExpertAgent().precheck(str(p))
+    # (a row program that cannot plan goes on to the program planner, which says it found no cut)
+    assert why and (f"permutation of a {what}'s result" in why or (what == "reduction" and "no way to split" in why)), why

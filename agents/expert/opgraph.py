@@ -186,6 +186,28 @@ def export_graph(task) -> OpGraph:
     return OpGraph(nodes=nodes, inputs=user_inputs, params=params, output=out_node, aten_ops=aten_ops, scalars=scalars)
 
 
+REMAPS = {"narrow", "cat", "permute", "transpose2d", "gather_row"}  # index-mapped views: element i reads another index
+
+
+def check_elementwise_after(g: OpGraph, heavy: list, what: str) -> None:
+    """A template that hands its result to the epilogue element by element (a GEMM or conv
+    accumulator, a scan's running value, a row's reductions) cannot have a slice, concatenation or
+    permutation between that result and the output: the epilogue would read another element's index."""
+    targets = {id(h) for h in heavy}
+    stack, seen = [(g.output, False)], set()
+    while stack:
+        n, remapped = stack.pop()
+        if (id(n), remapped) in seen or not isinstance(n, Node):
+            continue
+        seen.add((id(n), remapped))
+        if id(n) in targets:
+            if remapped:
+                raise Unsupported(f"a slice, concatenation or permutation of a {what}'s result")
+            continue
+        r = remapped or (n.kind == "pw" and n.op in REMAPS)
+        stack += [(a, r) for a in _flat(n.args) if isinstance(a, Node)]
+
+
 def _reachable(out: Node) -> set[str]:
     seen, stack = set(), [out]
     while stack:
@@ -314,6 +336,12 @@ def _gemm(o: _Op):
     if o.name == "linear":
         return b.add("gemm", "linear", [args[0], args[1], args[2] if len(args) > 2 else None], shape, dtype)
     a, w = args[:2]
+    if len(a.shape) == len(w.shape) > 3 and a.shape[:-2] == w.shape[:-2]:  # (..., M, K) @ (..., K, N): one batch
+        n = math.prod(a.shape[:-2])
+        av = b.add("pw", "view", [a], (n,) + tuple(a.shape[-2:]), a.dtype)
+        wv = b.add("pw", "view", [w], (n,) + tuple(w.shape[-2:]), w.dtype)
+        g = b.add("gemm", "bmm", [av, wv, None], (n, a.shape[-2], w.shape[-1]), dtype)
+        return b.add("pw", "view", [g], shape, dtype)
     if len(a.shape) not in (2, 3) or len(w.shape) not in (2, 3):
         raise Unsupported(f"aten::{o.name} with {len(a.shape)}-d and {len(w.shape)}-d operands")
     if len(a.shape) == 2 and len(w.shape) == 2 and w.shape[1] == 1 and w.kind in ("input", "param"):

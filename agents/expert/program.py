@@ -14,7 +14,7 @@ PRODUCERS = ("conv", "gemm")
 HEAVY = ("conv", "gemm", "pool", "reduce", "scan")
 LEAVES = ("input", "param")
 SINGLE = ("conv", "gemm", "pool", "rows", "pointwise", "scan", "direct_conv")  # one launch, no workspace
-MAX_STAGES = 4
+MAX_STAGES = 16  # a transformer block is a dozen regions
 
 
 @dataclass

@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, Emitter
-from agents.expert.opgraph import Node, OpGraph, Unsupported
+from agents.expert.opgraph import Node, OpGraph, Unsupported, check_elementwise_after
 from agents.expert.templates.gemm import GemmKnobs
 from agents.expert.templates.gemm_tf32 import BK, Operand, kernel_source, kernel_source_wgmma
 
@@ -104,6 +104,7 @@ def plan_conv(g: OpGraph, narrow_ok: bool = False) -> ConvPlan:
     if any(n.kind in ("reduce", "gemm", "pool", "scan") for n in g.nodes):
         raise Unsupported(f"a {next(n.kind for n in g.nodes if n.kind in ('reduce', 'gemm', 'pool', 'scan'))} "
                           "with a convolution (the conv template fuses pointwise ops only)")
+    check_elementwise_after(g, [cv], "convolution")
     x, w, b = cv.args
     if x.kind != "input" or w.kind != "param" or (b is not None and b.kind != "param"):
         raise Unsupported("a convolution whose operands are computed (a prologue)")

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import Node, OpGraph, Unsupported
+from agents.expert.opgraph import check_elementwise_after, Node, OpGraph, Unsupported
 
 
 @dataclass
@@ -61,6 +61,7 @@ def plan_gemm(g: OpGraph) -> GemmPlan:
     gm = gs[0]
     if any(n.kind == "reduce" for n in g.nodes):
         raise Unsupported("a reduction after a matmul")
+    check_elementwise_after(g, [gm], "matmul")
     a, b, bias = gm.args
     if gm.op == "bmm" and any(n.kind == "pw" and n.op in ("view", "transpose2d") for n in (a, b)):
         return _plan_batched_views(gm, a, b)

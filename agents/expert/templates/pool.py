@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter, per_output_grid, per_output_head
-from agents.expert.opgraph import Node, OpGraph, Unsupported
+from agents.expert.opgraph import Node, OpGraph, Unsupported, check_elementwise_after
 
 
 @dataclass
@@ -31,6 +31,7 @@ class PoolKnobs:
 
 def plan_pool(g: OpGraph) -> PoolPlan:
     pools = [n for n in g.nodes if n.kind == "pool"]
+    check_elementwise_after(g, pools, "pooling")
     if len(pools) != 1:
         raise Unsupported(f"{len(pools)} poolings in one task")
     if any(n.kind in ("reduce", "gemm", "scan") for n in g.nodes):

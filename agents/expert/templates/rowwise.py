@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import Node, OpGraph, Unsupported
+from agents.expert.opgraph import Node, OpGraph, Unsupported, check_elementwise_after
 
 
 @dataclass
@@ -51,6 +51,7 @@ def needs_grid(outer: int, R: int, inner: int) -> bool:
 def plan_rows(g: OpGraph, grid_ok: bool = False) -> RowPlan:
     """`grid_ok`: plan it even where the rows are too few and too long (templates/gridreduce.py takes it)."""
     reds = [n for n in g.nodes if n.kind == "reduce"]
+    check_elementwise_after(g, reds, "reduction")
     shape, dims = tuple(reds[0].args[0].shape), tuple(reds[0].dims)
     for r in reds:
         if tuple(r.args[0].shape) != shape or tuple(r.dims) != dims:

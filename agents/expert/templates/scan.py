@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import Node, OpGraph, Unsupported
+from agents.expert.opgraph import Node, OpGraph, Unsupported, check_elementwise_after
 
 # the mask of a masked scan is a bool tensor; declared here so other templates' code is unchanged
 BOOL_PRELUDE = "__device__ __forceinline__ float to_f(bool x) { return x ? 1.0f : 0.0f; }\n"
@@ -41,6 +41,7 @@ def plan_scan(g: OpGraph) -> ScanPlan:
     if len(scans) != 1:
         raise Unsupported(f"{len(scans)} scans in one task")
     s = scans[0]
+    check_elementwise_after(g, [s], "scan")
     if any(n.kind in ("reduce", "gemm") for n in g.nodes):
         raise Unsupported("a scan beside a reduction or matmul")
     if tuple(g.output.shape) != tuple(s.shape):
