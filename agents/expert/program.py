@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agents.expert.opgraph import Node, OpGraph, Unsupported, _flat
+from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported, _flat
 
 PRODUCERS = ("conv", "gemm")
 HEAVY = ("conv", "gemm", "pool", "reduce", "scan")
@@ -62,13 +62,21 @@ def candidates(g: OpGraph) -> list[Node]:
     reshape, which goes with the reader), where it is computed."""
     heavy = [n for n in g.nodes if n.kind in HEAVY]
     out, seen = [], set()
-    for h in heavy[1:]:
-        mid = h.args[0] if h.args else None
-        while isinstance(mid, Node) and mid.kind == "pw" and mid.op == "view":
-            mid = mid.args[0]
+
+    def add(mid):
         if isinstance(mid, Node) and mid.kind not in LEAVES and id(mid) not in seen and mid is not g.output:
             seen.add(id(mid))
             out.append(mid)
+    for h in heavy[1:]:
+        for mid in h.args[:2] if h.kind == "gemm" else h.args[:1]:  # both matmul operands may be computed
+            while isinstance(mid, Node) and mid.kind == "pw" and mid.op == "view":
+                mid = mid.args[0]
+            add(mid)
+            base = mid  # read through a slice or permutation: the tensor under it is a cut too (attention's qkv)
+            while isinstance(base, Node) and base.kind == "pw" and (base.op in REMAPS or base.op == "view"):
+                base = base.args[0]
+            if base is not mid:
+                add(base)
     return out
 
 
