@@ -23,6 +23,24 @@ def get_init_inputs():
 """
 
 
+def _pointwise_view_matches_eager(tmp, expr, sa, sb):
+    """The task's fused pointwise kernel (compiled for sm_90a) computes exactly what eager does: views
+    move elements, the arithmetic is the same fp32."""
+    from tests import cpu_emulator
+    p = tmp / "v.py"
+    p.write_text(TEMPLATE.format(expr=expr, sa=sa, sb=sb))
+    agent = ExpertAgent()
+    assert agent.precheck(str(p)) is None
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "pointwise"
+    k = agent.emit(g, fam, plan, agent._default(fam, g, plan, None), load_profile("h200"))
+    assert compile_check(k.cuda_source, k.compile_options, "sm_90a").ok
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp / "emu")
+    assert err == eager_err
+
+
 @pytest.mark.parametrize("expr,sa,sb,a_layout,b_layout,mnk", [
     ("torch.matmul(a.T, b)", "96, 40", "96, 72", "km", "kn", (40, 72, 96)),
     ("torch.matmul(a, b.T)", "40, 96", "72, 96", "mk", "nk", (40, 72, 96)),
@@ -50,17 +68,7 @@ def test_transposed_operands(tmp_egg, expr, sa, sb, a_layout, b_layout, mnk):
                                         ("torch.relu(a.transpose(1, 3)) - b", "2, 3, 4, 5", "2, 5, 4, 3")])
 def test_transpose_elsewhere_is_an_index_map(tmp_egg, expr, sa, sb):
     """Outside a matmul operand a transpose or permute is a view the fused kernel indexes through."""
-    from tests import cpu_emulator
-    p = tmp_egg / "t.py"
-    p.write_text(TEMPLATE.format(expr=expr, sa=sa, sb=sb))
-    agent = ExpertAgent()
-    g, fam, plan = agent._plan(str(p))
-    assert fam == "pointwise"
-    k = agent.emit(g, fam, plan, agent._default(fam, g, plan, None), load_profile("h200"))
-    if not cpu_emulator.available():
-        pytest.skip("no g++")
-    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
-    assert err == eager_err
+    _pointwise_view_matches_eager(tmp_egg, expr, sa, sb)
 
 
 def test_transposed_bf16_a_is_declined(tmp_egg):
@@ -155,18 +163,7 @@ def _emulate_simt(loaded, g, plan, a, b, tmp):
 ])
 def test_slices_and_concatenation_are_index_maps(tmp_egg, expr, sa, sb):
     """narrow/slice/select/cat lowered as index-mapped views inside the fused pointwise kernel."""
-    from tests import cpu_emulator
-    p = tmp_egg / "cat.py"
-    p.write_text(TEMPLATE.format(expr=expr, sa=sa, sb=sb))
-    agent = ExpertAgent()
-    g, fam, plan = agent._plan(str(p))
-    assert fam == "pointwise"
-    k = agent.emit(g, fam, plan, agent._default(fam, g, plan, None), load_profile("h200"))
-    assert compile_check(k.cuda_source, k.compile_options, "sm_90a").ok
-    if not cpu_emulator.available():
-        pytest.skip("no g++")
-    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
-    assert err == eager_err  # data movement and the same fp32 ops as eager: the same result
+    _pointwise_view_matches_eager(tmp_egg, expr, sa, sb)
 
 
 @pytest.mark.parametrize("expr,sa,sb", [
@@ -176,18 +173,7 @@ def test_slices_and_concatenation_are_index_maps(tmp_egg, expr, sa, sb):
 ])
 def test_split_pieces_and_constants_lower_as_views(tmp_egg, expr, sa, sb):
     """chunk/split/unbind are slice views; zeros made in forward are constants (issue 19's models use them)."""
-    from tests import cpu_emulator
-    p = tmp_egg / "split.py"
-    p.write_text(TEMPLATE.format(expr=expr, sa=sa, sb=sb))
-    agent = ExpertAgent()
-    assert agent.precheck(str(p)) is None
-    g, fam, plan = agent._plan(str(p))
-    assert fam == "pointwise"
-    k = agent.emit(g, fam, plan, agent._default(fam, g, plan, None), load_profile("h200"))
-    if not cpu_emulator.available():
-        pytest.skip("no g++")
-    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
-    assert err == eager_err
+    _pointwise_view_matches_eager(tmp_egg, expr, sa, sb)
 
 
 @pytest.mark.parametrize("expr,what", [("torch.matmul(a, b).T + 1.0", "matmul"),
