@@ -26,7 +26,7 @@ def test_suite_task_compiles_or_is_declared_unsupported(path, tmp_egg):
         assert prop.unsupported and UNSUPPORTED[path.stem] in prop.unsupported and not prop.kernels
         return
     assert prop.unsupported is None and prop.plan.startswith("ops: ")
-    fp32_gemm = ("Plan: GEMM" in prop.plan or "1) GEMM" in prop.plan) and "3xTF32" in prop.plan
+    fp32_gemm = prop.kernels[0].params.get("family") == "gemm_tf32"  # the tuned kernel (a program's first GEMM)
     conv = "implicit GEMM" in prop.plan
     # one design, except an fp32 GEMM (3xTF32 on tensor cores first, then SIMT fp32) and a convolution
     # (plain TF32 first, as eager's cuDNN runs it, then 3xTF32)

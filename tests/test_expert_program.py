@@ -250,3 +250,48 @@ def test_attention_with_a_mask_is_declined(tmp_egg):
                  "def get_inputs():\n    return [torch.randn(2, 8, 4), torch.randn(2, 8, 4), torch.randn(2, 8, 4)]\n"
                  "def get_init_inputs():\n    return []\n")
     assert "causal" in ExpertAgent().precheck(str(p))
+
+
+TBLOCK = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self, d=16, heads=2):
+        super().__init__()
+        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+        self.heads = heads
+    def forward(self, x):
+        B, T, D = x.shape
+        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
+        q = q.view(B, T, self.heads, D // self.heads).transpose(1, 2)
+        k = k.view(B, T, self.heads, D // self.heads).transpose(1, 2)
+        v = v.view(B, T, self.heads, D // self.heads).transpose(1, 2)
+        a = torch.softmax(q @ k.transpose(-2, -1) / (D // self.heads) ** 0.5, dim=-1) @ v
+        x = x + self.proj(a.transpose(1, 2).reshape(B, T, D))
+        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
+def get_inputs():
+    return [torch.randn(2, 5, 16)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_transformer_block_is_a_program_that_matches_a_float64_truth(tmp_egg):
+    """A pre-norm transformer block written op by op: LayerNorm rows, the qkv GEMM, q/k/v laid out by
+    pointwise copies (chunk, view, transpose), Q K^T with K read transposed in place, the row softmax,
+    P V, the output projection with the residual, LayerNorm, the MLP with the second residual."""
+    from tests import cpu_emulator
+    p = tmp_egg / "tblock.py"
+    p.write_text(TBLOCK)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "program"
+    fams = [f for _, f, _, _ in plan.stages()]
+    assert fams.count("gemm") == 6 and fams.count("rows") == 3, fams
+    sg, f, pl, _ = plan.stages()[plan.tuned]
+    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)

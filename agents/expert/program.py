@@ -67,7 +67,9 @@ def candidates(g: OpGraph) -> list[Node]:
         if isinstance(mid, Node) and mid.kind not in LEAVES and id(mid) not in seen and mid is not g.output:
             seen.add(id(mid))
             out.append(mid)
-    for h in heavy[1:]:
+    # the first heavy op's computed matmul operands last: a pointwise front that materialises one (a
+    # permuted k^T) is the fallback when nothing else splits
+    for h in heavy[1:] + [h for h in heavy[:1] if h.kind == "gemm"]:
         for mid in h.args[:2] if h.kind == "gemm" else h.args[:1]:  # both matmul operands may be computed
             while isinstance(mid, Node) and mid.kind == "pw" and mid.op == "view":
                 mid = mid.args[0]

@@ -68,7 +68,10 @@ def plan_gemm(g: OpGraph) -> GemmPlan:
     if a.kind == "pw" and a.op == "transpose2d" and b.kind == "pw" and b.op == "transpose2d" or \
             gm.op != "linear" and (a.op == "transpose2d" or b.op == "transpose2d"):
         return _plan_transposed(gm, a, b)
-    if a.kind not in ("input", "param") or b.kind not in ("input", "param"):
+    a_src = a
+    while gm.op == "linear" and a_src.kind == "pw" and a_src.op == "view":  # a reshape of a contiguous input:
+        a_src = a_src.args[0]  # the same (M, K) rows in memory, whatever its leading dims
+    if a_src.kind not in ("input", "param") or b.kind not in ("input", "param"):
         raise Unsupported("a matmul whose operands are computed (a prologue)")
     if a.dtype != b.dtype or a.dtype not in ("float32", "bfloat16", "float16"):
         raise Unsupported(f"matmul of {a.dtype} x {b.dtype}")
@@ -80,7 +83,7 @@ def plan_gemm(g: OpGraph) -> GemmPlan:
         M = 1
         for s in lead:
             M *= s
-        return GemmPlan(gm, 1, M, N, K, "nk", False, False, bias, a.dtype)
+        return GemmPlan(gm, 1, M, N, K, "nk", False, False, bias, a.dtype, a_src=a_src)
     if len(a.shape) == 2 and len(b.shape) == 2:
         (M, K), (K2, N) = a.shape, b.shape
         if K != K2:
@@ -103,6 +106,10 @@ def _batched_source(n: Node) -> tuple[Node, bool]:
         src = n.args[0]
         if src.kind in ("input", "param") and len(n.shape) == 3 and tuple(src.shape[-2:]) == tuple(n.shape[-2:]):
             n = src
+        elif (not tr and src.kind == "pw" and src.op == "permute" and len(n.shape) == 3
+              and list(src.args[1]) == list(range(len(src.shape) - 2)) + [len(src.shape) - 1, len(src.shape) - 2]
+              and src.args[0].kind in ("input", "param") and tuple(src.shape[-2:]) == tuple(n.shape[-2:])):
+            n, tr = src.args[0], True  # x.transpose(-2, -1) of an N-d input, batch dims merged: read transposed
     if n.kind not in ("input", "param"):
         raise Unsupported("a matmul whose operands are computed (a prologue)")
     return n, tr
