@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
 from agents.expert.opgraph import OpGraph, Unsupported
-from agents.expert.templates.rowwise import INIT, RowPlan, welford_pairs
+from agents.expert.templates.rowwise import INIT, RowPlan, chan_merge, welford_lanes, welford_pairs, welford_update, welford_warps
 
 
 @dataclass
@@ -125,19 +125,11 @@ def render(g: OpGraph, p: RowPlan, k: GridKnobs) -> str:
     return PRELUDE + "\n" + "\n".join(kernels) + "\n"
 
 
-_MERGE = ("{{ const float nb = {ob}, mb = {om}, qb = {oq}; const float n = wc + nb; if (n > 0.0f) {{ "
-          "const float dl = mb - wm, f = nb / n; wm += dl * f; wq += qb + dl * dl * wc * f; wc = n; }} }}")
-
-
 def _welford_block(indent: str = "    ") -> str:
     """Merge (wc, wm, wq) over the block (Chan's rule); every thread ends with the block's triple."""
-    sh = "__shfl_xor_sync(0xffffffffu, {}, s)"
-    return (f"{indent}for (int s = 16; s > 0; s >>= 1) " + _MERGE.format(ob=sh.format("wc"), om=sh.format("wm"), oq=sh.format("wq"))
-            + f"\n{indent}if ((threadIdx.x & 31) == 0) {{ g_wc[threadIdx.x >> 5] = wc; g_wm[threadIdx.x >> 5] = wm; "
-              "g_wq[threadIdx.x >> 5] = wq; }"
-            + f"\n{indent}__syncthreads();\n{indent}wc = g_wc[0]; wm = g_wm[0]; wq = g_wq[0];"
-            + f"\n{indent}for (int w = 1; w < (int)(blockDim.x >> 5); ++w) " + _MERGE.format(ob="g_wc[w]", om="g_wm[w]", oq="g_wq[w]")
-            + f"\n{indent}__syncthreads();")
+    lines = [welford_lanes("wc", "wm", "wq")] + welford_warps("wc", "wm", "wq", ("g_wc", "g_wm", "g_wq"),
+                                                               "(int)(blockDim.x >> 5)")
+    return "\n".join(indent + ln for ln in lines)
 
 
 def _welford_kernels(p: RowPlan, k: GridKnobs, j: int, j2: int, v: str, body: str, ws: str, ins: str, P: int,
@@ -153,7 +145,7 @@ def _welford_kernels(p: RowPlan, k: GridKnobs, j: int, j2: int, v: str, body: st
     for (long long r = lo + threadIdx.x; r < hi; r += blockDim.x) {{
             const long long i = row * {R}LL + r;
 {body}
-            wc += 1.0f; {{ const float dl = {v} - wm; wm += dl / wc; wq += dl * ({v} - wm); }}
+            {welford_update("wc", "wm", "wq", v)}
     }}
 {_welford_block()}
     if (threadIdx.x == 0) {{
@@ -167,7 +159,7 @@ def _welford_kernels(p: RowPlan, k: GridKnobs, j: int, j2: int, v: str, body: st
     float wc = 0.0f, wm = 0.0f, wq = 0.0f;
     for (long long q = threadIdx.x; q < {P}LL; q += blockDim.x) {{
         const float* t = g_part + (row * {P}LL + q) * 3;
-        {_MERGE.format(ob="t[0]", om="t[1]", oq="t[2]")}
+        {chan_merge("wc", "wm", "wq", "t[0]", "t[1]", "t[2]")}
     }}
 {_welford_block()}
     if (threadIdx.x == 0) {{ g_res[{j} * {rows}LL + row] = wm * wc; g_res[{j2} * {rows}LL + row] = wq; }}

@@ -99,27 +99,44 @@ def welford_pairs(p: RowPlan) -> dict[int, int]:
     return pairs
 
 
+def chan_merge(c: str, m: str, q: str, ob: str, om: str, oq: str) -> str:
+    """Fold the triple (ob, om, oq) into (count c, mean m, centred sum of squares q): Chan's rule."""
+    return (f"{{ const float nb = {ob}, mb = {om}, qb = {oq}; const float n = {c} + nb; if (n > 0.0f) {{ "
+            f"const float dl = mb - {m}, f = nb / n; {m} += dl * f; {q} += qb + dl * dl * {c} * f; {c} = n; }} }}")
+
+
+def welford_update(c: str, m: str, q: str, v: str) -> str:
+    """One element v into (c, m, q): Welford's update."""
+    return f"{c} += 1.0f; {{ const float dl = {v} - {m}; {m} += dl / {c}; {q} += dl * ({v} - {m}); }}"
+
+
+def welford_lanes(c: str, m: str, q: str) -> str:
+    """Merge the triple over the warp's lanes (every lane ends with the warp's)."""
+    sh = "__shfl_xor_sync(0xffffffffu, {}, s)"
+    return "for (int s = 16; s > 0; s >>= 1) " + chan_merge(c, m, q, sh.format(c), sh.format(m), sh.format(q))
+
+
+def welford_warps(c: str, m: str, q: str, arrays: tuple[str, str, str], warps: str) -> list[str]:
+    """Merge the warps' triples through shared `arrays` (every thread ends with the block's)."""
+    a, b, d = arrays
+    return [f"if ((threadIdx.x & 31) == 0) {{ {a}[threadIdx.x >> 5] = {c}; {b}[threadIdx.x >> 5] = {m}; "
+            f"{d}[threadIdx.x >> 5] = {q}; }}",
+            "__syncthreads();",
+            f"{c} = {a}[0]; {m} = {b}[0]; {q} = {d}[0];",
+            f"for (int w = 1; w < {warps}; ++w) " + chan_merge(c, m, q, f"{a}[w]", f"{b}[w]", f"{d}[w]"),
+            "__syncthreads();"]
+
+
 def _welford(p: RowPlan, k: RowKnobs, ri: int, v: str, body: str, row_loop, idx: str) -> list[str]:
     """One pass: each thread's (count, mean, M2) by Welford's update, merged across lanes and warps by
     Chan's rule; `acc{ri}` ends as the row's sum and `acc{ri}q` as its centred sum of squares."""
     c, m, q = f"wc{ri}", f"wm{ri}", f"wq{ri}"
-    merge = ("{{ const float nb = {ob}, mb = {om}, qb = {oq}; const float n = {c} + nb; if (n > 0.0f) {{ "
-             "const float dl = mb - {m}, f = nb / n; {m} += dl * f; {q} += qb + dl * dl * {c} * f; {c} = n; }} }}")
     code = [f"        float {c} = 0.0f, {m} = 0.0f, {q} = 0.0f;"]
-    code += row_loop([f"            long long i = {idx};", body,
-                      f"            {c} += 1.0f; {{ const float dl = {v} - {m}; {m} += dl / {c}; {q} += dl * ({v} - {m}); }}"])
+    code += row_loop([f"            long long i = {idx};", body, f"            {welford_update(c, m, q, v)}"])
     if k.mapping in ("block", "warp"):
-        sh = "__shfl_xor_sync(0xffffffffu, {}, s)"
-        code.append("        for (int s = 16; s > 0; s >>= 1) "
-                    + merge.format(ob=sh.format(c), om=sh.format(m), oq=sh.format(q), c=c, m=m, q=q))
+        code.append("        " + welford_lanes(c, m, q))
     if k.mapping == "block":
-        code += [f"        if ((threadIdx.x & 31) == 0) {{ swc[threadIdx.x >> 5] = {c}; swm[threadIdx.x >> 5] = {m}; "
-                 f"swq[threadIdx.x >> 5] = {q}; }}",
-                 "        __syncthreads();",
-                 f"        {c} = swc[0]; {m} = swm[0]; {q} = swq[0];",
-                 "        for (int w = 1; w < (blockDim.x >> 5); ++w) "
-                 + merge.format(ob="swc[w]", om="swm[w]", oq="swq[w]", c=c, m=m, q=q),
-                 "        __syncthreads();"]
+        code += ["        " + ln for ln in welford_warps(c, m, q, ("swc", "swm", "swq"), "(blockDim.x >> 5)")]
     code.append(f"        const float acc{ri} = {m} * {c}, acc{ri}q = {q};")
     return code
 
