@@ -195,11 +195,20 @@ def _setup(p: ConvPlan, k: GemmKnobs, T: int) -> str:
     return "\n".join(lines)
 
 
+def _spatial_offset(p: ConvPlan, q) -> list[str]:
+    """Terms of an input pixel's offset within its image, the input position per dim being `q(d)`."""
+    terms, stride = [], 1
+    for d in reversed(range(p.nd)):
+        terms.append(f"(long long){q(d)} * {stride}LL" if stride != 1 else f"(long long){q(d)}")
+        stride *= p.in_sp[d]
+    return terms
+
+
 def _gather(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> str:
     """One A tile: columns k0 .. k0 + BK of this thread's pixel, rows of BK / (T / BM) a thread."""
     ksp = math.prod(p.ker)
     dec = ["                    long long r = kk_ % " + f"{ksp};", f"                    const long long ic = kk_ / {ksp};"]
-    conds, off = [], []
+    conds = []
     for d in reversed(range(p.nd)):
         if p.transposed:  # the input position whose footprint covers this output, where the stride divides
             dec.append(f"                    const int t{d} = i{d} - (int)(r % {p.ker[d]}) * {p.dil[d]}; r /= {p.ker[d]};")
@@ -208,10 +217,7 @@ def _gather(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> str:
         else:
             dec.append(f"                    const int q{d} = i{d} + (int)(r % {p.ker[d]}) * {p.dil[d]}; r /= {p.ker[d]};")
             conds.append(f"q{d} >= 0 && q{d} < {p.in_sp[d]}")
-    stride = 1
-    for d in reversed(range(p.nd)):
-        off.append(f"(long long)q{d} * {stride}LL" if stride != 1 else f"(long long)q{d}")
-        stride *= p.in_sp[d]
+    off = _spatial_offset(p, lambda d: f"q{d}")
     body = "\n".join(dec)
     return f"""            for (int kr = tid / {k.BM}; kr < {BK}; kr += {T // k.BM}) {{
                 const long long kk_ = k0 + kr;
@@ -369,7 +375,7 @@ def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> st
     per tile into (tap, channel); its rows are every (T / chunks)-th of the tile."""
     v, per = A.vec, BK // A.vec
     S = math.prod(p.in_sp)
-    dec, conds, off, qs = _tap_decode(p, "                ", "k_ok"), [], [], []
+    dec, conds, qs = _tap_decode(p, "                ", "k_ok"), [], []
     for d in range(p.nd):
         if p.transposed:
             qs.append(f"                    const int t{d} = info[{1 + d}] - k{d} * {p.dil[d]};")
@@ -377,11 +383,7 @@ def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> st
         else:
             qs.append(f"                    const int q{d} = info[{1 + d}] + k{d} * {p.dil[d]};")
             conds.append(f"q{d} >= 0 && q{d} < {p.in_sp[d]}")
-    stride = 1
-    for d in reversed(range(p.nd)):
-        q = f"(t{d} / {p.stride[d]})" if p.transposed else f"q{d}"
-        off.append(f"(long long){q} * {stride}LL" if stride != 1 else f"(long long){q}")
-        stride *= p.in_sp[d]
+    off = _spatial_offset(p, lambda d: f"(t{d} / {p.stride[d]})" if p.transposed else f"q{d}")
     return f"""            {{
                 const int kc = (tid % {per}) * {v};
                 const long long kk_ = k0 + kc;
