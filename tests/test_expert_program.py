@@ -252,29 +252,12 @@ def test_attention_with_a_mask_is_declined(tmp_egg):
     assert "causal" in ExpertAgent().precheck(str(p))
 
 
-TBLOCK = """import torch
-import torch.nn as nn
-class Model(nn.Module):
-    def __init__(self, d=16, heads=2):
-        super().__init__()
-        self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-        self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-        self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-        self.heads = heads
-    def forward(self, x):
-        B, T, D = x.shape
-        q, k, v = self.qkv(self.ln1(x)).chunk(3, dim=-1)
-        q = q.view(B, T, self.heads, D // self.heads).transpose(1, 2)
-        k = k.view(B, T, self.heads, D // self.heads).transpose(1, 2)
-        v = v.view(B, T, self.heads, D // self.heads).transpose(1, 2)
-        a = torch.softmax(q @ k.transpose(-2, -1) / (D // self.heads) ** 0.5, dim=-1) @ v
-        x = x + self.proj(a.transpose(1, 2).reshape(B, T, D))
-        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(x))))
-def get_inputs():
-    return [torch.randn(2, 5, 16)]
-def get_init_inputs():
-    return []
-"""
+def _small_transformer_block() -> str:
+    """The bundled transformer block (tasks/suite/level3) at a size the emulator runs in seconds."""
+    from tests.conftest import ROOT
+    src = (ROOT / "tasks" / "suite" / "level3" / "04_transformer_block.py").read_text()
+    assert "d=256, heads=4" in src and "torch.randn(16, 128, 256)" in src
+    return src.replace("d=256, heads=4", "d=16, heads=2").replace("torch.randn(16, 128, 256)", "torch.randn(2, 5, 16)")
 
 
 def test_transformer_block_is_a_program_that_matches_a_float64_truth(tmp_egg):
@@ -283,7 +266,7 @@ def test_transformer_block_is_a_program_that_matches_a_float64_truth(tmp_egg):
     P V, the output projection with the residual, LayerNorm, the MLP with the second residual."""
     from tests import cpu_emulator
     p = tmp_egg / "tblock.py"
-    p.write_text(TBLOCK)
+    p.write_text(_small_transformer_block())
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     assert fam == "program"
