@@ -42,7 +42,20 @@ def test_every_layout_verifies_at_awkward_shapes(tmp_egg, evaluator, case):
     variants.append({**knobs, "layout": "nhwc", "ldm": True})
     variants.append({**knobs, "layout": "nhwc", "wgmma": True, "BM": 64, "BN": 64})  # the hardware reads wgmma's layout as the emulator does
     evs = evaluator.evaluate(str(path), _candidates(path, variants), None)
-    assert [e.verdict.value for e in evs] == ["correct"] * len(variants), [(e.candidate_id, e.reason) for e in evs]
+    _judged_as_eager_allows(evs, variants)
+
+
+def _judged_as_eager_allows(evs, variants):
+    """3xTF32 is fp32-grade: always correct. Plain TF32 has eager's room only where eager's cuDNN itself ran
+    TF32; at small shapes cuDNN often picks an exact fp32 algorithm, and then the float64 rule must reject
+    TF32 (its error against eager's own is the downgrade the rule exists to catch)."""
+    for e, v in zip(evs, variants):
+        if v.get("split", 1) == 3 or e.verdict.value == "correct":
+            assert e.verdict.value == "correct", (e.candidate_id, v, e.reason)
+            continue
+        worst = e.correctness.worst if e.correctness else None
+        assert e.verdict.value == "incorrect" and worst is not None, (e.candidate_id, v, e.reason)
+        assert worst.eager_norm < 1e-5 and worst.cand_norm < 1e-2, (e.candidate_id, v, e.reason)  # TF32-grade, eager exact
 
 
 def test_pointwise_conv_gemm_layout_and_a_fused_chain_verify(tmp_egg, evaluator):
@@ -51,7 +64,7 @@ def test_pointwise_conv_gemm_layout_and_a_fused_chain_verify(tmp_egg, evaluator)
     cands = _candidates(path, [{}, {"split": 3}])
     assert cands[0].params["layout"] == "gemm"  # the default layout of a 1x1 conv without stride or padding
     evs = evaluator.evaluate(str(path), cands, None)
-    assert [e.verdict.value for e in evs] == ["correct", "correct"], [e.reason for e in evs]
+    _judged_as_eager_allows(evs, [cands[0].params, cands[1].params])
 
 
 def test_a_profiled_candidate_carries_its_metrics_into_history(tmp_egg, capsys):
