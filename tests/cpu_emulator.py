@@ -103,6 +103,7 @@ inline unsigned long long wg_desc(const float* p) {
 inline void wgmma_fence() {}
 inline void wgmma_commit() {}
 inline void wgmma_wait0() {}
+inline void wgmma_wait1() {}
 inline void fence_proxy_async() {}
 inline float emu_wg_el(unsigned long long d, int r, int k) {
     const unsigned long long base = (d & 0x3FFF) << 4, lbo = ((d >> 16) & 0x3FFF) << 4, sbo = ((d >> 32) & 0x3FFF) << 4;

@@ -117,7 +117,7 @@ def test_wgmma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case):
     path = _task(tmp_egg, *spec)
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(path))
-    params = {**agent._default(fam, g, plan, None), "BM": 64, "BN": 64, "stages": 2, "split": 1, "layout": "nhwc",
+    params = {**agent._default(fam, g, plan, None), "BM": 64, "BN": 64, "stages": 3, "split": 1, "layout": "nhwc",
               "wgmma": True}
     pk = agent.emit(g, fam, plan, params, load_profile("h200"))
     assert "wgmma_tf32_n64(" in pk.cuda_source and "(256,)" not in pk.host_code.split("egg_conv'")[-1]

@@ -40,7 +40,7 @@ def test_every_layout_verifies_at_awkward_shapes(tmp_egg, evaluator, case):
     knobs = {"BM": BM, "BN": BN, "WM": WM, "WN": WN, "stages": S}
     variants = [{**knobs, "layout": lay, "split": sp} for lay in ("nchw", "nhwc") for sp in (1, 3)]
     variants.append({**knobs, "layout": "nhwc", "ldm": True})
-    variants.append({**knobs, "layout": "nhwc", "wgmma": True, "BM": 64, "BN": 64})  # the hardware reads wgmma's layout as the emulator does
+    variants.append({**knobs, "layout": "nhwc", "wgmma": True, "BM": 64, "BN": 64, "stages": 4})  # the hardware reads wgmma's layout as the emulator does
     evs = evaluator.evaluate(str(path), _candidates(path, variants), None)
     _judged_as_eager_allows(evs, variants)
 

@@ -224,13 +224,13 @@ class ExpertAgent:
                 out = [{**base, "waves": w} for w in kn.get("pool_waves", [0, 4, 16])]
         elif fam == "conv":
             if st == "parallel_mapping":  # Hopper's warpgroup MMA first where the tiles are staged channels last
-                wg = [{**base, "wgmma": True, "BM": 128, "BN": bn} for bn in (128, 64)
+                wg = [{**base, "wgmma": True, "BM": 128, "BN": bn, "stages": 4} for bn in (128, 64)
                       if base.get("layout") == "nhwc" and base.get("split", 1) == 1 and (bn == 64 or plan.OCg > 64)]
                 out = wg + [{**base, "WM": wm, "WN": wn} for wm, wn in kn["gemm_tf32_warps"]]
             elif st == "tiling":
                 out = [{**base, "BM": bm, "BN": bn} for bm, bn in kn["gemm_tf32_tiles"]]
             elif st == "memory_optimization":  # the ring's depth, and the other layout (staging vs in place)
-                out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"]]
+                out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"] if s >= 3 or not base.get("wgmma")]
                 out += [{**base, "ldm": True}] + [{**base, "layout": lay} for lay in conv.LAYOUTS if lay != base.get("layout", "nchw")]
         elif fam == "scan":
             if st == "parallel_mapping":

@@ -160,11 +160,11 @@ def _reads(A: Operand, B: Operand, k: GemmKnobs, NI: int, split: int) -> tuple[s
     return a_reads, b_reads, b_step
 
 
-def _ring_head(K: int, S: int, load) -> str:
-    """The ring's first S - 1 tiles, a commit group each (empty past the last tile)."""
+def _ring_head(K: int, S: int, load, ahead: int | None = None) -> str:
+    """The ring's first `ahead` (default S - 1) tiles, a commit group each (empty past the last tile)."""
     return f"""    const int KT = ({K} + {BK - 1}) / {BK};
     #pragma unroll
-    for (int s = 0; s < {S - 1}; ++s) {{
+    for (int s = 0; s < {S - 1 if ahead is None else ahead}; ++s) {{
         if (s < KT) {{
             const long long k0 = (long long)s * {BK};
 {load("s")}
@@ -174,10 +174,11 @@ def _ring_head(K: int, S: int, load) -> str:
 """
 
 
-def _ring_refill(S: int, load) -> str:
-    """Inside step kt, after the barrier: tile kt + S - 1 into the slot step kt - 1 read."""
+def _ring_refill(S: int, load, ahead: int | None = None) -> str:
+    """Inside step kt, after the barrier: tile kt + ahead (default S - 1) into the slot it maps to (the
+    one step kt - 1 read, or with ahead S - 2 the one step kt - 2 read)."""
     return f"""        {{
-            const int kn = kt + {S - 1};
+            const int kn = kt + {S - 1 if ahead is None else ahead};
             if (kn < KT) {{
                 const long long k0 = (long long)kn * {BK};
 {load(f"kn % {S}")}
@@ -353,6 +354,7 @@ WGMMA_PRELUDE = r"""__device__ __forceinline__ unsigned long long wg_desc(const 
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_wait1() { asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); }
 __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 """ + "".join(_wgmma_fn(n) for n in WGMMA_NS) + "".join(_wgmma_rs_fn(n) for n in WGMMA_NS)
 
@@ -365,17 +367,18 @@ def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Opera
     memory. Plain TF32 only (3xTF32 would need split copies of both tiles)."""
     if not (A.canon and B.canon) or BK != 32:
         raise Unsupported("wgmma reads canonical k-contiguous tiles")
-    if k.BM % 64 or k.BM > 256 or k.BN not in WGMMA_NS or k.stages < 2:
-        raise Unsupported("wgmma tile shape")
+    if k.BM % 64 or k.BM > 256 or k.BN not in WGMMA_NS or k.stages < 3:
+        raise Unsupported("wgmma tile shape (and a ring of 3 stages or more: one step's MMAs stay in flight)")
     T, S, NI = k.threads(True), k.stages, k.BN // 8
 
     def load(slot: str) -> str:
         a = a_loader(f"As + ({slot}) * {A.elems}") if a_loader else A.loader(T, f"As + ({slot}) * {A.elems}", "Ab", "m0")
         b = b_loader(f"Bs + ({slot}) * {B.elems}") if b_loader else B.loader(T, f"Bs + ({slot}) * {B.elems}", "Bb", "n0")
         return a + "\n" + b
-    # The ring as in kernel_source. A landed tile is made visible to the tensor cores' async proxy by
-    # each copying thread (fence.proxy.async) before the barrier; each step's MMAs are waited for
-    # before the next step refills the slot they read.
+    # The ring runs S - 2 tiles ahead, so one step's MMAs stay in flight (wait_group 1) while the next
+    # step waits for its tile: step kt refills the slot of tile kt - 2, whose MMAs every warpgroup has
+    # waited for before the barrier of step kt. A landed tile is made visible to the tensor cores'
+    # async proxy by each copying thread (fence.proxy.async) before the barrier.
     return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}
 extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
     extern __shared__ __align__(128) unsigned char smem[];
@@ -391,11 +394,11 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
     for (int ni = 0; ni < {NI}; ++ni)
         #pragma unroll
         for (int q = 0; q < 4; ++q) acc[0][ni][q] = 0.0f;
-{_ring_head(K, S, load)}    for (int kt = 0; kt < KT; ++kt) {{
-        cp_async_wait<{S - 2}>();
+{_ring_head(K, S, load, S - 2)}    for (int kt = 0; kt < KT; ++kt) {{
+        cp_async_wait<{S - 3}>();
         fence_proxy_async();
         __syncthreads();
-{_ring_refill(S, load)}        {{
+{_ring_refill(S, load, S - 2)}        {{
             const float* As_s = As + (kt % {S}) * {A.elems} + wg * {64 * BK};
             const float* Bs_s = Bs + (kt % {S}) * {B.elems};
             wgmma_fence();
@@ -403,9 +406,10 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
             for (int kk = 0; kk < {BK}; kk += 8)
                 wgmma_tf32_n{k.BN}(&acc[0][0][0], wg_desc(As_s + kk * 8), wg_desc(Bs_s + kk * 8));
             wgmma_commit();
-            wgmma_wait0();
+            wgmma_wait1();
         }}
     }}
+    wgmma_wait0();
 {_wg_store(NI, M, N, store, "wg * 64 + wq * 16")}"""
 
 
