@@ -22,6 +22,7 @@ class Baselines(BaseModel):
     compiled: Timing | None = None
     device: str = "cpu"
     note: str = ""
+    eager_err: float | None = None  # eager's norm-wise error vs float64 where it may run reduced precision
 
 
 class Evaluator(Protocol):
@@ -99,7 +100,8 @@ class GpuEvaluator:
         r = w.request("baselines", self.reps, timeout=900)
         if not r.get("ok"):
             raise RuntimeError(f"baseline timing failed: {r.get('error')}")
-        return Baselines(eager=r["eager"], compiled=r["compiled"], device=w.info.get("device", "cuda"), note=r["note"])
+        return Baselines(eager=r["eager"], compiled=r["compiled"], device=w.info.get("device", "cuda"), note=r["note"],
+                         eager_err=r.get("eager_err"))
 
     def baselines(self, task_path: str) -> Baselines:
         with self.lock:

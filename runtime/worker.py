@@ -152,10 +152,34 @@ class Worker:
             fns["compiled"] = lambda: c(*inputs)
         with torch.no_grad():
             t = time_interleaved(fns, reps=reps, flusher=self.flusher)
-        fns = inputs = None  # noqa: F841 (free the inputs before emptying the cache)
+        fns = None
+        eager_err = self._eager_error(inputs) if self._reduced_precision_possible() else None
+        inputs = None  # noqa: F841 (free the inputs before emptying the cache)
         torch.cuda.empty_cache()  # leave the device to the candidate worker
         return {"eager": t["eager"].model_dump(), "compiled": t["compiled"].model_dump() if "compiled" in t else None,
-                "note": self.compile_note}
+                "note": self.compile_note, "eager_err": eager_err}
+
+    def _reduced_precision_possible(self) -> bool:
+        """Whether eager may have run reduced precision here (cuDNN's TF32 convolutions by default)."""
+        return bool(self._precision_note())
+
+    def _eager_error(self, inputs: list) -> float | None:
+        """Eager's own worst norm-wise error against the float64 truth on these inputs: whether cuDNN
+        really ran TF32 on this shape (it picks exact fp32 algorithms for many), so the agent knows how
+        much room the float64 rule will give a candidate before it proposes one."""
+        try:
+            with torch.no_grad():
+                out = as_list(self.ref(*inputs))
+            truth, _ = self._truth(inputs)
+            if truth is None:
+                return None
+            errs = [error_stats(o, t).norm for o, t in zip(out, truth)
+                    if isinstance(o, torch.Tensor) and o.is_floating_point()]
+            return max(errs) if errs else None
+        except torch.OutOfMemoryError:
+            return None
+        finally:
+            self.ref64 = None
 
     def evaluate(self, req: dict) -> dict:
         if self.role != "candidate":

@@ -33,6 +33,9 @@ class Roofline(BaseModel):
     bandwidth_bytes_s: float
 
 
+TF32_GRADE = 1e-5  # a norm-wise error above this is TF32's (10-bit mantissa) rather than fp32's
+
+
 class TaskAnalysis(BaseModel):
     inputs: list[TensorSpec]
     outputs: list[TensorSpec]
@@ -41,4 +44,7 @@ class TaskAnalysis(BaseModel):
     eager_ms: float | None = None  # None where no GPU was present
     compile_ms: float | None = None
     device: str = "cpu"
+    # eager's own norm-wise error vs float64 where it may run reduced precision (cuDNN TF32): measured,
+    # since cuDNN picks exact fp32 algorithms for many shapes, and then a TF32 candidate cannot pass
+    eager_err: float | None = None
     notes: list[str] = Field(default_factory=list)

@@ -98,3 +98,15 @@ def test_tf32x3_wgmma_gemm_is_fp32_grade(tmp_egg, evaluator, expr, sa, sb):
     cands = _candidates(p, [{}, {"wgmma": True, "BM": 64, "BN": 64}, {"wgmma": True, "BM": 128, "BN": 128}])
     evs = evaluator.evaluate(str(p), cands, None)
     assert [e.verdict.value for e in evs] == ["correct"] * 3, [(e.candidate_id, e.reason) for e in evs]
+
+
+def test_baselines_measure_eagers_own_error_where_it_may_run_tf32(tmp_egg, evaluator):
+    """The baseline worker measures eager's error against float64 where cuDNN may run TF32, so the agent
+    knows the room before its first candidate; a task with no such op is not measured."""
+    from tests.test_expert_tf32 import TEMPLATE
+    conv = _task(tmp_egg, 2, 8, 16, 3, 1, 1, 1, 1, True, (2, 8, 9, 9), "self.conv(x)")
+    err = evaluator.baselines(str(conv)).eager_err
+    assert err is not None and 0 < err < 1e-2, err
+    p = tmp_egg / "pw.py"
+    p.write_text(TEMPLATE.format(expr="torch.relu(a) * 2.0 + b", sa="64, 32", sb="64, 32"))
+    assert evaluator.baselines(str(p)).eager_err is None
