@@ -39,7 +39,7 @@ class HardwareProfile(BaseModel):
         return (self.measured_bandwidth_gbs or self.mem_bandwidth_gbs) * 1e9
 
     def flops(self, dtype: str) -> float:
-        key = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}.get(dtype, "fp32")
+        key = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "tf32": "tf32"}.get(dtype, "fp32")
         rate = self.measured_tflops.get(key) or self.peak_tflops.get(key) or self.peak_tflops["fp32"]
         return rate * 1e12
 

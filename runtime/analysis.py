@@ -69,7 +69,13 @@ def analyze(task, profile) -> TaskAnalysis:
                   and x.is_floating_point()), "float32")
     peak = profile.flops(dtype)
     bw = profile.bandwidth()
-    t_mem, t_comp = nbytes / bw, flops / peak
+    # fp32 matmuls and convolutions can run on tensor cores (3xTF32 at fp32 grade, TF32 where eager's
+    # cuDNN does): their FLOPs are placed at the TF32 peak, so the floor stays a bound no kernel beats
+    mm_peak = profile.flops("tf32") if dtype == "float32" else peak
+    t_mem, t_comp = nbytes / bw, (mm_flops / mm_peak + (flops - mm_flops) / peak)
+    if mm_flops and mm_peak != peak:
+        notes.append(f"matmul/conv FLOPs placed at the TF32 tensor-core peak ({mm_peak / 1e12:.0f} TFLOP/s)")
+        peak = flops / t_comp
     roof = Roofline(flops=flops, bytes_moved=nbytes, bound="memory" if t_mem >= t_comp else "compute",
                     floor_ms=max(t_mem, t_comp) * 1e3, peak_flops=peak, bandwidth_bytes_s=bw)
     return TaskAnalysis(inputs=[_spec(x) for x in inputs if isinstance(x, torch.Tensor)],

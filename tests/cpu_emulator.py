@@ -66,6 +66,7 @@ using std::min;
 inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 inline unsigned __float_as_uint(float x) { unsigned u; std::memcpy(&u, &x, 4); return u; }
 inline void split_tf32(float x, unsigned& hi, unsigned& lo) { hi = __float_as_uint(x) & 0xffffe000u; lo = __float_as_uint(x - __uint_as_float(hi)); }
+inline unsigned round_tf32(float x) { return (__float_as_uint(x) + 0x1000u) & 0xffffe000u; }  // cvt.rna (finite x)
 inline float emu_tf32_operand(unsigned u) { return __uint_as_float(u & 0xffffe000u); }  // the MMA reads the top 19 bits
 static unsigned emu_mma_a[32][32][4], emu_mma_b[32][32][2];
 inline void mma_tf32(float* d, const unsigned* a, const unsigned* b) {

@@ -399,7 +399,7 @@ class ExpertAgent:
             if layout == "nhwc":
                 pre = [(host.Launch(name, grid, block, reads, 0), writes)
                        for name, grid, block, reads, writes in conv.staging(plan)]
-                return (conv.staging_source(plan) + src, pre + [(launch, None)],
+                return (src + conv.staging_source(plan, tf32=int(params.get("split", 1)) == 1), pre + [(launch, None)],
                         "input and weight staged channels last; " + desc)
         elif fam == "pool":
             k = pool.PoolKnobs(block=params["block"], waves=params["waves"])

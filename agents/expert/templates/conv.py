@@ -298,7 +298,8 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str = "nch
             return kernel_source_wgmma("egg_conv", kernel_args(g, p), k, A, B, p.Mg, p.OCg, p.Kg, _setup_nhwc(p, k),
                                        _store(g, p, "nhwc"), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem))
         return kernel_source("egg_conv", kernel_args(g, p), k, A, B, p.Mg, p.OCg, p.Kg, _setup_nhwc(p, k),
-                             _store(g, p, "nhwc"), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem), split=split)
+                             _store(g, p, "nhwc"), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem), split=split,
+                             rounded=True)
     if T % k.BM or BK % (T // k.BM):
         raise Unsupported("the gather needs threads a multiple of BM")
     return kernel_source("egg_conv", kernel_args(g, p), k, A, B, p.M, p.OCg, p.K, _setup(p, k, T), _store(g, p),
@@ -405,11 +406,15 @@ def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> st
 STAGE_BLOCK = 256
 
 
-def staging_source(p: ConvPlan) -> str:
+def staging_source(p: ConvPlan, tf32: bool = False) -> str:
     """Two kernels for layout "nhwc": `egg_conv_xt` writes the input channels last (a 32x32 tile
     transpose through shared memory per (image, channel block, pixel block)); `egg_conv_wt` the
-    weight as (groups, OC/groups, *kernel, C/groups)."""
+    weight as (groups, OC/groups, *kernel, C/groups). `tf32`: both written rounded to TF32 (plain TF32:
+    the GEMM, wgmma's tensor cores too, then read them as they are). After the GEMM's source (its prelude)."""
     S, ksp = math.prod(p.in_sp), math.prod(p.ker)
+
+    def val(x: str) -> str:
+        return f"__uint_as_float(round_tf32({x}))" if tf32 else x
     src_w = (f"((g * {p.Cg}LL + ic) * {p.OCg}LL + oc) * {ksp}LL + off" if p.transposed else
              f"((g * {p.OCg}LL + oc) * {p.Cg}LL + ic) * {ksp}LL + off")
     return f"""
@@ -427,7 +432,7 @@ extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_conv_xt(float* _
     __syncthreads();
     for (int j = ty; j < 32; j += {STAGE_BLOCK // 32}) {{
         const long long s = s0 + j; const int c = c0 + tx;
-        if (c < {p.C} && s < {S}LL) ob[s * {p.C}LL + c] = tile[tx][j];
+        if (c < {p.C} && s < {S}LL) ob[s * {p.C}LL + c] = {val("tile[tx][j]")};
     }}
 }}
 
@@ -439,7 +444,7 @@ extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_conv_wt(float* _
     int r_ = (int)((i / {p.Cg}) % {math.prod(p.taps)});
     bool ok = true;
 {_weight_taps(p)}
-    out[i] = ok ? W[{src_w}] : 0.0f;
+    out[i] = ok ? {val(f"W[{src_w}]")} : 0.0f;
 }}
 """
 

@@ -30,6 +30,14 @@ TF32_PRELUDE = r"""__device__ __forceinline__ void split_tf32(float x, unsigned&
     // and left the kernel bound on the integer pipe (ncu on the H200)
     hi = __float_as_uint(x) & 0xffffe000u; lo = __float_as_uint(x - __uint_as_float(hi));
 }
+__device__ __forceinline__ unsigned round_tf32(float x) {
+    // plain TF32 operands rounded to nearest, as cuDNN's are: the MMA alone truncates, an error biased
+    // towards zero that a following mean or pooling does not average away (50x eager's after a global
+    // average pool on the H200, where rounding stays within eager's)
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
 __device__ __forceinline__ void mma_tf32(float* d, const unsigned* a, const unsigned* b) {
     asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -135,10 +143,13 @@ def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     return kernel_source("egg_gemm", kernel_args(g, p), k, A, B, M, N, K, setup, store)
 
 
-def _reads(A: Operand, B: Operand, k: GemmKnobs, NI: int, split: int) -> tuple[str, str, int]:
-    """Shared -> fragment code for A and B (split into TF32 high and low parts, or high only), and the B step."""
+def _reads(A: Operand, B: Operand, k: GemmKnobs, NI: int, split: int, rounded: bool = False) -> tuple[str, str, int]:
+    """Shared -> fragment code for A and B (split into TF32 high and low parts, or rounded to TF32 unless
+    `rounded`: the tiles hold TF32 values already), and the B step."""
     def conv(x: str, hi: str, lo: str) -> str:
-        return f"split_tf32({x}, {hi}, {lo});" if split == 3 else f"{hi} = __float_as_uint({x});"
+        if split == 3:
+            return f"split_tf32({x}, {hi}, {lo});"
+        return f"{hi} = __float_as_uint({x});" if rounded else f"{hi} = round_tf32({x});"
     a_reads = "\n".join("                    " + conv(f"As_s[{A.at(f'rb + g + {8 * (q % 2)}', f'kk + t + {4 * (q // 2)}')}]",
                                                        f"ah[mi][{q}]", f"al[mi][{q}]") for q in range(4))
     b_reads = "\n".join("                    " + conv(f"Bs_s[{B.at('cb + g', f'kk + t + {4 * q}')}]", f"bh[ni][{q}]", f"bl[ni][{q}]")
@@ -210,11 +221,12 @@ def _wg_store(NI: int, M: int, N: int, store: str, rows: str) -> str:
 
 
 def kernel_source(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int, setup: str,
-                  store: str, a_loader=None, split: int = 3, b_loader=None) -> str:
+                  store: str, a_loader=None, split: int = 3, b_loader=None, rounded: bool = False) -> str:
     """The tensor-core main loop around pluggable parts: `setup` (statements after `bz`, defining the
     operand bases `Ab` and `Bb`), `a_loader(smem)` (A's tile copy; default: A read in place),
     `b_loader(smem)` likewise for B, `store` (inside `if (m < M && n < N)`, the accumulator `acc[mi][ni][2 * h + e]` at GEMM row m,
-    column n). `split` 3: 3xTF32 (fp32-grade); 1: plain TF32 (where the reference itself runs TF32)."""
+    column n). `split` 3: 3xTF32 (fp32-grade); 1: plain TF32 (where the reference itself runs TF32), each
+    operand rounded to nearest as it is read, or before (`rounded`: the staged tensors hold TF32 values)."""
     TMW, TNW = k.BM // k.WM, k.BN // k.WN
     MI, NI = TMW // 16, TNW // 8
     if MI < 1 or NI < 1 or TMW % 16 or TNW % 8 or k.stages < 2:
@@ -225,7 +237,7 @@ def kernel_source(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M:
         a = a_loader(f"As + ({slot}) * {A.elems}") if a_loader else A.loader(T, f"As + ({slot}) * {A.elems}", "Ab", "m0")
         b = b_loader(f"Bs + ({slot}) * {B.elems}") if b_loader else B.loader(T, f"Bs + ({slot}) * {B.elems}", "Bb", "n0")
         return a + "\n" + b
-    a_reads, b_reads, b_step = _reads(A, B, k, NI, split)
+    a_reads, b_reads, b_step = _reads(A, B, k, NI, split, rounded)
     if split == 3:
         frags = f"unsigned ah[{MI}][4], al[{MI}][4], bh[{NI}][2], bl[{NI}][2];"
         mmas = """mma_tf32(part[mi][ni], al[mi], bh[ni]);  // small terms first
