@@ -51,6 +51,10 @@ CASES = [
     # a pool before the convolution (KernelBench 38): the convolution is the stage the knobs tune
     ("self.conv = nn.ConvTranspose2d(4, 8, 3, stride=2)", "return torch.softmax(self.conv(F.avg_pool2d(x, 2)), dim=1)",
      "2, 4, 8, 6", "conv rows"),
+    # KernelBench level 2 task 75: a (N, 1) min plus a (1, C, 1, 1) bias is (1, C, N, 1), a layout the row
+    # program's write pass cannot index: the broadcasting tail is a kernel of its own
+    ("self.lin = nn.Linear(24, 32)\n        self.gn = nn.GroupNorm(4, 32)\n        self.b = nn.Parameter(torch.randn(1, 32, 1, 1))",
+     "return torch.min(self.gn(self.lin(x)), dim=1, keepdim=True)[0] + self.b", "6, 24", "rows rows pointwise"),
 ]
 
 
@@ -170,6 +174,12 @@ REGIONS = {  # per kernel: family, then the ops it fuses (reviewed by hand: each
         ("direct_conv", ["conv2d", "view", "add", "rsqrt", "view", "sub", "mul", "view", "mul", "view", "add", "hardtanh"]),
         ("conv", ["conv2d", "view", "add", "rsqrt", "view", "sub", "mul", "view", "mul", "view", "add", "hardtanh"])],
     "03_mlp_stack": [("gemm", ["linear", "gelu"]), ("gemm", ["linear", "gelu"]), ("gemm", ["linear"])],
+    # per layer the input projection of all steps (both biases in its epilogue), then the recurrence; the
+    # last step's slice is a copy before the classifier (its GEMM reads a computed operand in place only
+    # through a view)
+    "05_lstm": [("gemm", ["linear", "add"]), ("recurrent", ["full", "full", "narrow", "view", "narrow", "view", "lstm"]),
+                ("gemm", ["linear", "add"]), ("recurrent", ["full", "full", "narrow", "view", "narrow", "view", "lstm"]),
+                ("pointwise", ["narrow"]), ("gemm", ["view", "linear"])],
 }
 
 
@@ -179,7 +189,7 @@ def test_bundled_models_partition_into_regions(name):
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(ROOT / "tasks" / "suite" / "level3" / f"{name}.py"))
     assert fam == "program"
-    got = [(f, [n.op for n in sg.nodes if n.kind in ("pw", "conv", "gemm")]) for sg, f, _, _ in plan.stages()]
+    got = [(f, [n.op for n in sg.nodes if n.kind in ("pw", "conv", "gemm", "rnn")]) for sg, f, _, _ in plan.stages()]
     assert got == REGIONS[name]
     k = agent.emit(g, fam, plan, agent._default(plan.stages()[plan.tuned][1], *[plan.stages()[plan.tuned][i] for i in (0, 2)],
                                                 None), load_profile("h200"))
@@ -278,3 +288,50 @@ def test_transformer_block_is_a_program_that_matches_a_float64_truth(tmp_egg):
         pytest.skip("no g++")
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+LSTM = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(12, 16, num_layers={layers}, batch_first={bf}, bias={bias})
+    def forward(self, x, h0, c0):
+        out, (h, c) = self.lstm(x, (h0, c0))
+        return {ret}
+def get_inputs():
+    return [torch.randn({shape}), torch.randn({layers}, 3, 16), torch.randn({layers}, 3, 16)]
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("layers,bf,bias,ret,shape", [
+    (1, True, True, "out", "3, 7, 12"),
+    (2, False, True, "torch.tanh(out) * 2.0", "7, 3, 12"),  # time-major; a pointwise tail after the recurrence
+    (2, True, False, "h", "3, 7, 12"),  # h_n: each layer's last step, concatenated
+])
+def test_lstm_is_a_projection_gemm_then_a_recurrence_per_layer(tmp_egg, layers, bf, bias, ret, shape):
+    """issue 19's recurrence: per layer the input projection of all steps as one GEMM (biases fused),
+    then a persistent block per batch element over time, from a given initial state; against a float64
+    truth on the CPU emulator."""
+    from tests import cpu_emulator
+    p = tmp_egg / "lstm.py"
+    p.write_text(LSTM.format(layers=layers, bf=bf, bias=bias, ret=ret, shape=shape))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "program"
+    fams = [f for _, f, _, _ in plan.stages()]
+    assert fams.count("recurrent") == layers and fams.count("gemm") >= layers
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    sg, f, pl, _ = plan.stages()[plan.tuned]
+    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=5)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_lstm_cell_state_is_declined_by_name(tmp_egg):
+    p = tmp_egg / "lstm.py"
+    p.write_text(LSTM.format(layers=1, bf=True, bias=True, ret="c", shape="3, 7, 12"))
+    assert "cell state" in ExpertAgent().precheck(str(p))

@@ -3,7 +3,7 @@ in place (KernelBench 16-18), compiled for sm_90a; a transpose anywhere else sti
 import pytest
 
 from agents.expert import ExpertAgent
-from agents.expert.opgraph import export_graph
+from agents.expert.opgraph import Unsupported, export_graph
 from agents.expert.templates import gemm
 from agents.protocol import StageRequest
 from hardware_profiles import load_profile
@@ -179,15 +179,25 @@ def test_split_pieces_and_constants_lower_as_views(tmp_egg, expr, sa, sb):
     _pointwise_view_matches_eager(tmp_egg, expr, sa, sb)
 
 
-@pytest.mark.parametrize("expr,what", [("torch.matmul(a, b).T + 1.0", "matmul"),
-                                       ("torch.softmax(a, dim=1).permute(1, 0) * b", "reduction"),
+@pytest.mark.parametrize("expr,what", [("torch.matmul(a, b).T + 1.0", "gemm"),
+                                       ("torch.softmax(a, dim=1).permute(1, 0) * b", "rows"),
                                        ("torch.cumsum(a, dim=1)[:, 2:] - 1.0", "scan")])
-def test_a_view_that_moves_elements_after_a_heavy_op_is_declined(tmp_egg, expr, what):
+def test_a_view_that_moves_elements_after_a_heavy_op_is_a_kernel_of_its_own(tmp_egg, expr, what):
     """Epilogues compute the output element by element from the heavy op's result at the same index: a
-    permutation or slice in between would read another element (the verifier would catch it; the
-    planner says so first)."""
+    permutation or slice in between would read another element, so the heavy op's one kernel declines
+    it, and the program planner cuts after the heavy op: the moving tail is a pointwise kernel."""
+    from agents.expert.templates import rowwise, scan
+    from tests import cpu_emulator
     p = tmp_egg / "v.py"
     p.write_text(TEMPLATE.format(expr=expr, sa="6, 6", sb="6, 6" if what != "scan" else "6, 4"))
-    why = ExpertAgent().precheck(str(p))
-    # (a row program that cannot plan goes on to the program planner, which says it found no cut)
-    assert why and (f"permutation of a {what}'s result" in why or (what == "reduction" and "no way to split" in why)), why
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "program" and [f for _, f, _, _ in plan.stages()] == [what, "pointwise"]
+    with pytest.raises(Unsupported, match="permutation of a"):
+        {"gemm": gemm.plan_gemm, "rows": rowwise.plan_rows, "scan": scan.plan_scan}[what](g)
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    sg, f, pl, _ = plan.stages()[plan.tuned]
+    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)

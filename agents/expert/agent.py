@@ -14,7 +14,8 @@ from agents.expert.codegen import PRELUDE
 from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
 from agents.expert.templates.scan import BOOL_PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported, export_graph
-from agents.expert.templates import conv, direct_conv, gemm, gemm_tf32, gridreduce, pointwise, pool, rowwise, scan
+from agents.expert.templates import (conv, direct_conv, gemm, gemm_tf32, gridreduce, pointwise, pool, recurrent, rowwise,
+                                    scan)
 from tasks import load_task, materialize
 
 
@@ -22,6 +23,8 @@ def family_of(g: OpGraph) -> str:
     kinds = {n.kind for n in g.nodes}
     if any(n.kind == "pw" and n.op == "flip" for n in g.nodes):
         raise Unsupported("aten::flip (the expert knows it only as flip-cumsum-flip, a reverse scan)")
+    if "rnn" in kinds:
+        return "recurrent"
     if "conv" in kinds:
         return "conv"
     if "scan" in kinds:
@@ -90,7 +93,7 @@ class ExpertAgent:
                     return "grid", gridreduce.check_grid(rp)
                 return fam, rp
             return fam, {"gemm": gemm.plan_gemm, "scan": scan.plan_scan, "pool": pool.plan_pool,
-                         "conv": conv.plan_conv}.get(fam, lambda _: None)(g)
+                         "conv": conv.plan_conv, "recurrent": recurrent.plan_rnn}.get(fam, lambda _: None)(g)
         except Unsupported:
             if fam == "conv":
                 try:
@@ -166,6 +169,9 @@ class ExpertAgent:
             a = plan.pool.attrs
             how = (f"{a['kind']} pooling over {plan.nd} dim(s) (kernel {a['kernel']}, stride {a['stride']}, padding "
                    f"{a['padding']}), a thread per output, the pointwise chain before and after it fused")
+        elif fam == "recurrent":
+            how = (f"an LSTM recurrence over {plan.T} steps: a persistent block per batch element ({plan.B}), h and c in "
+                   f"shared memory, a warp per gate row of W_hh ({4 * plan.H} x {plan.H}) each step")
         elif fam == "scan":
             how = (f"a {'reverse ' if plan.scan.reverse else ''}{plan.scan.op} over (outer={plan.outer}, L={plan.L}, "
                    f"inner={plan.inner}), the pointwise chain before and after it fused")
@@ -243,6 +249,9 @@ class ExpertAgent:
             elif st == "memory_optimization":  # the ring's depth, and the other layout (staging vs in place)
                 out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"] if s >= 3 or not base.get("wgmma")]
                 out += [{**base, "ldm": True}] + [{**base, "layout": lay} for lay in conv.LAYOUTS if lay != base.get("layout", "nchw")]
+        elif fam == "recurrent":
+            if st == "parallel_mapping":  # warps sharing the gate rows of one batch element
+                out = [{**base, "block": b} for b in (256, 1024)]
         elif fam == "scan":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in kn.get("scan_block", [128, 256, 512, 1024])]
@@ -301,6 +310,8 @@ class ExpertAgent:
                     "layout": conv.default_layout(plan)}
         if fam == "scan":
             return {"family": "scan", "block": 256, "items": 8, "waves": 8}
+        if fam == "recurrent":
+            return {"family": "recurrent", "block": 512, "waves": 1}
         if fam == "pool":
             return {"family": "pool", "block": 256, "waves": 8}
         if fam == "grid":
@@ -406,6 +417,11 @@ class ExpertAgent:
             src = pool.render(g, plan, k)
             launch = host.Launch("egg_pool", (pool.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), 0)
             desc = f"{plan.pool.attrs['kind']} pool, a thread per output, block {k.block}" + ("" if k.waves else ", no grid-stride loop")
+        elif fam == "recurrent":
+            k = recurrent.RnnKnobs(block=params["block"], waves=params.get("waves", 1))
+            src = recurrent.render(g, plan, k)
+            launch = host.Launch("egg_rnn", (recurrent.grid(plan, k, sms),), (k.block,), host.leaves(g), 0)
+            desc = f"LSTM recurrence, a persistent block of {k.block} threads per batch element over {plan.T} steps"
         elif fam == "scan":
             k = scan.ScanKnobs(block=params["block"], items=params["items"], waves=params["waves"])
             src = scan.render(g, plan, k)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import operator
+import warnings
 from dataclasses import dataclass, field
 
 import torch
@@ -81,6 +82,12 @@ def _dt(t) -> str:
 
 
 def export_graph(task) -> OpGraph:
+    with warnings.catch_warnings():  # nn.LSTM's flattened weights: torch warns on every export of one
+        warnings.filterwarnings("ignore", message="The tensor attributes .*_flat_weights")
+        return _export_graph(task)
+
+
+def _export_graph(task) -> OpGraph:
     try:
         with torch.device("meta"):  # no weights allocated, whatever their size
             model = task.make_model(42).eval()
@@ -180,6 +187,9 @@ def export_graph(task) -> OpGraph:
         raise Unsupported("the reference returns no tensor")
     live = _reachable(out_node)  # e.g. the unused indices of max.dim
     nodes = [n for n in nodes if n.name in live or n.kind == "input"]
+    for n in nodes:
+        if n.kind == "pw" and n.op == "declined":
+            raise Unsupported(n.attrs["why"])
     params = [p for p in params if p.name in live]
     for i, p in enumerate(params):
         p.index = i
@@ -889,6 +899,50 @@ def _batch_norm(o: _Op):
     if bias is not None:
         y = o.pw("add", [y, chan(bias)], x.shape)
     return [y, y, y] if o.name != "batch_norm" else y
+
+
+@lowers("lstm")
+def _lstm(o: _Op):
+    """nn.LSTM (unidirectional, any layers, biases or not, batch_first or not): per layer, the input
+    projection of every time step as one GEMM (both biases in its epilogue), then the recurrence over
+    time as an "rnn" node (templates/recurrent.py). Returns (output, h_n, c_n); c_n, which only the
+    recurrence holds, is declined if the task reads it."""
+    x, (h0, c0), flat = o.args[0], o.args[1], list(o.args[2])
+    has_bias, layers, _dropout, train, bidir, batch_first = o.args[3:9]
+    if not isinstance(x, Node) or len(x.shape) != 3:
+        raise Unsupported("aten::lstm on an unbatched input")
+    if bidir:
+        raise Unsupported("a bidirectional LSTM")
+    if train and _dropout:
+        raise Unsupported("an LSTM with dropout in training mode")
+    per = 4 if has_bias else 2
+    if len(flat) != per * layers or flat[0].shape[0] % 4 or flat[1].shape[0] != 4 * flat[1].shape[1]:
+        raise Unsupported("an LSTM with projections (proj_size)")
+    b, dt = o.b, x.dtype
+    H = flat[1].shape[1]
+    T, B = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
+    seq = (B, T) if batch_first else (T, B)
+    lasts, cur = [], x
+    for layer in range(layers):
+        w_ih, w_hh = flat[per * layer], flat[per * layer + 1]
+        if not (isinstance(w_hh, Node) and w_hh.kind in ("param", "input")):
+            raise Unsupported("an LSTM whose recurrent weight is computed")
+        proj = b.add("gemm", "linear", [cur, w_ih, flat[per * layer + 2] if has_bias else None], seq + (4 * H,), dt)
+        if has_bias:
+            proj = b.add("pw", "add", [proj, flat[per * layer + 3]], proj.shape, dt)
+        state = []
+        for s in (h0, c0):
+            one = b.add("pw", "narrow", [s, 0, layer], (1, B, H), dt)
+            state.append(b.add("pw", "view", [one], (B, H), dt))
+        cur = b.add("rnn", "lstm", [proj, w_hh, *state], seq + (H,), dt, attrs={"batch_first": bool(batch_first)})
+        t_dim = 1 if batch_first else 0
+        last = b.add("pw", "narrow", [cur, t_dim, T - 1], (B, 1, H) if batch_first else (1, B, H), dt)
+        lasts.append(b.add("pw", "view", [last], (1, B, H), dt))
+    h_n = lasts[0]
+    for h in lasts[1:]:
+        h_n = b.add("pw", "cat", [h_n, h, 0], (h_n.shape[0] + 1, B, H), dt)
+    c_n = b.add("pw", "declined", [], (layers, B, H), dt, attrs={"why": "an LSTM's final cell state c_n (the expert returns h)"})
+    return [cur, h_n, c_n]
 
 
 def _lower(name, fx, args, kwargs, meta, nodes) -> Node | list:

@@ -11,9 +11,9 @@ from dataclasses import dataclass, replace
 from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported, _flat
 
 PRODUCERS = ("conv", "gemm")
-HEAVY = ("conv", "gemm", "pool", "reduce", "scan")
+HEAVY = ("conv", "gemm", "pool", "reduce", "scan", "rnn")
 LEAVES = ("input", "param")
-SINGLE = ("conv", "gemm", "pool", "rows", "pointwise", "scan", "direct_conv")  # one launch, no workspace
+SINGLE = ("conv", "gemm", "pool", "rows", "pointwise", "scan", "direct_conv", "recurrent")  # one launch, no workspace
 MAX_STAGES = 16  # a transformer block is a dozen regions
 
 
@@ -79,17 +79,34 @@ def candidates(g: OpGraph) -> list[Node]:
                 base = base.args[0]
             if base is not mid:
                 add(base)
+    # last, the last heavy op's own result: its tail of pointwise ops as a kernel of its own (a tail that
+    # broadcasts the result into a new layout, which the heavy op's write pass cannot index)
+    if heavy:
+        add(heavy[-1])
+        # and what a slice, concatenation or permutation after a heavy op reads (a softmax's result, which
+        # is more than its last reduction): the element-moving tail then reads it as an input
+        hv = {id(h) for h in heavy}
+        for n in g.nodes:
+            if n.kind == "pw" and n.op in REMAPS and isinstance(n.args[0], Node) and hv & _ancestors(n.args[0]):
+                add(n.args[0])
     return out
 
 
 def cut_at(g: OpGraph, mid: Node, depth: int = 0) -> tuple[OpGraph, OpGraph] | None:
     """(the graph up to `mid`, the rest with `mid` as an input), or None where the rest reads the
-    first part somewhere else than at `mid`."""
+    first part somewhere else than at `mid` (other than pointwise values of leaves alone, such as a zero
+    initial state two LSTM layers read: those both parts compute)."""
     front = _ancestors(mid)
     back = [n for n in g.nodes if id(n) not in front]
-    if any(n.kind not in LEAVES and any(isinstance(a, Node) and id(a) in front and a is not mid and a.kind not in LEAVES
-                                        for a in _flat(n.args)) for n in back):
-        return None
+    reads = {id(a): a for n in back if n.kind not in LEAVES for a in _flat(n.args)
+             if isinstance(a, Node) and id(a) in front and a is not mid and a.kind not in LEAVES}
+    dup: set[int] = set()
+    for a in reads.values():
+        anc = _ancestors(a)
+        if id(mid) in anc or any(x.kind not in LEAVES + ("pw",) for x in g.nodes if id(x) in anc):
+            return None
+        dup |= anc
+    back = [n for n in g.nodes if id(n) not in front or id(n) in dup]
     first = OpGraph(nodes=[n for n in g.nodes if id(n) in front], inputs=[n for n in g.inputs if id(n) in front],
                     params=[n for n in g.params if id(n) in front], output=mid, aten_ops=g.aten_ops, scalars=g.scalars)
     # a fixed name: node names come from a process-wide counter, the generated code must not
@@ -102,7 +119,7 @@ def cut_at(g: OpGraph, mid: Node, depth: int = 0) -> tuple[OpGraph, OpGraph] | N
         return clone.get(id(a), a) if isinstance(a, Node) else a
     nodes = [as_input]
     for n in g.nodes:
-        if id(n) in front:
+        if id(n) in front and id(n) not in dup:
             continue
         c = n if n.kind in LEAVES else replace(n, args=[remap(a) for a in n.args])
         clone[id(n)] = c

@@ -48,6 +48,16 @@ def needs_grid(outer: int, R: int, inner: int) -> bool:
     return outer * inner < 132 and R > (1 << 20)
 
 
+def _grown_by_broadcast(g: OpGraph, numel: int) -> bool:
+    """Some pointwise node has `numel` elements though none of its tensor operands has as many."""
+    for n in g.nodes:
+        if n.kind == "pw" and math.prod(n.shape) == numel:
+            sizes = [math.prod(a.shape) for a in n.args if isinstance(a, Node)]
+            if sizes and max(sizes) < numel:
+                return True
+    return False
+
+
 def plan_rows(g: OpGraph, grid_ok: bool = False) -> RowPlan:
     """`grid_ok`: plan it even where the rows are too few and too long (templates/gridreduce.py takes it)."""
     reds = [n for n in g.nodes if n.kind == "reduce"]
@@ -64,8 +74,11 @@ def plan_rows(g: OpGraph, grid_ok: bool = False) -> RowPlan:
     if not grid_ok and needs_grid(outer, R, inner):
         raise Unsupported(f"a reduction of {R} elements into {outer * inner} output(s) (needs a grid-level reduction)")
     out = g.output
-    # full size: the reduced tensor's shape, or a view of it (group norm reduces a (N, G, C/G, ...) view)
-    full = tuple(out.shape) == shape or (math.prod(out.shape) == math.prod(shape) and math.prod(out.shape) != outer * inner)
+    # full size: the reduced tensor's shape, or a view of it (group norm reduces a (N, G, C/G, ...) view);
+    # not a tensor of that many elements grown by broadcasting smaller ones ((N, 1) + (1, C, 1, 1) is
+    # (1, C, N, 1): its element i is not the input's element i)
+    full = tuple(out.shape) == shape or (math.prod(out.shape) == math.prod(shape) and math.prod(out.shape) != outer * inner
+                                         and not _grown_by_broadcast(g, math.prod(shape)))
     if not full and math.prod(out.shape) != outer * inner:
         raise Unsupported(f"output shape {out.shape} is neither the input's nor the reduced one")
     if any(n.kind == "gemm" for n in g.nodes):
