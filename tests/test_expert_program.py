@@ -335,3 +335,40 @@ def test_lstm_cell_state_is_declined_by_name(tmp_egg):
     p = tmp_egg / "lstm.py"
     p.write_text(LSTM.format(layers=1, bf=True, bias=True, ret="c", shape="3, 7, 12"))
     assert "cell state" in ExpertAgent().precheck(str(p))
+
+
+RNN = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.{cls}(12, 16, num_layers=2, batch_first={bf}, bias={bias}{extra})
+    def forward(self, x, h0):
+        out, h = self.rnn(x, h0)
+        return {ret}
+def get_inputs():
+    return [torch.randn({shape}), torch.randn(2, 3, 16)]
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("cls,bf,bias,extra,ret,shape", [
+    ("GRU", True, True, "", "out", "3, 7, 12"),  # b_hn inside r * (W_hn h + b_hn): added by the recurrence
+    ("GRU", False, False, "", "h", "7, 3, 12"),
+    ("RNN", True, True, "", "out * 0.5", "3, 7, 12"),
+    ("RNN", False, True, ", nonlinearity='relu'", "out", "7, 3, 12"),
+])
+def test_gru_and_rnn_recurrences_match_a_float64_truth(tmp_egg, cls, bf, bias, extra, ret, shape):
+    from tests import cpu_emulator
+    p = tmp_egg / "rnn.py"
+    p.write_text(RNN.format(cls=cls, bf=bf, bias=bias, extra=extra, ret=ret, shape=shape))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert [f for _, f, _, _ in plan.stages()].count("recurrent") == 2
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    sg, f, pl, _ = plan.stages()[plan.tuned]
+    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=6)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)

@@ -19,6 +19,9 @@ from agents.expert.templates import (conv, direct_conv, gemm, gemm_tf32, gridred
 from tasks import load_task, materialize
 
 
+RNN_NAMES = {"lstm": "LSTM", "gru": "GRU", "tanh": "RNN (tanh)", "relu": "RNN (relu)"}
+
+
 def family_of(g: OpGraph) -> str:
     kinds = {n.kind for n in g.nodes}
     if any(n.kind == "pw" and n.op == "flip" for n in g.nodes):
@@ -170,8 +173,9 @@ class ExpertAgent:
             how = (f"{a['kind']} pooling over {plan.nd} dim(s) (kernel {a['kernel']}, stride {a['stride']}, padding "
                    f"{a['padding']}), a thread per output, the pointwise chain before and after it fused")
         elif fam == "recurrent":
-            how = (f"an LSTM recurrence over {plan.T} steps: a persistent block per batch element ({plan.B}), h and c in "
-                   f"shared memory, a warp per gate row of W_hh ({4 * plan.H} x {plan.H}) each step")
+            how = (f"a{'n' if plan.cell == 'lstm' else ''} {RNN_NAMES[plan.cell]} recurrence over {plan.T} steps: a persistent "
+                   f"block per batch element ({plan.B}), the state in shared memory, a warp per gate row of W_hh "
+                   f"({plan.G * plan.H} x {plan.H}) each step")
         elif fam == "scan":
             how = (f"a {'reverse ' if plan.scan.reverse else ''}{plan.scan.op} over (outer={plan.outer}, L={plan.L}, "
                    f"inner={plan.inner}), the pointwise chain before and after it fused")
@@ -421,7 +425,8 @@ class ExpertAgent:
             k = recurrent.RnnKnobs(block=params["block"], waves=params.get("waves", 1))
             src = recurrent.render(g, plan, k)
             launch = host.Launch("egg_rnn", (recurrent.grid(plan, k, sms),), (k.block,), host.leaves(g), 0)
-            desc = f"LSTM recurrence, a persistent block of {k.block} threads per batch element over {plan.T} steps"
+            desc = (f"{RNN_NAMES[plan.cell]} recurrence, a persistent block of {k.block} threads per batch element "
+                    f"over {plan.T} steps")
         elif fam == "scan":
             k = scan.ScanKnobs(block=params["block"], items=params["items"], waves=params["waves"])
             src = scan.render(g, plan, k)

@@ -901,23 +901,29 @@ def _batch_norm(o: _Op):
     return [y, y, y] if o.name != "batch_norm" else y
 
 
-@lowers("lstm")
-def _lstm(o: _Op):
-    """nn.LSTM (unidirectional, any layers, biases or not, batch_first or not): per layer, the input
-    projection of every time step as one GEMM (both biases in its epilogue), then the recurrence over
-    time as an "rnn" node (templates/recurrent.py). Returns (output, h_n, c_n); c_n, which only the
-    recurrence holds, is declined if the task reads it."""
-    x, (h0, c0), flat = o.args[0], o.args[1], list(o.args[2])
+GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}  # gate rows of W_ih / W_hh per hidden unit
+
+
+@lowers(*GATES)
+def _recurrent(o: _Op):
+    """nn.LSTM, nn.GRU, nn.RNN (unidirectional, any layers, biases or not, batch_first or not): per layer,
+    the input projection of every time step as one GEMM (with the biases that add outside the
+    recurrence in its epilogue), then the recurrence over time as an "rnn" node
+    (templates/recurrent.py). Returns (output, h_n[, c_n]); an LSTM's c_n, which only the recurrence
+    holds, is declined if the task reads it."""
+    cell, G = o.name.removeprefix("rnn_") if o.name != "lstm" else "lstm", GATES[o.name]
+    x, hx, flat = o.args[0], o.args[1], list(o.args[2])
     has_bias, layers, _dropout, train, bidir, batch_first = o.args[3:9]
+    states = list(hx) if cell == "lstm" else [hx]
     if not isinstance(x, Node) or len(x.shape) != 3:
-        raise Unsupported("aten::lstm on an unbatched input")
+        raise Unsupported(f"aten::{o.name} on an unbatched input")
     if bidir:
-        raise Unsupported("a bidirectional LSTM")
+        raise Unsupported(f"a bidirectional {o.name}")
     if train and _dropout:
-        raise Unsupported("an LSTM with dropout in training mode")
+        raise Unsupported(f"aten::{o.name} with dropout in training mode")
     per = 4 if has_bias else 2
-    if len(flat) != per * layers or flat[0].shape[0] % 4 or flat[1].shape[0] != 4 * flat[1].shape[1]:
-        raise Unsupported("an LSTM with projections (proj_size)")
+    if len(flat) != per * layers or flat[1].shape[0] != G * flat[1].shape[1]:
+        raise Unsupported(f"aten::{o.name} with projections (proj_size)")
     b, dt = o.b, x.dtype
     H = flat[1].shape[1]
     T, B = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
@@ -925,22 +931,26 @@ def _lstm(o: _Op):
     lasts, cur = [], x
     for layer in range(layers):
         w_ih, w_hh = flat[per * layer], flat[per * layer + 1]
+        b_ih, b_hh = (flat[per * layer + 2], flat[per * layer + 3]) if has_bias else (None, None)
         if not (isinstance(w_hh, Node) and w_hh.kind in ("param", "input")):
-            raise Unsupported("an LSTM whose recurrent weight is computed")
-        proj = b.add("gemm", "linear", [cur, w_ih, flat[per * layer + 2] if has_bias else None], seq + (4 * H,), dt)
-        if has_bias:
-            proj = b.add("pw", "add", [proj, flat[per * layer + 3]], proj.shape, dt)
-        state = []
-        for s in (h0, c0):
+            raise Unsupported(f"aten::{o.name} whose recurrent weight is computed")
+        proj = b.add("gemm", "linear", [cur, w_ih, b_ih], seq + (G * H,), dt)
+        if b_hh is not None and cell != "gru":  # a GRU's b_hn sits inside r * (W_hn h + b_hn): the recurrence adds it
+            proj = b.add("pw", "add", [proj, b_hh], proj.shape, dt)
+        init = []
+        for s in states:
             one = b.add("pw", "narrow", [s, 0, layer], (1, B, H), dt)
-            state.append(b.add("pw", "view", [one], (B, H), dt))
-        cur = b.add("rnn", "lstm", [proj, w_hh, *state], seq + (H,), dt, attrs={"batch_first": bool(batch_first)})
+            init.append(b.add("pw", "view", [one], (B, H), dt))
+        extra = [b_hh] if cell == "gru" else []  # None without biases
+        cur = b.add("rnn", cell, [proj, w_hh, *init, *extra], seq + (H,), dt, attrs={"batch_first": bool(batch_first)})
         t_dim = 1 if batch_first else 0
         last = b.add("pw", "narrow", [cur, t_dim, T - 1], (B, 1, H) if batch_first else (1, B, H), dt)
         lasts.append(b.add("pw", "view", [last], (1, B, H), dt))
     h_n = lasts[0]
     for h in lasts[1:]:
         h_n = b.add("pw", "cat", [h_n, h, 0], (h_n.shape[0] + 1, B, H), dt)
+    if cell != "lstm":
+        return [cur, h_n]
     c_n = b.add("pw", "declined", [], (layers, B, H), dt, attrs={"why": "an LSTM's final cell state c_n (the expert returns h)"})
     return [cur, h_n, c_n]
 
