@@ -54,3 +54,14 @@ def test_exported_module_runs_without_egg(tmp_egg, task):
     r = subprocess.run([sys.executable, "-I", "-c", EXPORT_CHECK, st.result.module_path, str(path)],
                        capture_output=True, text=True, timeout=300, cwd=tmp_egg)
     assert r.returncode == 0 and "exported module OK" in r.stdout, r.stderr[-2000:]
+
+
+@pytest.mark.parametrize("task", sorted(p.stem for p in (SUITE / "level3").glob("*.py")))
+def test_bundled_whole_model_verified(tmp_egg, task):
+    """Issue 19: each bundled whole model (a program of one kernel per region, no torch compute in
+    forward) verified under the float64 rule at its own size."""
+    _, st = optimize(SUITE / "level3" / f"{task}.py", checkpoint=str(tmp_egg / "cp.sqlite"), out_dir=str(tmp_egg / "out"),
+                     budget=Budget(candidates_per_stage=2, total_candidates=4), quiet=True, timing_reps=10,
+                     kernel_profile=False)
+    assert st.result.status == "verified", [(a.candidate_id, a.verdict, a.reason) for a in st.attempts]
+    assert st.result.speedup_vs_eager > 0
