@@ -32,6 +32,17 @@ KERNELBENCH_TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-
 CHUNK = 1 << 22  # elements per comparison chunk at most: 32 MiB a float64 temporary
 
 
+def in_float64(model: torch.nn.Module, device=None) -> torch.nn.Module:
+    """The reference model for the float64 truth: parameters, buffers and plain floating tensor
+    attributes (an RNN's initial state kept as `self.h0`, which `.to(dtype)` leaves alone) in float64."""
+    model = model.to(device=device, dtype=torch.float64)
+    for m in model.modules():
+        for k, v in list(vars(m).items()):
+            if isinstance(v, torch.Tensor) and not isinstance(v, torch.nn.Parameter) and v.is_floating_point():
+                setattr(m, k, v.to(device=device or v.device, dtype=torch.float64))
+    return model
+
+
 def chunk_for(n: int, chunk: int | None = None) -> int:
     """A chunk of about 1/16 of the tensor (so temporaries stay small beside it), within [256K, CHUNK]."""
     return chunk or max(1 << 18, min(CHUNK, n // 16))

@@ -24,14 +24,14 @@ import torch
 
 from runtime import guard
 from runtime.compile import load_module
-from runtime.correctness import (EPS, as_list, check_structure, degenerate_input, error_stats, exact_equal,
+from runtime.correctness import (EPS, as_list, in_float64, check_structure, degenerate_input, error_stats, exact_equal,
                                  float64_rule, kernelbench_allclose, relative_diff)
 from runtime.host_policy import BANNED_CALLS, IMPORTS, PolicyError, Snapshot, check_host_code
 from runtime.kernel_api import KernelAPI
 from runtime.memory import fingerprint, oom_message, storages, truth_fits_on_device
 from runtime.timing import L2Flusher, summarize, time_interleaved
 from state import CorrectnessResult, Evaluation, KernelCandidate, OutputError, Verdict
-from tasks.loader import load_task
+from tasks.loader import load_task, tensor_attribute
 
 SIDE_STREAM_SLACK_MS = 0.05
 KERNELBENCH_TRIALS = 5
@@ -231,7 +231,7 @@ class Worker:
         if self.ref64 is None or next(iter(self.ref64.parameters()), torch.empty(0, device=device)).device.type != device:
             self.ref64 = None
             torch.cuda.empty_cache()
-            self.ref64 = copy.deepcopy(self.ref).to(device=device, dtype=torch.float64)
+            self.ref64 = in_float64(copy.deepcopy(self.ref), device)
         return self.ref64
 
     def _truth(self, inputs: list) -> tuple[list | None, str]:
@@ -294,7 +294,13 @@ class Worker:
             dest = dict(new.named_parameters()).get(own)
             if dest is None:
                 dest = dict(new.named_buffers())[own]
-            dest.data.copy_(ref_state[ref_name])
+            src = ref_state.get(ref_name)
+            if src is None:  # a plain tensor attribute of the reference (an RNN's initial state)
+                src = tensor_attribute(self.ref, ref_name)
+                if src is None:
+                    raise KeyError(f"PARAM_MAP names {ref_name!r}, which the reference has neither as a parameter, "
+                                   f"a buffer nor a tensor attribute")
+            dest.data.copy_(src)
         self._untouched("while ModelNew was built")
         return api, new
 

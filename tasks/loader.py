@@ -142,3 +142,16 @@ def find_task_files(paths: list[str | Path]) -> list[Path]:
             seen.add(r)
             uniq.append(r)
     return uniq
+
+
+def tensor_attribute(model, fqn: str):
+    """The plain tensor attribute `fqn` ("h0", "block.h0") of a module, or None: state the model keeps
+    outside its parameters and buffers (an RNN's initial state drawn at init), which torch.export
+    lifts as a constant."""
+    import torch
+    obj = model
+    for part in fqn.split("."):
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
+    return obj if isinstance(obj, torch.Tensor) and not isinstance(obj, torch.nn.Parameter) else None

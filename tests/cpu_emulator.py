@@ -7,6 +7,7 @@ machine with no GPU (float32 tensors; inline PTX only where it stands behind a f
 GPU's verifier stays the judge; this catches a wrong window or a lost carry early."""
 from __future__ import annotations
 
+import copy
 import re
 import shutil
 import subprocess
@@ -16,6 +17,8 @@ import numpy as np
 import torch
 
 from agents.expert.codegen import PRELUDE
+from runtime.correctness import in_float64
+from tasks import tensor_attribute
 
 CPU_PRELUDE = r"""#include <barrier>
 #include <cmath>
@@ -270,8 +273,9 @@ def run_module(task_path, g, pk, workdir: Path, input_seed: int = 7, prepare=Non
     xs = loaded.make_inputs(input_seed)
     with torch.no_grad():
         want = model(*xs)
-        truth = model.double()(*[x.double() if x.is_floating_point() else x for x in xs])
-    state = model.float().state_dict()
+        state = dict(model.state_dict())
+        state.update({n.target: tensor_attribute(model, n.target) for n in g.params if n.target not in state})
+        truth = in_float64(copy.deepcopy(model))(*[x.double() if x.is_floating_point() else x for x in xs])
     tensors = {f"x{n.index}": xs[n.index] for n in g.inputs} | {f"self.p{n.index}": state[n.target] for n in g.params}
     got = run_host(pk.cuda_source, pk.host_code, tensors, workdir).double()
     scale = truth.abs().max()

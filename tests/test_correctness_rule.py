@@ -96,3 +96,25 @@ def test_kernelbench_rule_and_structure():
     assert "shape" in check_structure([e[:10]], [e])
     assert "dtype" in check_structure([e.double()], [e])
     assert "returned 2 outputs" in check_structure([e, e], [e])
+
+
+def test_the_float64_truth_casts_tensor_attributes_too():
+    """An RNN's initial state kept as a plain attribute is left in float32 by `.to(torch.float64)`, and the
+    float64 reference would fail on it (mixed dtypes): in_float64 casts it with the parameters."""
+    import torch
+
+    from runtime.correctness import in_float64
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.h0 = torch.randn(2, 4)
+
+        def forward(self, x):
+            return self.lin(x) + self.h0
+
+    assert M().to(torch.float64).h0.dtype == torch.float32  # what `.to(dtype)` alone leaves
+    m64 = in_float64(M())
+    assert m64.h0.dtype == torch.float64 and m64.lin.weight.dtype == torch.float64
+    assert m64(torch.randn(2, 4, dtype=torch.float64)).dtype == torch.float64
