@@ -372,3 +372,86 @@ def test_gru_and_rnn_recurrences_match_a_float64_truth(tmp_egg, cls, bf, bias, e
     k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=6)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+KB_LSTM = """import torch
+import torch.nn as nn
+batch_size = 4
+class Model(nn.Module):
+    def __init__(self, input_size, hidden_size, num_layers, output_size):
+        super().__init__()
+        self.h0 = torch.randn((num_layers, batch_size, hidden_size))
+        self.c0 = torch.randn((num_layers, batch_size, hidden_size))
+        self.lstm = nn.LSTM(input_size, hidden_size, num_layers, batch_first=True)
+        self.fc = nn.Linear(hidden_size, output_size)
+    def forward(self, x):
+        self.h0 = self.h0.to(x.device)
+        self.c0 = self.c0.to(x.device)
+        out, state = self.lstm(x, (self.h0, self.c0))
+        return {ret}
+def get_inputs():
+    return [torch.randn(batch_size, 9, 12)]
+def get_init_inputs():
+    return [12, 16, 2, 10]
+"""
+
+
+@pytest.mark.parametrize("ret", ["self.fc(out[:, -1, :])", "state[0]"])
+def test_initial_state_kept_as_a_tensor_attribute_is_an_input_of_the_program(tmp_egg, ret):
+    """KernelBench's level-3 RNNs draw h0/c0 at init as plain tensor attributes (torch.export lifts them as
+    constants): the program reads them like buffers (PARAM_MAP names them), and the float64 truth casts
+    them too."""
+    from tests import cpu_emulator
+    p = tmp_egg / "kb_lstm.py"
+    p.write_text(KB_LSTM.format(ret=ret))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert {n.target for n in g.params} >= {"h0", "c0"}
+    sg, f, pl, _ = plan.stages()[plan.tuned]
+    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    assert "'h0': " in k.host_code and "'c0': " in k.host_code  # PARAM_MAP
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=2)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+VGG = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        layers, c = [], 3
+        for out, n in ((8, 2), (16, 2), (16, 3), (32, 3), (32, 3)):
+            for _ in range(n):
+                layers += [nn.Conv2d(c, out, 3, padding=1), nn.ReLU(inplace=True)]
+                c = out
+            layers.append(nn.MaxPool2d(2, 2))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Linear(32, 64), nn.ReLU(inplace=True), nn.Dropout(0.0),
+                                        nn.Linear(64, 64), nn.ReLU(inplace=True), nn.Linear(64, 10))
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.features(x), 1))
+def get_inputs():
+    return [torch.randn(2, 3, 32, 32)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_vgg16_shaped_network_is_a_program_of_21_kernels(tmp_egg):
+    """KernelBench level 3's VGG-16 at a tiny width: 13 convolutions (ReLU in place, fused), 5 pools, 3
+    linears: more regions than the first program limit (16) allowed; against a float64 truth."""
+    from tests import cpu_emulator
+    p = tmp_egg / "vgg.py"
+    p.write_text(VGG)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    fams = [f for _, f, _, _ in plan.stages()]
+    assert (fams.count("conv"), fams.count("pool"), fams.count("gemm"), len(fams)) == (13, 5, 3, 21)
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    sg, f, pl, _ = plan.stages()[plan.tuned]
+    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=4)
+    assert err < 3e-3, (err, eager_err)  # TF32 convolutions (eager's cuDNN default)

@@ -201,3 +201,22 @@ def test_a_view_that_moves_elements_after_a_heavy_op_is_a_kernel_of_its_own(tmp_
     k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+@pytest.mark.parametrize("expr,sa,sb", [
+    ("((y := a * 2.0), y.add_(b), y * y)[2]", "4, 6", "4, 6"),  # the mutated tensor is read after add_
+    ("((y := a - b), torch.relu_(y), y + 1.0)[2]", "4, 6", "4, 6"),  # relu_'s result unused: y is it
+    ("((y := torch.zeros_like(a)), y.copy_(b[0]), y * a)[2]", "4, 6", "3, 6"),  # copy_ broadcasts a row
+    ("torch.nn.functional.relu(a * 2.0, inplace=True) - b", "4, 6", "1, 6"),
+    ("a.unfold(1, 3, 2) * 2.0 + b", "4, 9", "4, 1, 3"),  # windows along dim 1 as a new last dim
+])
+def test_in_place_variants_copy_and_unfold_are_indexing(tmp_egg, expr, sa, sb):
+    """Issue 19: ops with no arithmetic of their own never make a task unsupported; an in-place op's
+    mutated tensor reads the new value from there on (what eager computes, bit for bit)."""
+    _pointwise_view_matches_eager(tmp_egg, expr, sa, sb)
+
+
+def test_random_draws_inside_forward_are_declined_with_the_reason(tmp_egg):
+    p = tmp_egg / "r.py"
+    p.write_text(TEMPLATE.format(expr="a + torch.randn_like(a) * b", sa="4, 6", sb="4, 6"))
+    assert "drawn inside forward cannot be verified" in ExpertAgent().precheck(str(p))

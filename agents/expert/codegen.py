@@ -197,6 +197,12 @@ class Emitter:
                 R, Rx, inner = n.shape[d], x.shape[d], math.prod(n.shape[d + 1:])
                 e = self.value(x, f"((({idx}) / {R * inner}LL) * {Rx}LL + (({idx}) / {inner}LL) % {R}LL + {start}LL) "
                                   f"* {inner}LL + ({idx}) % {inner}LL")
+            elif n.op == "unfold":  # windows along d as a new last dim: x[..., i * step + j, ...]
+                x, d, size, step = n.args
+                nwin, Sx, inner = n.shape[d], x.shape[d], math.prod(x.shape[d + 1:])
+                j, rest = f"(({idx}) % {size}LL)", f"(({idx}) / {size}LL)"
+                i, o = f"(({rest} / {inner}LL) % {nwin}LL)", f"({rest} / {inner * nwin}LL)"
+                e = self.value(x, f"(({o} * {Sx}LL + {i} * {step}LL + {j}) * {inner}LL + {rest} % {inner}LL)")
             elif n.op == "cat":  # two tensors along d; both read in bounds (clamped), the position picks one
                 a, b, d = n.args
                 R, Ra, Rb, inner = n.shape[d], a.shape[d], b.shape[d], math.prod(n.shape[d + 1:])

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from tasks import tensor_attribute
+
 
 class Unsupported(Exception):
     """The expert does not cover this task; the message names the op."""
@@ -94,19 +96,23 @@ def _export_graph(task) -> OpGraph:
         ep = torch.export.export(model, tuple(task.make_inputs(1, "meta")))
     except Exception:
         try:
-            ep = torch.export.export(task.make_model(42).eval(), tuple(task.make_inputs(1)))
+            model = task.make_model(42).eval()
+            ep = torch.export.export(model, tuple(task.make_inputs(1)))
         except Exception as exc:
             raise Unsupported(f"torch.export could not trace the reference ({type(exc).__name__}: {str(exc)[:120]})") from None
     sig = ep.graph_signature
     consts = dict(getattr(sig, "inputs_to_lifted_tensor_constants", {}) or {})
-    if any(ep.constants[c].is_meta for c in consts.values()):
+    attrs = {c for c in consts.values() if tensor_attribute(model, c) is not None}
+    if any(ep.constants[c].is_meta for c in consts.values() if c not in attrs):
         # a tensor made inside forward on the input's device (`torch.tensor(v, device=x.device)`) has no
         # value on meta: trace again on real inputs, where they are not too large to make on the CPU
         if sum(math.prod(x.shape) for x in task.make_inputs(1, "meta")) > 2 ** 28:
             raise Unsupported("a tensor constant made inside forward, on inputs too large to trace on the CPU")
-        ep = torch.export.export(task.make_model(42).eval(), tuple(task.make_inputs(1)))
+        model = task.make_model(42).eval()
+        ep = torch.export.export(model, tuple(task.make_inputs(1)))
         sig = ep.graph_signature
         consts = dict(getattr(sig, "inputs_to_lifted_tensor_constants", {}) or {})
+        attrs = {c for c in consts.values() if tensor_attribute(model, c) is not None}
     to_param = {**getattr(sig, "inputs_to_parameters", {}), **getattr(sig, "inputs_to_buffers", {})}
     env: dict[str, object] = {}
     nodes: list[Node] = []
@@ -131,6 +137,14 @@ def _export_graph(task) -> OpGraph:
     for fx in ep.graph.nodes:
         meta = fx.meta.get("val")
         if fx.op == "placeholder":
+            if fx.name in consts and consts[fx.name] in attrs:  # a tensor attribute: an input of the program,
+                # copied from the reference at build like a buffer (PARAM_MAP names it)
+                c = ep.constants[consts[fx.name]]
+                n = Node(fx.name, "param", shape=tuple(c.shape), dtype=_dt(c), index=len(params), target=consts[fx.name])
+                params.append(n)
+                env[fx.name] = n
+                nodes.append(n)
+                continue
             if fx.name in consts:  # a constant made inside forward: a one-element one is a number in the kernel
                 c = ep.constants[consts[fx.name]]
                 if c.numel() != 1:
@@ -173,8 +187,13 @@ def _export_graph(task) -> OpGraph:
         aten_ops.append(f"aten::{name}")
         args = [val(a) for a in fx.args]
         kwargs = {k: val(v) for k, v in fx.kwargs.items()}
+        # an in-place variant (relu_, add_, mul_): its value, and the tensor it mutated reads it from here on
+        inplace = name.endswith("_") and name not in LOWER and name[:-1] in LOWER and fx.args \
+            and isinstance(fx.args[0], torch.fx.Node)
         try:
-            res = _lower(name, fx, args, kwargs, meta, nodes)
+            res = _lower(name[:-1] if inplace else name, fx, args, kwargs, meta, nodes)
+            if inplace:
+                env[fx.args[0].name] = res
         except Unsupported:
             raise
         except Exception as exc:  # a form of the op the lowering does not know: say which, never crash the run
@@ -196,7 +215,7 @@ def _export_graph(task) -> OpGraph:
     return OpGraph(nodes=nodes, inputs=user_inputs, params=params, output=out_node, aten_ops=aten_ops, scalars=scalars)
 
 
-REMAPS = {"narrow", "cat", "permute", "transpose2d", "gather_row"}  # index-mapped views: element i reads another index
+REMAPS = {"narrow", "cat", "permute", "transpose2d", "gather_row", "unfold"}  # index-mapped views: element i reads another index
 
 
 def check_elementwise_after(g: OpGraph, heavy: list, what: str) -> None:
@@ -329,6 +348,36 @@ def _pointwise(o: _Op):
     if o.name in ("divide", "true_divide") and o.kwargs.get("rounding_mode"):
         raise Unsupported(f"aten::{o.name} with rounding_mode={o.kwargs['rounding_mode']!r}")
     return o.pw(ALIASES.get(o.name, o.name), o.args + [o.kwargs.get(k) for k in ("alpha", "approximate") if k in o.kwargs])
+
+
+@lowers("_assert_tensor_metadata", "_assert_scalar", "sym_constrain_range_for_size")
+def _assertion(o: _Op):
+    """Checks torch.export records (a `.to(device)` leaves one): no value, nothing to compute."""
+    return None
+
+
+@lowers("copy_", "copy")
+def _copy(o: _Op):
+    """dst.copy_(src): src, cast to dst's dtype and broadcast to its shape (the mutated dst reads it on)."""
+    dst, src = o.args[0], o.args[1]
+    return o.b.add("pw", "cast", [src], dst.shape, dst.dtype)
+
+
+@lowers("randn", "randn_like", "rand", "rand_like", "randint", "randint_like", "normal", "bernoulli", "uniform",
+        "multinomial", "randperm", "native_dropout")
+def _random(o: _Op):
+    """Random draws inside forward differ from run to run and from eager's generator: no kernel can be
+    verified against them. The state drawn at init instead (a tensor attribute, as KernelBench's RNNs
+    keep h0) is an input of the program, copied from the reference."""
+    raise Unsupported(f"aten::{o.name}: random numbers drawn inside forward cannot be verified against eager "
+                      f"(draw them at init, as a tensor attribute or buffer, and the program reads them)")
+
+
+@lowers("unfold")
+def _unfold(o: _Op):
+    """Tensor.unfold(dim, size, step): windows along dim as a new last dim, an index map."""
+    d, size, step = o.dim(1, "dimension"), int(o.args[2]), int(o.args[3])
+    return o.pw("unfold", [o.x, d, size, step])
 
 
 @lowers("to", "_to_copy", "type_as")

@@ -14,7 +14,7 @@ PRODUCERS = ("conv", "gemm")
 HEAVY = ("conv", "gemm", "pool", "reduce", "scan", "rnn")
 LEAVES = ("input", "param")
 SINGLE = ("conv", "gemm", "pool", "rows", "pointwise", "scan", "direct_conv", "recurrent")  # one launch, no workspace
-MAX_STAGES = 16  # a transformer block is a dozen regions
+MAX_STAGES = 64  # a transformer block is a dozen regions, a VGG-16 two dozen
 
 
 @dataclass
