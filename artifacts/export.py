@@ -69,6 +69,12 @@ def report_markdown(state: RunState) -> str:
         if ev.timing_cost_s is not None:
             lines.append(f"- timing: median of {ev.timing.reps} calls on fresh inputs ({ev.reason}); "
                          f"{ev.timing_cost_s:.1f} s spent timing")
+        if ev.kernel_ms:
+            total = sum(ev.kernel_ms.values()) or 1.0
+            lines += ["", "Where the time goes (each kernel of the program, median of 5 calls; the regions in "
+                      "the plan's order):", "", "| kernel | ms | share |", "|---|---|---|"]
+            lines += [f"| {k} | {ms:.4f} | {100 * ms / total:.0f}% |" for k, ms in ev.kernel_ms.items()]
+            lines.append("")
     profiled = [p for p in state.profiles if p.available]
     if state.profiles:
         lines += ["", "## Profiles (Nsight Compute, each stage's best)", ""]

@@ -153,6 +153,8 @@ def cmd_history(a) -> int:
             prof = st.kernel_profile(at.candidate_id)
             if prof is not None:
                 print(f"      profile: {prof.summary()}")
+            if ev and ev.kernel_ms:  # a program: where its time goes, kernel by kernel
+                print("      kernels: " + ", ".join(f"{k} {ms:.3f} ms" for k, ms in ev.kernel_ms.items()))
     if st.failure:
         print(f"  failure: {st.failure}")
     if st.result:

@@ -19,6 +19,7 @@ class KernelAPI:
         self.poison = poison  # verification fills outputs with NaN/-1 bytes so unwritten elements fail
         self.skip = False  # verification only: launches do nothing (must the candidate's own kernels matter?)
         self.launches = 0
+        self.events: list | None = None  # (kernel, start, end) CUDA events per launch, while a list
         self._kernels: dict = {}
         self._streams: dict = {}
         self._smem_set: dict = {}
@@ -71,8 +72,15 @@ class KernelAPI:
         if self.skip:
             self.launches += 1
             return
+        timed = self.events is not None
+        if timed:  # a program's time per kernel (its regions): events on the same stream, around the launch
+            ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+            ev[0].record()
         with self._stream():
             k(grid, block, tuple(self._arg(a) for a in args), shared_mem=shared_mem)
+        if timed:
+            ev[1].record()
+            self.events.append((name, *ev))
         self.launches += 1
 
 

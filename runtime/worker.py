@@ -14,6 +14,7 @@ import builtins
 import copy
 import math
 import random
+import statistics
 import threading
 import time
 import traceback
@@ -455,6 +456,8 @@ class Worker:
             return
         api.poison = False  # poisoning is for the correctness trials; timing measures the kernel alone
         self._time(new, ev, req, base + len(plan) + 1)
+        if ev.verdict == Verdict.correct and len(cand.kernel_names) > 1:
+            ev.kernel_ms = self._kernel_times(new, api, base + len(plan) + 200)
 
     def _summarize(self, corr: CorrectnessResult) -> None:
         corr.passed = True
@@ -520,6 +523,27 @@ class Worker:
             return
         ev.verdict = Verdict.correct
         ev.reason = f"{checked} timed call(s) checked against eager"
+
+    def _kernel_times(self, new, api, seed: int, calls: int = 5) -> dict[str, float]:
+        """Where a program's time goes: each kernel's time within a call (CUDA events around each
+        launch, L2 flushed before each call, fresh inputs), the median of `calls`. Informational: the
+        verdict and the speedup come from the whole call's time."""
+        per: dict[str, list[float]] = {}
+        with torch.no_grad():
+            for c in range(calls):
+                inputs = self.task.make_inputs(seed + c, "cuda")
+                self.flusher()
+                api.events = []
+                new(*inputs)
+                self._sync()
+                call: dict[str, float] = {}
+                for name, a, b in api.events:
+                    call[name] = call.get(name, 0.0) + a.elapsed_time(b)
+                for name, ms in call.items():
+                    per.setdefault(name, []).append(ms)
+                api.events = None
+                del inputs
+        return {name: round(statistics.median(v), 5) for name, v in per.items()}
 
     def _timed_check(self, out: list, inputs: list, fp, ev: Evaluation) -> str:
         if fingerprint(inputs) != fp:

@@ -96,6 +96,8 @@ class Evaluation(BaseModel):
     peak_bytes: int | None = None  # device memory peak of the whole evaluation
     eager_peak_bytes: int | None = None  # eager's own peak on the task (the memory plan's yardstick)
     timing_cost_s: float | None = None  # wall time spent timing this candidate (fresh inputs, checks)
+    # a program's kernels (its regions), each its median time within a call, in launch order
+    kernel_ms: dict[str, float] = Field(default_factory=dict)
 
     @property
     def ok(self) -> bool:

@@ -110,3 +110,19 @@ def test_baselines_measure_eagers_own_error_where_it_may_run_tf32(tmp_egg, evalu
     p = tmp_egg / "pw.py"
     p.write_text(TEMPLATE.format(expr="torch.relu(a) * 2.0 + b", sa="64, 32", sb="64, 32"))
     assert evaluator.baselines(str(p)).eager_err is None
+
+
+def test_a_programs_kernels_are_timed_one_by_one(tmp_egg, evaluator):
+    """Issue 19's per-region times: a conv program (the conv, then a mean over its output) verified, with
+    each kernel's time within a call recorded; together they are about the whole call's time."""
+    path = _task(tmp_egg, 2, 8, 16, 3, 1, 1, 1, 1, True, (4, 8, 32, 32), "self.conv(x).mean(dim=(2, 3))")
+    from tests.test_expert import request
+    pk = next(k for k in ExpertAgent().propose(request(path)).kernels if k.params.get("split") == 3)
+    cand = KernelCandidate(id="p0", stage="algorithm_design", cuda_source=pk.cuda_source, host_code=pk.host_code,
+                           kernel_names=pk.kernel_names, params=pk.params, compile_options=pk.compile_options,
+                           family=pk.family)
+    assert len(cand.kernel_names) >= 2
+    (ev,) = evaluator.evaluate(str(path), [cand], None)
+    assert ev.verdict.value == "correct", ev.reason
+    assert list(ev.kernel_ms) == cand.kernel_names and all(ms > 0 for ms in ev.kernel_ms.values())
+    assert sum(ev.kernel_ms.values()) < 3 * ev.timing.median_ms + 0.05, (ev.kernel_ms, ev.timing)

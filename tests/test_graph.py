@@ -89,3 +89,17 @@ def test_artifacts_written(tmp_egg, relu_task):
     assert "class ModelNew" in module and "CUDA_SRC" in module and "class KernelAPI" in module
     report = open(r.report_path).read()
     assert "| parallel_mapping |" in report and "kept its input" in report
+
+
+def test_a_programs_time_per_kernel_reaches_the_report_and_history(tmp_egg, relu_task, capsys):
+    """Issue 19: where a program's time goes, kernel by kernel (the evaluator measures it on the GPU),
+    is in the best candidate's record, `egg history` and the report."""
+    from graph.cli import main
+    script = {"algorithm_design": [[{"regions": 3, "ms": 1.4}]]}
+    tid, st, _ = run(tmp_egg, relu_task, script=script)
+    ev = st.evaluation(st.design.best_id)
+    assert list(ev.kernel_ms) == ["k0", "k1", "k2"] and abs(sum(ev.kernel_ms.values()) - 1.4) < 1e-9
+    report = open(st.result.report_path).read()
+    assert "Where the time goes" in report and "| k0 | 0.8000 | 57% |" in report
+    main(["--checkpoint", str(tmp_egg / "cp.sqlite"), "history", tid])
+    assert "kernels: k0 0.800 ms, k1 0.400 ms, k2 0.200 ms" in capsys.readouterr().out
