@@ -455,3 +455,43 @@ def test_a_vgg16_shaped_network_is_a_program_of_21_kernels(tmp_egg):
     k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=4)
     assert err < 3e-3, (err, eager_err)  # TF32 convolutions (eager's cuDNN default)
+
+
+BIDIR = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.{cls}(12, 16, num_layers=2, batch_first={bf}, bidirectional=True)
+        self.fc = nn.Linear(32, 5)
+    def forward(self, x, *state):
+        out, h = self.rnn(x, {state})
+        h = h[0] if isinstance(h, tuple) else h
+        return self.fc(out[{last}]) + h.sum()
+def get_inputs():
+    return [torch.randn({shape}), torch.randn(4, 3, 16), torch.randn(4, 3, 16)][:{n}]
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("cls,bf,state,last,shape,n", [
+    ("LSTM", True, "(state[0], state[1])", ":, -1, :", "3, 7, 12", 3),
+    ("GRU", False, "state[0]", "-1", "7, 3, 12", 2),
+])
+def test_bidirectional_layers_run_both_directions_and_concatenate(tmp_egg, cls, bf, state, last, shape, n):
+    """KernelBench's bidirectional LSTM/GRU: per layer a forward and a reverse recurrence (walking from the
+    last step), their outputs concatenated for the next layer; h_n holds each direction's last step taken."""
+    from tests import cpu_emulator
+    p = tmp_egg / "bi.py"
+    p.write_text(BIDIR.format(cls=cls, bf=bf, state=state, last=last, shape=shape, n=n))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    rnns = [sg.output for sg, f, _, _ in plan.stages() if f == "recurrent"]
+    assert [bool(r.attrs.get("reverse")) for r in rnns] == [False, True, False, True]
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    sg, f, pl, _ = plan.stages()[plan.tuned]
+    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=3)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)

@@ -966,35 +966,41 @@ def _recurrent(o: _Op):
     states = list(hx) if cell == "lstm" else [hx]
     if not isinstance(x, Node) or len(x.shape) != 3:
         raise Unsupported(f"aten::{o.name} on an unbatched input")
-    if bidir:
-        raise Unsupported(f"a bidirectional {o.name}")
     if train and _dropout:
         raise Unsupported(f"aten::{o.name} with dropout in training mode")
+    dirs = 2 if bidir else 1
     per = 4 if has_bias else 2
-    if len(flat) != per * layers or flat[1].shape[0] != G * flat[1].shape[1]:
+    if len(flat) != per * layers * dirs or flat[1].shape[0] != G * flat[1].shape[1]:
         raise Unsupported(f"aten::{o.name} with projections (proj_size)")
     b, dt = o.b, x.dtype
     H = flat[1].shape[1]
     T, B = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
     seq = (B, T) if batch_first else (T, B)
+    t_dim = 1 if batch_first else 0
     lasts, cur = [], x
     for layer in range(layers):
-        w_ih, w_hh = flat[per * layer], flat[per * layer + 1]
-        b_ih, b_hh = (flat[per * layer + 2], flat[per * layer + 3]) if has_bias else (None, None)
-        if not (isinstance(w_hh, Node) and w_hh.kind in ("param", "input")):
-            raise Unsupported(f"aten::{o.name} whose recurrent weight is computed")
-        proj = b.add("gemm", "linear", [cur, w_ih, b_ih], seq + (G * H,), dt)
-        if b_hh is not None and cell != "gru":  # a GRU's b_hn sits inside r * (W_hn h + b_hn): the recurrence adds it
-            proj = b.add("pw", "add", [proj, b_hh], proj.shape, dt)
-        init = []
-        for s in states:
-            one = b.add("pw", "narrow", [s, 0, layer], (1, B, H), dt)
-            init.append(b.add("pw", "view", [one], (B, H), dt))
-        extra = [b_hh] if cell == "gru" else []  # None without biases
-        cur = b.add("rnn", cell, [proj, w_hh, *init, *extra], seq + (H,), dt, attrs={"batch_first": bool(batch_first)})
-        t_dim = 1 if batch_first else 0
-        last = b.add("pw", "narrow", [cur, t_dim, T - 1], (B, 1, H) if batch_first else (1, B, H), dt)
-        lasts.append(b.add("pw", "view", [last], (1, B, H), dt))
+        outs = []
+        for d in range(dirs):  # PyTorch's order: layer by layer, the forward direction then the reverse one
+            at = per * (layer * dirs + d)
+            w_ih, w_hh = flat[at], flat[at + 1]
+            b_ih, b_hh = (flat[at + 2], flat[at + 3]) if has_bias else (None, None)
+            if not (isinstance(w_hh, Node) and w_hh.kind in ("param", "input")):
+                raise Unsupported(f"aten::{o.name} whose recurrent weight is computed")
+            proj = b.add("gemm", "linear", [cur, w_ih, b_ih], seq + (G * H,), dt)
+            if b_hh is not None and cell != "gru":  # a GRU's b_hn sits inside r * (W_hn h + b_hn): the recurrence adds it
+                proj = b.add("pw", "add", [proj, b_hh], proj.shape, dt)
+            init = []
+            for s in states:
+                one = b.add("pw", "narrow", [s, 0, layer * dirs + d], (1, B, H), dt)
+                init.append(b.add("pw", "view", [one], (B, H), dt))
+            extra = [b_hh] if cell == "gru" else []  # None without biases
+            out = b.add("rnn", cell, [proj, w_hh, *init, *extra], seq + (H,), dt,
+                        attrs={"batch_first": bool(batch_first), "reverse": d == 1})
+            # the final state: the last step taken, which is t = 0 for the reverse direction
+            last = b.add("pw", "narrow", [out, t_dim, 0 if d else T - 1], (B, 1, H) if batch_first else (1, B, H), dt)
+            lasts.append(b.add("pw", "view", [last], (1, B, H), dt))
+            outs.append(out)
+        cur = outs[0] if dirs == 1 else b.add("pw", "cat", [outs[0], outs[1], 2], seq + (2 * H,), dt)
     h_n = lasts[0]
     for h in lasts[1:]:
         h_n = b.add("pw", "cat", [h_n, h, 0], (h_n.shape[0] + 1, B, H), dt)

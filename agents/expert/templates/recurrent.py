@@ -6,7 +6,8 @@ input (xp, with the biases that add outside the recurrence):
         n = tanh(xp_n + r (W_hn h + b_hn)), h = (1 - z) n + z h
   RNN:  h = tanh or relu(xp[t] + W_hh h)
 
-A persistent block per batch element walks all T steps itself: batch elements never exchange state,
+A persistent block per batch element walks all T steps itself (from the end for the reverse direction
+of a bidirectional layer): batch elements never exchange state,
 so no grid-wide barrier is needed. h (and an LSTM's c) stay in shared memory between steps; each warp
 computes whole gate rows (its lanes stride along the row of W_hh, coalesced, then a shuffle sum), so
 W_hh is read from L2 once a step by each block. h_t is written to the output as it is made."""
@@ -28,6 +29,10 @@ class RnnPlan:
     T: int
     H: int
     batch_first: bool
+
+    @property
+    def reverse(self) -> bool:
+        return bool(self.rnn.attrs.get("reverse"))
 
     @property
     def cell(self) -> str:
@@ -116,7 +121,8 @@ def render(g: OpGraph, p: RnnPlan, k: RnnKnobs) -> str:
 {state}
         }}
         __syncthreads();
-        for (long long t = 0; t < {T}LL; ++t) {{
+        for (long long s_t = 0; s_t < {T}LL; ++s_t) {{
+            const long long t = {f"{T - 1}LL - s_t" if p.reverse else "s_t"};  // a reverse direction walks back
             for (int q = warp; q < {G * H}; q += {k.block // 32}) {{  // gate row q: a warp along W_hh's row
                 const float* wr = {w.name} + (long long)q * {H}LL;
                 float acc = 0.0f;
