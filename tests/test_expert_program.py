@@ -331,46 +331,22 @@ def test_lstm_is_a_projection_gemm_then_a_recurrence_per_layer(tmp_egg, layers, 
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
-def test_lstm_cell_state_is_declined_by_name(tmp_egg):
-    p = tmp_egg / "lstm.py"
-    p.write_text(LSTM.format(layers=1, bf=True, bias=True, ret="c", shape="3, 7, 12"))
-    assert "cell state" in ExpertAgent().precheck(str(p))
-
-
-RNN = """import torch
-import torch.nn as nn
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.rnn = nn.{cls}(12, 16, num_layers=2, batch_first={bf}, bias={bias}{extra})
-    def forward(self, x, h0):
-        out, h = self.rnn(x, h0)
-        return {ret}
-def get_inputs():
-    return [torch.randn({shape}), torch.randn(2, 3, 16)]
-def get_init_inputs():
-    return []
-"""
-
-
-@pytest.mark.parametrize("cls,bf,bias,extra,ret,shape", [
-    ("GRU", True, True, "", "out", "3, 7, 12"),  # b_hn inside r * (W_hn h + b_hn): added by the recurrence
-    ("GRU", False, False, "", "h", "7, 3, 12"),
-    ("RNN", True, True, "", "out * 0.5", "3, 7, 12"),
-    ("RNN", False, True, ", nonlinearity='relu'", "out", "7, 3, 12"),
-])
-def test_gru_and_rnn_recurrences_match_a_float64_truth(tmp_egg, cls, bf, bias, extra, ret, shape):
+@pytest.mark.parametrize("ret", ["c", "c + h"])
+def test_lstm_cell_state_comes_from_a_twin_recurrence_writing_c(tmp_egg, ret):
+    """c_n (KernelBench's LSTMCn returns it): each layer's recurrence has a twin writing its cell state,
+    whose last step is c_n's; the twins exist only where the task reads c_n."""
     from tests import cpu_emulator
-    p = tmp_egg / "rnn.py"
-    p.write_text(RNN.format(cls=cls, bf=bf, bias=bias, extra=extra, ret=ret, shape=shape))
+    p = tmp_egg / "lstm.py"
+    p.write_text(LSTM.format(layers=2, bf=True, bias=True, ret=ret, shape="3, 7, 12"))
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
-    assert [f for _, f, _, _ in plan.stages()].count("recurrent") == 2
+    twins = [n for n in g.nodes if n.kind == "rnn" and n.attrs.get("emit") == "c"]
+    assert len(twins) == 2 and len([n for n in g.nodes if n.kind == "rnn"]) == (3 if ret == "c" else 4)
     if not cpu_emulator.available():
         pytest.skip("no g++")
     sg, f, pl, _ = plan.stages()[plan.tuned]
     k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
-    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=6)
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=8)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 

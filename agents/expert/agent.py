@@ -173,7 +173,9 @@ class ExpertAgent:
             how = (f"{a['kind']} pooling over {plan.nd} dim(s) (kernel {a['kernel']}, stride {a['stride']}, padding "
                    f"{a['padding']}), a thread per output, the pointwise chain before and after it fused")
         elif fam == "recurrent":
-            how = (f"a{'n' if plan.cell == 'lstm' else ''} {RNN_NAMES[plan.cell]} recurrence over {plan.T} steps: a persistent "
+            what = f"{RNN_NAMES[plan.cell]} recurrence{' writing its cell state' if plan.emits_c else ''}"
+            how = (f"a{'n' if plan.cell == 'lstm' else ''} {what} over {plan.T} steps{' backwards' if plan.reverse else ''}: "
+                   f"a persistent "
                    f"block per batch element ({plan.B}), the state in shared memory, a warp per gate row of W_hh "
                    f"({plan.G * plan.H} x {plan.H}) each step")
         elif fam == "scan":

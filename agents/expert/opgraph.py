@@ -206,9 +206,6 @@ def _export_graph(task) -> OpGraph:
         raise Unsupported("the reference returns no tensor")
     live = _reachable(out_node)  # e.g. the unused indices of max.dim
     nodes = [n for n in nodes if n.name in live or n.kind == "input"]
-    for n in nodes:
-        if n.kind == "pw" and n.op == "declined":
-            raise Unsupported(n.attrs["why"])
     params = [p for p in params if p.name in live]
     for i, p in enumerate(params):
         p.index = i
@@ -958,8 +955,9 @@ def _recurrent(o: _Op):
     """nn.LSTM, nn.GRU, nn.RNN (unidirectional, any layers, biases or not, batch_first or not): per layer,
     the input projection of every time step as one GEMM (with the biases that add outside the
     recurrence in its epilogue), then the recurrence over time as an "rnn" node
-    (templates/recurrent.py). Returns (output, h_n[, c_n]); an LSTM's c_n, which only the recurrence
-    holds, is declined if the task reads it."""
+    (templates/recurrent.py). Returns (output, h_n[, c_n]). An LSTM's c_n comes from a twin of each
+    recurrence that writes c instead of h (pruned, like every unread node, when the task does not
+    read c_n)."""
     cell, G = o.name.removeprefix("rnn_") if o.name != "lstm" else "lstm", GATES[o.name]
     x, hx, flat = o.args[0], o.args[1], list(o.args[2])
     has_bias, layers, _dropout, train, bidir, batch_first = o.args[3:9]
@@ -977,7 +975,7 @@ def _recurrent(o: _Op):
     T, B = (x.shape[1], x.shape[0]) if batch_first else (x.shape[0], x.shape[1])
     seq = (B, T) if batch_first else (T, B)
     t_dim = 1 if batch_first else 0
-    lasts, cur = [], x
+    lasts, c_lasts, cur = [], [], x
     for layer in range(layers):
         outs = []
         for d in range(dirs):  # PyTorch's order: layer by layer, the forward direction then the reverse one
@@ -1000,14 +998,17 @@ def _recurrent(o: _Op):
             last = b.add("pw", "narrow", [out, t_dim, 0 if d else T - 1], (B, 1, H) if batch_first else (1, B, H), dt)
             lasts.append(b.add("pw", "view", [last], (1, B, H), dt))
             outs.append(out)
+            if cell == "lstm":  # the same recurrence writing its cell state: c_n's source
+                c_seq = b.add("rnn", cell, list(out.args), out.shape, dt, attrs={**out.attrs, "emit": "c"})
+                c_last = b.add("pw", "narrow", [c_seq, t_dim, 0 if d else T - 1], last.shape, dt)
+                c_lasts.append(b.add("pw", "view", [c_last], (1, B, H), dt))
         cur = outs[0] if dirs == 1 else b.add("pw", "cat", [outs[0], outs[1], 2], seq + (2 * H,), dt)
-    h_n = lasts[0]
-    for h in lasts[1:]:
-        h_n = b.add("pw", "cat", [h_n, h, 0], (h_n.shape[0] + 1, B, H), dt)
-    if cell != "lstm":
-        return [cur, h_n]
-    c_n = b.add("pw", "declined", [], (layers, B, H), dt, attrs={"why": "an LSTM's final cell state c_n (the expert returns h)"})
-    return [cur, h_n, c_n]
+    def stack(xs):
+        out = xs[0]
+        for h in xs[1:]:
+            out = b.add("pw", "cat", [out, h, 0], (out.shape[0] + 1, B, H), dt)
+        return out
+    return [cur, stack(lasts)] + ([stack(c_lasts)] if cell == "lstm" else [])
 
 
 def _lower(name, fx, args, kwargs, meta, nodes) -> Node | list:

@@ -31,6 +31,10 @@ class RnnPlan:
     batch_first: bool
 
     @property
+    def emits_c(self) -> bool:  # an LSTM twin that writes its cell state (for c_n) instead of h
+        return self.rnn.attrs.get("emit") == "c"
+
+    @property
     def reverse(self) -> bool:
         return bool(self.rnn.attrs.get("reverse"))
 
@@ -112,6 +116,7 @@ def render(g: OpGraph, p: RnnPlan, k: RnnKnobs) -> str:
         add = gate.value(xp, row.format(q="q"))
         update, upd_pre = _update(p, {}), ""
     ot = CTYPE[r.dtype]
+    o_idx = f"((b * {T}LL + t) * {H}LL + j)" if p.batch_first else f"((t * {B}LL + b) * {H}LL + j)"
     c_decl = f", s_c[{H}]" if p.cell == "lstm" else ""
     body = f"""    __shared__ float s_h[{H}], s_g[{G * H}]{c_decl};
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -139,7 +144,7 @@ def render(g: OpGraph, p: RnnPlan, k: RnnKnobs) -> str:
 {upd_pre}
 {update}
                 s_h[j] = h;
-                out[{"((b * %dLL + t) * %dLL + j)" % (T, H) if p.batch_first else "((t * %dLL + b) * %dLL + j)" % (B, H)}] = from_f<{ot}>(h);
+                out[{o_idx}] = from_f<{ot}>({"c" if p.emits_c else "h"});
             }}
             __syncthreads();
         }}
