@@ -471,3 +471,69 @@ def test_bidirectional_layers_run_both_directions_and_concatenate(tmp_egg, cls, 
     k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=3)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+RESNET = """import torch
+import torch.nn as nn
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False); self.b1 = nn.BatchNorm2d(cout)
+        self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False); self.b2 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+    def forward(self, x):
+        idt = x if self.down is None else self.down(x)
+        out = self.relu(self.b1(self.c1(x)))
+        out = self.b2(self.c2(out))
+        return self.relu(out + idt)
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 7, 2, 3, bias=False), nn.BatchNorm2d(8), nn.ReLU(inplace=True),
+                                  nn.MaxPool2d(3, 2, 1))
+        blocks, c = [], 8
+        for out, s in ((8, 1), (16, 2), (32, 2), (64, 2)):
+            blocks += [Block(c, out, s), Block(out, out, 1)]
+            c = out
+        self.blocks = nn.Sequential(*blocks)
+        self.pool = nn.AdaptiveAvgPool2d((1, 1))
+        self.fc = nn.Linear(64, 10)
+    def forward(self, x):
+        x = self.blocks(self.stem(x))
+        return self.fc(torch.flatten(self.pool(x), 1))
+def get_inputs():
+    return [torch.randn(2, 3, 32, 32)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_resnet18_shaped_network_with_downsampling_branches_is_a_program(tmp_egg):
+    """KernelBench level 3's ResNet-18 at a tiny width: a downsample conv and its batch norm are their own
+    kernel before the residual add joins them with the main branch (the cut after a heavy op's own
+    epilogue); 20 convolutions, the stem's pool, a global average pool and the classifier."""
+    import torch
+
+    from tests import cpu_emulator
+    p = tmp_egg / "resnet.py"
+    p.write_text(RESNET)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    fams = [f for _, f, _, _ in plan.stages()]
+    # (at 32x32 the last stage is 1x1: its global average pool is the value itself, in the conv's epilogue)
+    assert (fams.count("conv"), fams.count("pool"), fams[-2:], len(fams)) == (20, 1, ["conv", "gemm"], 22)
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    sg, f, pl, _ = plan.stages()[plan.tuned]
+    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+
+    def stats(model):  # running statistics that are not the identity, so each fused norm is exercised
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=2, prepare=stats)
+    assert err < 3e-3, (err, eager_err)  # TF32 convolutions (eager's cuDNN default)

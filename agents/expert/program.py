@@ -89,7 +89,28 @@ def candidates(g: OpGraph) -> list[Node]:
         for n in g.nodes:
             if n.kind == "pw" and n.op in REMAPS and isinstance(n.args[0], Node) and hv & _ancestors(n.args[0]):
                 add(n.args[0])
+        # and each heavy op with its own epilogue (the pointwise ops only it feeds, e.g. a downsample
+        # conv's batch norm before a residual add joins it with another branch)
+        for h in heavy:
+            add(_epilogue_end(g, h, hv))
     return out
+
+
+def _epilogue_end(g: OpGraph, h: Node, heavy: set[int]) -> Node:
+    """The last node of the pointwise chain after `h` that reads no other computed tensor: each link the
+    only reader of the one before it, its other operands leaves or their pointwise functions."""
+    readers: dict[int, list[Node]] = {}
+    for n in g.nodes:
+        for a in {id(a): a for a in _flat(n.args) if isinstance(a, Node)}.values():
+            readers.setdefault(id(a), []).append(n)
+    end = h
+    while len(rd := readers.get(id(end), [])) == 1 and rd[0].kind == "pw" and rd[0].op not in REMAPS \
+            and rd[0] is not g.output:
+        others = [a for a in _flat(rd[0].args) if isinstance(a, Node) and a is not end]
+        if any(heavy & _ancestors(a) for a in others):
+            break
+        end = rd[0]
+    return end
 
 
 def cut_at(g: OpGraph, mid: Node, depth: int = 0) -> tuple[OpGraph, OpGraph] | None:
