@@ -101,15 +101,28 @@ def test_program_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, init, body
         assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
-def test_no_cut_where_the_rest_reads_the_producer_elsewhere(tmp_egg):
-    """y = conv(x); y.sum(dim=1) + y: the rest reads the conv's output beside the reduction's input."""
+def test_the_cut_moves_to_the_producer_where_the_rest_reads_it_elsewhere(tmp_egg):
+    """y = conv(x); relu(y).sum(dim=1) + y: the rest reads the conv's output beside the reduction's input,
+    so the cut is not at relu(y) (the rest would read the first part twice) but at y itself: a conv
+    kernel, then a row program reading y for both."""
+    from tests import cpu_emulator
     p = tmp_egg / "n.py"
     p.write_text(TEMPLATE.format(init="self.conv = nn.Conv2d(4, 8, 3)",
                                  body="y = self.conv(x)\n        return torch.relu(y).sum(dim=1, keepdim=True) + y",
                                  shape="2, 4, 8, 8"))
     g = export_graph(load_task(p))
-    assert program.cut(g) is None
-    assert ExpertAgent().precheck(str(p))
+    assert program.cut_at(g, next(n for n in g.nodes if n.op == "relu")) is None
+    first, _, mid = program.cut(g)
+    assert mid.kind == "conv" and first.output is mid
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert [f for _, f, _, _ in plan.stages()] == ["conv", "rows"]
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    sg, f, pl, _ = plan.stages()[plan.tuned]
+    k = agent.emit(g, fam, plan, {**agent._default(f, sg, pl, None), "split": 3}, load_profile("h200"))
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
 def test_triplet_margin_loss_is_rows_then_a_mean(tmp_egg):
@@ -206,6 +219,21 @@ def test_bundled_models_partition_into_regions(name):
      "y = F.relu6(self.b1(self.dw(x)))\n        return F.relu6(self.b2(self.pw(y)))", "2, 8, 5, 6", True),
     ("self.l1 = nn.Linear(24, 40)\n        self.l2 = nn.Linear(40, 32)\n        self.l3 = nn.Linear(32, 16)",
      "return self.l3(F.gelu(self.l2(F.gelu(self.l1(x)))))", "6, 24", False),
+    # an EfficientNet MBConv block: expand, depthwise, squeeze-and-excitation (x * s grows s back over the
+    # pixels: its own pointwise kernel before the projecting conv), project, residual
+    ("self.e = nn.Conv2d(16, 64, 1, bias=False)\n        self.b0 = nn.BatchNorm2d(64)\n"
+     "        self.dw = nn.Conv2d(64, 64, 3, padding=1, groups=64, bias=False)\n        self.b1 = nn.BatchNorm2d(64)\n"
+     "        self.s1 = nn.Conv2d(64, 8, 1)\n        self.s2 = nn.Conv2d(8, 64, 1)\n"
+     "        self.p = nn.Conv2d(64, 16, 1, bias=False)\n        self.b2 = nn.BatchNorm2d(16)",
+     "y = F.silu(self.b1(self.dw(F.silu(self.b0(self.e(x))))))\n"
+     "        s = torch.sigmoid(self.s2(F.silu(self.s1(F.adaptive_avg_pool2d(y, 1)))))\n"
+     "        return self.b2(self.p(y * s)) + x", "2, 16, 12, 12", True),
+    # a ShuffleNet channel shuffle (view, transpose, view) between a grouped conv and a depthwise one
+    ("self.c1 = nn.Conv2d(16, 16, 1, groups=4, bias=False)\n        self.b1 = nn.BatchNorm2d(16)\n"
+     "        self.c2 = nn.Conv2d(16, 16, 3, padding=1, groups=16, bias=False)",
+     "y = torch.relu(self.b1(self.c1(x)))\n        n, c, h, w = y.shape\n"
+     "        y = y.view(n, 4, c // 4, h, w).transpose(1, 2).contiguous().view(n, c, h, w)\n"
+     "        return self.c2(y) + x", "2, 16, 10, 10", True),
 ])
 def test_small_models_match_a_float64_truth_on_the_cpu_emulator(tmp_egg, init, body, shape, tf32):
     import torch

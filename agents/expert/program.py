@@ -67,10 +67,13 @@ def candidates(g: OpGraph) -> list[Node]:
         if isinstance(mid, Node) and mid.kind not in LEAVES and id(mid) not in seen and mid is not g.output:
             seen.add(id(mid))
             out.append(mid)
-    # the first heavy op's computed matmul operands last: a pointwise front that materialises one (a
-    # permuted k^T) is the fallback when nothing else splits
-    for h in heavy[1:] + [h for h in heavy[:1] if h.kind == "gemm"]:
+    # the first heavy op's computed matmul or conv operands last: a pointwise front that materialises one
+    # (a permuted k^T, an SE block's x * s) is the fallback when nothing else splits
+    viewed = []  # a conv reads its input only as a leaf: the view itself, written in its shape, is a cut too
+    for h in heavy[1:] + [h for h in heavy[:1] if h.kind in ("gemm", "conv")]:
         for mid in h.args[:2] if h.kind == "gemm" else h.args[:1]:  # both matmul operands may be computed
+            if h.kind == "conv" and isinstance(mid, Node) and mid.kind == "pw" and mid.op == "view":
+                viewed.append(mid)
             while isinstance(mid, Node) and mid.kind == "pw" and mid.op == "view":
                 mid = mid.args[0]
             add(mid)
@@ -81,6 +84,8 @@ def candidates(g: OpGraph) -> list[Node]:
                 add(base)
     # last, the last heavy op's own result: its tail of pointwise ops as a kernel of its own (a tail that
     # broadcasts the result into a new layout, which the heavy op's write pass cannot index)
+    for v in viewed:
+        add(v)
     if heavy:
         add(heavy[-1])
         # and what a slice, concatenation or permutation after a heavy op reads (a softmax's result, which
@@ -98,14 +103,15 @@ def candidates(g: OpGraph) -> list[Node]:
 
 def _epilogue_end(g: OpGraph, h: Node, heavy: set[int]) -> Node:
     """The last node of the pointwise chain after `h` that reads no other computed tensor: each link the
-    only reader of the one before it, its other operands leaves or their pointwise functions."""
+    only reader of the one before it, of the same shape (no broadcast growing it), its other operands
+    leaves or their pointwise functions."""
     readers: dict[int, list[Node]] = {}
     for n in g.nodes:
         for a in {id(a): a for a in _flat(n.args) if isinstance(a, Node)}.values():
             readers.setdefault(id(a), []).append(n)
     end = h
     while len(rd := readers.get(id(end), [])) == 1 and rd[0].kind == "pw" and rd[0].op not in REMAPS \
-            and rd[0] is not g.output:
+            and rd[0] is not g.output and tuple(rd[0].shape) == tuple(end.shape):
         others = [a for a in _flat(rd[0].args) if isinstance(a, Node) and a is not end]
         if any(heavy & _ancestors(a) for a in others):
             break
