@@ -234,6 +234,12 @@ def test_bundled_models_partition_into_regions(name):
      "y = torch.relu(self.b1(self.c1(x)))\n        n, c, h, w = y.shape\n"
      "        y = y.view(n, 4, c // 4, h, w).transpose(1, 2).contiguous().view(n, c, h, w)\n"
      "        return self.c2(y) + x", "2, 16, 10, 10", True),
+    # a DenseNet block and transition: each layer reads the concatenation of all before it
+    ("self.l = nn.ModuleList([nn.Sequential(nn.BatchNorm2d(8 + 4 * i), nn.ReLU(inplace=True), "
+     "nn.Conv2d(8 + 4 * i, 4, 3, padding=1, bias=False)) for i in range(3)])\n"
+     "        self.t = nn.Sequential(nn.BatchNorm2d(20), nn.ReLU(inplace=True), nn.Conv2d(20, 8, 1, bias=False), nn.AvgPool2d(2))",
+     "f = [x]\n        for m in self.l:\n            f.append(m(torch.cat(f, 1)))\n        return self.t(torch.cat(f, 1))",
+     "2, 8, 12, 12", True),
 ])
 def test_small_models_match_a_float64_truth_on_the_cpu_emulator(tmp_egg, init, body, shape, tf32):
     import torch

@@ -209,6 +209,8 @@ def test_a_view_that_moves_elements_after_a_heavy_op_is_a_kernel_of_its_own(tmp_
     ("((y := torch.zeros_like(a)), y.copy_(b[0]), y * a)[2]", "4, 6", "3, 6"),  # copy_ broadcasts a row
     ("torch.nn.functional.relu(a * 2.0, inplace=True) - b", "4, 6", "1, 6"),
     ("a.unfold(1, 3, 2) * 2.0 + b", "4, 9", "4, 1, 3"),  # windows along dim 1 as a new last dim
+    ("torch.cat([b.expand(4, -1, -1), a], dim=1) * 2.0", "4, 5, 6", "1, 1, 6"),  # a ViT's class token
+    ("a.unflatten(1, (2, 3)) + b.expand_as(a.unflatten(1, (2, 3)))", "4, 6", "4, 1, 1"),
 ])
 def test_in_place_variants_copy_and_unfold_are_indexing(tmp_egg, expr, sa, sb):
     """Issue 19: ops with no arithmetic of their own never make a task unsupported; an in-place op's

@@ -40,7 +40,7 @@ def _arg(args, i, default):
 def pw_expr(op: str, a: list[str], raw: list) -> str:
     """C expression of one pointwise op; `a` holds operand expressions, `raw` the original args."""
     x = a[0]
-    if op in ("view", "cast"):
+    if op in ("view", "cast", "broadcast"):
         return x
     def s(i, d):  # a scalar argument as a literal (the table is built eagerly: tolerate non-scalars)
         v = _arg(raw, i, d)

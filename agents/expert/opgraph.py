@@ -70,7 +70,8 @@ POINTWISE = {
 IDENTITY = {"clone", "contiguous", "alias", "detach", "detach_", "dropout", "lift_fresh_copy", "feature_dropout",
             "identity"}
 ALIASES = {"multiply": "mul", "subtract": "sub", "divide": "div", "true_divide": "div"}  # torch's long names
-VIEWS = {"view", "reshape", "_unsafe_view", "flatten", "squeeze", "unsqueeze", "expand"}
+VIEWS = {"view", "reshape", "_unsafe_view", "flatten", "unflatten", "squeeze", "unsqueeze", "expand", "view_as", "reshape_as",
+         "expand_as"}
 SCAN = {"cumsum", "cumprod"}
 REDUCE = {"sum", "mean", "amax", "amin", "max", "min", "prod", "argmax", "argmin", "var", "std",
           "linalg_vector_norm", "norm", "logsumexp"}
@@ -333,6 +334,9 @@ def _identity(o: _Op):
 
 @lowers(*VIEWS)
 def _view(o: _Op):
+    if o.name in ("expand", "expand_as") and math.prod(o.shape) != math.prod(o.x.shape):
+        # a broadcast: each element reads the one it repeats (the emitter broadcasts operands to the shape)
+        return o.pw("broadcast", [o.x])
     if math.prod(o.shape) != math.prod(o.x.shape):
         raise Unsupported(f"aten::{o.name} that changes the element count")
     return o.pw("view", [o.x])
