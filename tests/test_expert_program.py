@@ -240,6 +240,14 @@ def test_bundled_models_partition_into_regions(name):
      "        self.t = nn.Sequential(nn.BatchNorm2d(20), nn.ReLU(inplace=True), nn.Conv2d(20, 8, 1, bias=False), nn.AvgPool2d(2))",
      "f = [x]\n        for m in self.l:\n            f.append(m(torch.cat(f, 1)))\n        return self.t(torch.cat(f, 1))",
      "2, 8, 12, 12", True),
+    # a ViT: patch embedding (a strided conv), class token (a broadcast) and positions, then
+    # nn.TransformerEncoderLayer (its attention reads q, k, v through views of views) and the head
+    ("self.patch = nn.Conv2d(3, 32, 4, stride=4)\n        self.cls = nn.Parameter(torch.randn(1, 1, 32))\n"
+     "        self.pos = nn.Parameter(torch.randn(1, 17, 32))\n        self.head = nn.Linear(32, 10)\n"
+     "        self.block = nn.TransformerEncoderLayer(32, 4, 64, dropout=0.0, batch_first=True, norm_first=True)",
+     "x = self.patch(x).flatten(2).transpose(1, 2)\n"
+     "        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos\n"
+     "        return self.head(self.block(x)[:, 0])", "2, 3, 16, 16", True),
 ])
 def test_small_models_match_a_float64_truth_on_the_cpu_emulator(tmp_egg, init, body, shape, tf32):
     import torch

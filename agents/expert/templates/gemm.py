@@ -104,6 +104,8 @@ def _batched_source(n: Node) -> tuple[Node, bool]:
         n = n.args[0]
     if n.kind == "pw" and n.op == "view":
         src = n.args[0]
+        while src.kind == "pw" and src.op == "view":  # a view of a view is a view of the base
+            src = src.args[0]
         if src.kind in ("input", "param") and len(n.shape) == 3 and tuple(src.shape[-2:]) == tuple(n.shape[-2:]):
             n = src
         elif (not tr and src.kind == "pw" and src.op == "permute" and len(n.shape) == 3
