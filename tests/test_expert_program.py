@@ -579,3 +579,50 @@ def test_a_resnet18_shaped_network_with_downsampling_branches_is_a_program(tmp_e
                 m.running_var.uniform_(0.5, 2.0)
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=2, prepare=stats)
     assert err < 3e-3, (err, eager_err)  # TF32 convolutions (eager's cuDNN default)
+
+
+GPT_ATTENTION = """import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c_attn = nn.Linear(32, 96)
+        self.c_proj = nn.Linear(32, 32)
+        self.register_buffer("bias", torch.tril(torch.ones(16, 16)).view(1, 1, 16, 16))
+        self.n_head = 4
+    def forward(self, x):
+        B, T, C = x.size()
+        q, k, v = self.c_attn(x).split(32, dim=2)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))
+        att = F.softmax(att, dim=-1)
+        y = att @ v
+        y = y.transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+def get_inputs():
+    return [torch.randn(2, 16, 32)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_causal_self_attention_with_a_masked_fill_matches_a_float64_truth(tmp_egg):
+    """KernelBench level 3's MinGPT attention: qkv split, heads as views and transposes, a causal mask
+    from a tril buffer (== 0, masked_fill with -inf), softmax, the value product and the projection."""
+    from tests import cpu_emulator
+    p = tmp_egg / "gpt.py"
+    p.write_text(GPT_ATTENTION)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "program" and "rows" in [f for _, f, _, _ in plan.stages()]
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    sg, f, pl, _ = plan.stages()[plan.tuned]
+    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=3)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)

@@ -211,6 +211,9 @@ def test_a_view_that_moves_elements_after_a_heavy_op_is_a_kernel_of_its_own(tmp_
     ("a.unfold(1, 3, 2) * 2.0 + b", "4, 9", "4, 1, 3"),  # windows along dim 1 as a new last dim
     ("torch.cat([b.expand(4, -1, -1), a], dim=1) * 2.0", "4, 5, 6", "1, 1, 6"),  # a ViT's class token
     ("a.unflatten(1, (2, 3)) + b.expand_as(a.unflatten(1, (2, 3)))", "4, 6", "4, 1, 1"),
+    # comparisons as 1/0 inside an expression, where, masked_fill (a causal mask's -inf)
+    ("torch.where(a > b, a, b * 2.0) + (a <= 0.5) * a", "4, 6", "4, 6"),
+    ("a.masked_fill(b[:, :6] == 0, float('-inf')).exp() + (a != a.clamp(-1.0, 1.0))", "4, 6", "4, 8"),
 ])
 def test_in_place_variants_copy_and_unfold_are_indexing(tmp_egg, expr, sa, sb):
     """Issue 19: ops with no arithmetic of their own never make a task unsupported; an in-place op's

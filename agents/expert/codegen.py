@@ -97,6 +97,13 @@ def pw_expr(op: str, a: list[str], raw: list) -> str:
         return {2: f"({x} * {x})", 3: f"({x} * {x} * {x})", 0.5: f"sqrtf({x})", 1: x, -1: f"(1.0f / ({x}))",
                 -0.5: f"rsqrtf({x})"}.get(p, f"powf({x}, {lit(p)})")
     y = a[1] if len(a) > 1 else None
+    cmp = {"eq": "==", "ne": "!=", "lt": "<", "le": "<=", "gt": ">", "ge": ">="}
+    if op in cmp:  # a boolean as 1.0 / 0.0 (read by where / masked_fill, or multiplied)
+        return f"(({x}) {cmp[op]} ({y}) ? 1.0f : 0.0f)"
+    if op == "where":
+        return f"(({x}) != 0.0f ? ({y}) : ({a[2]}))"
+    if op == "masked_fill":
+        return f"(({y}) != 0.0f ? ({a[2]}) : ({x}))"
     alpha = raw[2] if len(raw) > 2 and isinstance(raw[2], (int, float)) and raw[2] is not None else 1
     if op == "add":
         return f"({x} + {y})" if alpha == 1 else f"({x} + {lit(alpha)} * {y})"

@@ -65,7 +65,7 @@ POINTWISE = {
     "reciprocal", "mish", "clamp", "clamp_min", "clamp_max", "pow", "add", "sub", "mul", "div", "rsub",
     "maximum", "minimum", "threshold", "log_sigmoid", "square", "relu6", "sign", "exp2", "log2", "floor", "ceil",
     "round", "trunc", "frac", "tan", "atan", "sinh", "cosh", "asinh", "logit", "hardshrink", "softshrink",
-    "tanhshrink",
+    "tanhshrink", "eq", "ne", "lt", "le", "gt", "ge", "where", "masked_fill",
 }
 IDENTITY = {"clone", "contiguous", "alias", "detach", "detach_", "dropout", "lift_fresh_copy", "feature_dropout",
             "identity"}
@@ -205,6 +205,8 @@ def _export_graph(task) -> OpGraph:
             env[fx.name] = res
     if out_node is None or not isinstance(out_node, Node):
         raise Unsupported("the reference returns no tensor")
+    if out_node.dtype == "bool":
+        raise Unsupported("a boolean output (comparisons are lowered inside an expression only)")
     live = _reachable(out_node)  # e.g. the unused indices of max.dim
     nodes = [n for n in nodes if n.name in live or n.kind == "input"]
     params = [p for p in params if p.name in live]
