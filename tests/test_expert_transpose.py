@@ -225,3 +225,37 @@ def test_random_draws_inside_forward_are_declined_with_the_reason(tmp_egg):
     p = tmp_egg / "r.py"
     p.write_text(TEMPLATE.format(expr="a + torch.randn_like(a) * b", sa="4, 6", sb="4, 6"))
     assert "drawn inside forward cannot be verified" in ExpertAgent().precheck(str(p))
+
+
+SWIN_BITS = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.table = nn.Parameter(torch.randn(9, 2))
+        self.register_buffer("rel", torch.randint(0, 9, (4, 4)))
+    def forward(self, a):
+        bias = self.table[self.rel.view(-1)].view(4, 4, 2).permute(2, 0, 1)
+        return torch.roll(a, shifts=(-1, 2), dims=(1, 2)) + bias.unsqueeze(0)
+def get_inputs():
+    return [torch.randn(3, 2, 4, 4)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_roll_and_an_index_buffer_are_index_maps(tmp_egg):
+    """A Swin block's data movement: torch.roll of the window shift, and a relative-position bias table
+    read through an integer index buffer (x[idx]); both exact, as eager."""
+    from tests import cpu_emulator
+    p = tmp_egg / "swin.py"
+    p.write_text(SWIN_BITS)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "pointwise" and {"roll", "take_rows"} <= {n.op for n in g.nodes}
+    k = agent.emit(g, fam, plan, agent._default(fam, g, plan, None), load_profile("h200"))
+    assert compile_check(k.cuda_source, k.compile_options, "sm_90a").ok
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err == eager_err

@@ -204,6 +204,16 @@ class Emitter:
                 R, Rx, inner = n.shape[d], x.shape[d], math.prod(n.shape[d + 1:])
                 e = self.value(x, f"((({idx}) / {R * inner}LL) * {Rx}LL + (({idx}) / {inner}LL) % {R}LL + {start}LL) "
                                   f"* {inner}LL + ({idx}) % {inner}LL")
+            elif n.op == "roll":  # along d by s: position p reads p - s (mod the size)
+                x, d, sh = n.args
+                R, inner = n.shape[d], math.prod(n.shape[d + 1:])
+                pos = f"((({idx}) / {inner}LL) % {R}LL)"
+                e = self.value(x, f"(({idx}) + ((({pos} + {R - sh}LL) % {R}LL) - {pos}) * {inner}LL)")
+            elif n.op == "take_rows":  # x[idx]: row idx[j] of x for the j-th index, the rest of the row as is
+                x, ix = n.args
+                inner = math.prod(x.shape[1:])
+                row = self.value(ix, f"(({idx}) / {inner}LL)")
+                e = self.value(x, f"((long long)({row}) * {inner}LL + ({idx}) % {inner}LL)")
             elif n.op == "unfold":  # windows along d as a new last dim: x[..., i * step + j, ...]
                 x, d, size, step = n.args
                 nwin, Sx, inner = n.shape[d], x.shape[d], math.prod(x.shape[d + 1:])

@@ -215,7 +215,7 @@ def _export_graph(task) -> OpGraph:
     return OpGraph(nodes=nodes, inputs=user_inputs, params=params, output=out_node, aten_ops=aten_ops, scalars=scalars)
 
 
-REMAPS = {"narrow", "cat", "permute", "transpose2d", "gather_row", "unfold"}  # index-mapped views: element i reads another index
+REMAPS = {"narrow", "cat", "permute", "transpose2d", "gather_row", "unfold", "roll", "take_rows"}  # index-mapped views: element i reads another index
 
 
 def check_elementwise_after(g: OpGraph, heavy: list, what: str) -> None:
@@ -374,6 +374,33 @@ def _random(o: _Op):
     keep h0) is an input of the program, copied from the reference."""
     raise Unsupported(f"aten::{o.name}: random numbers drawn inside forward cannot be verified against eager "
                       f"(draw them at init, as a tensor attribute or buffer, and the program reads them)")
+
+
+@lowers("roll")
+def _roll(o: _Op):
+    """torch.roll over given dims: element i reads (i - shift) mod size along each, an index map."""
+    shifts, dims = o.arg(1, "shifts"), o.arg(2, "dims", [])
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims or [])
+    if not dims or len(dims) != len(shifts):
+        raise Unsupported("aten::roll of the flattened tensor")
+    out = o.x
+    for s, d in zip(shifts, dims):
+        out = o.b.add("pw", "roll", [out, d % o.rank, int(s) % o.x.shape[d % o.rank]], o.shape, o.dtype)
+    return out
+
+
+@lowers("index")
+def _index(o: _Op):
+    """x[idx] with one integer index tensor on dim 0 (a relative-position table read by an index buffer):
+    each element reads the row its index names."""
+    x, idx = o.x, o.args[1]
+    if not (isinstance(idx, (list, tuple)) and len(idx) == 1 and isinstance(idx[0], Node)
+            and idx[0].dtype in ("int64", "int32")):
+        raise Unsupported("aten::index other than one integer index tensor on the first dim")
+    if x.shape[0] > 1 << 24:  # the index travels through a float in the emitted expression
+        raise Unsupported("aten::index into more than 2^24 rows")
+    return o.pw("take_rows", [x, idx[0]])
 
 
 @lowers("unfold")
