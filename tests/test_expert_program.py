@@ -626,3 +626,19 @@ def test_causal_self_attention_with_a_masked_fill_matches_a_float64_truth(tmp_eg
     k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=3)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_a_swin_block_is_a_program_that_matches_a_float64_truth(tmp_egg):
+    """Issue 19's Swin block (tests/tasks/swin_block.py): every op is a kernel's arithmetic or indexing."""
+    from tests import cpu_emulator
+    from tests.conftest import ROOT
+    p = ROOT / "tests" / "tasks" / "swin_block.py"
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "program" and {"roll", "take_rows", "permute"} <= {n.op for n in g.nodes}
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    sg, f, pl, _ = plan.stages()[plan.tuned]
+    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=5)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
