@@ -214,6 +214,7 @@ def test_a_view_that_moves_elements_after_a_heavy_op_is_a_kernel_of_its_own(tmp_
     # comparisons as 1/0 inside an expression, where, masked_fill (a causal mask's -inf)
     ("torch.where(a > b, a, b * 2.0) + (a <= 0.5) * a", "4, 6", "4, 6"),
     ("a.masked_fill(b[:, :6] == 0, float('-inf')).exp() + (a != a.clamp(-1.0, 1.0))", "4, 6", "4, 8"),
+    ("a.repeat(2, 1, 3) * 2.0 + torch.where(~(b > 0), b, 0.0)", "4, 2", "2, 4, 6"),  # tiles; a negated mask
 ])
 def test_in_place_variants_copy_and_unfold_are_indexing(tmp_egg, expr, sa, sb):
     """Issue 19: ops with no arithmetic of their own never make a task unsupported; an in-place op's
@@ -259,3 +260,39 @@ def test_roll_and_an_index_buffer_are_index_maps(tmp_egg):
         pytest.skip("no g++")
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
     assert err == eager_err
+
+
+SEGSUM = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, x):
+        T = x.size(-1)
+        x = x[..., None].repeat(*([1] * x.dim()), T)
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool, device=x.device), diagonal=-1)
+        x = x.masked_fill(~mask, 0)
+        s = torch.cumsum(x, dim=-2)
+        mask = torch.tril(torch.ones(T, T, dtype=torch.bool, device=x.device), diagonal=0)
+        return torch.exp(s.masked_fill(~mask, -torch.inf))
+def get_inputs():
+    return [torch.randn(2, 3, 8)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_mambas_segment_sum_is_a_masked_scan(tmp_egg):
+    """KernelBench level 3's Mamba segsum: repeat, boolean tril masks negated (~), masked_fill, a cumsum
+    and exp: one scan kernel with the masks as indexing."""
+    from tests import cpu_emulator
+    p = tmp_egg / "segsum.py"
+    p.write_text(SEGSUM)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "scan"
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    k = agent.emit(g, fam, plan, agent._default(fam, g, plan, None), load_profile("h200"))
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)

@@ -204,6 +204,12 @@ class Emitter:
                 R, Rx, inner = n.shape[d], x.shape[d], math.prod(n.shape[d + 1:])
                 e = self.value(x, f"((({idx}) / {R * inner}LL) * {Rx}LL + (({idx}) / {inner}LL) % {R}LL + {start}LL) "
                                   f"* {inner}LL + ({idx}) % {inner}LL")
+            elif n.op == "repeat":  # tiles: per dim, the position modulo the source's size
+                x = n.args[0]
+                xs = (1,) * (len(n.shape) - len(x.shape)) + tuple(x.shape)
+                terms = [f"(((({idx}) / {math.prod(n.shape[k + 1:])}LL) % {n.shape[k]}LL) % {xs[k]}LL) * "
+                         f"{math.prod(xs[k + 1:])}LL" for k in range(len(n.shape)) if xs[k] > 1]
+                e = self.value(x, " + ".join(terms) if terms else "0LL")
             elif n.op == "roll":  # along d by s: position p reads p - s (mod the size)
                 x, d, sh = n.args
                 R, inner = n.shape[d], math.prod(n.shape[d + 1:])

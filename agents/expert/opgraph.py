@@ -215,7 +215,7 @@ def _export_graph(task) -> OpGraph:
     return OpGraph(nodes=nodes, inputs=user_inputs, params=params, output=out_node, aten_ops=aten_ops, scalars=scalars)
 
 
-REMAPS = {"narrow", "cat", "permute", "transpose2d", "gather_row", "unfold", "roll", "take_rows"}  # index-mapped views: element i reads another index
+REMAPS = {"narrow", "cat", "permute", "transpose2d", "gather_row", "unfold", "roll", "take_rows", "repeat"}  # index-mapped views: element i reads another index
 
 
 def check_elementwise_after(g: OpGraph, heavy: list, what: str) -> None:
@@ -374,6 +374,19 @@ def _random(o: _Op):
     keep h0) is an input of the program, copied from the reference."""
     raise Unsupported(f"aten::{o.name}: random numbers drawn inside forward cannot be verified against eager "
                       f"(draw them at init, as a tensor attribute or buffer, and the program reads them)")
+
+
+@lowers("repeat")
+def _repeat(o: _Op):
+    """x.repeat(sizes): tiles of x; each element reads its position modulo x's size per dim."""
+    return o.pw("repeat", [o.x])
+
+
+@lowers("logical_not", "bitwise_not")
+def _not(o: _Op):
+    if o.x.dtype != "bool":
+        raise Unsupported(f"aten::{o.name} of a {o.x.dtype} tensor")
+    return o.pw("eq", [o.x, 0.0])
 
 
 @lowers("roll")
