@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from agents.expert import ExpertAgent
-from agents.expert.opgraph import export_graph
+from agents.expert.opgraph import Unsupported, export_graph
 from agents.expert.templates import conv, gemm
 from runtime.compile import compile_check
 from tasks import load_task
@@ -139,7 +139,6 @@ def test_default_layout_stages_channels_last_where_channels_come_in_fours(tmp_eg
 @pytest.mark.parametrize("body,says", [
     ("self.c = nn.ConvTranspose2d(8, 8, 3, groups=8)", "narrow-group"),  # transposed: no direct path yet
     ("self.c = nn.Conv2d(4, 8, 3, padding='same')", "padding='same'"),
-    ("self.c = nn.Sequential(nn.ReLU(), nn.Conv2d(4, 8, 3))", "prologue"),
 ])
 def test_what_the_conv_template_declines(tmp_egg, body, says):
     p = tmp_egg / "u.py"
@@ -149,6 +148,22 @@ def test_what_the_conv_template_declines(tmp_egg, body, says):
                  .replace("{c}", "8" if "groups=8" in body else "4"))
     why = ExpertAgent().precheck(str(p))
     assert why and says in why
+
+
+def test_a_conv_prologue_is_a_pointwise_kernel_first(tmp_egg):
+    """The conv template reads its input as a leaf (a prologue it declines); the program planner then
+    materialises the computed input with a pointwise kernel before the conv."""
+    p = tmp_egg / "u.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.c = nn.Sequential(nn.ReLU(), nn.Conv2d(4, 8, 3))\n"
+                 "    def forward(self, x):\n        return self.c(x)\n"
+                 "def get_inputs():\n    return [torch.randn(2, 4, 12, 12)]\ndef get_init_inputs():\n    return []\n")
+    agent = ExpertAgent()
+    g = agent.graph(str(p))
+    with pytest.raises(Unsupported, match="prologue"):
+        conv.plan_conv(g)
+    _, fam, plan = agent._plan(str(p))
+    assert fam == "program" and [f for _, f, _, _ in plan.stages()] == ["pointwise", "conv"]
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
