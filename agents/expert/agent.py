@@ -246,10 +246,12 @@ class ExpertAgent:
             elif st == "tiling":
                 out = [{**base, "waves": w} for w in kn.get("pool_waves", [0, 4, 16])]
         elif fam == "conv":
-            if st == "parallel_mapping":  # Hopper's warpgroup MMA first where the tiles are staged channels last
+            if st == "parallel_mapping":  # the warp shapes, then Hopper's warpgroup MMA where tiles are staged
+                # channels last (after: on the H200 it ran 5.20 ms against mma.sync's 4.02 on level 2 task 1,
+                # bound by the cp.async gather until TMA feeds it; RESULTS.md)
                 wg = [{**base, "wgmma": True, "BM": 128, "BN": bn, "stages": 4} for bn in (128, 64)
                       if base.get("layout") == "nhwc" and base.get("split", 1) == 1 and (bn == 64 or plan.OCg > 64)]
-                out = wg + [{**base, "WM": wm, "WN": wn} for wm, wn in kn["gemm_tf32_warps"]]
+                out = [{**base, "WM": wm, "WN": wn} for wm, wn in kn["gemm_tf32_warps"]] + wg
             elif st == "tiling":
                 out = [{**base, "BM": bm, "BN": bn} for bm, bn in kn["gemm_tf32_tiles"]]
             elif st == "memory_optimization":  # the ring's depth, and the other layout (staging vs in place)
@@ -286,10 +288,11 @@ class ExpertAgent:
             path = gemm_path(plan, base)
             tk = "gemm_tf32" if path == "tf32x3" else "gemm_tc"
             if st == "parallel_mapping":
-                if path == "tf32x3":  # Hopper's warpgroup MMA first (3xTF32 with A split in registers)
-                    out = [{**base, "wgmma": True, "BM": 128, "BN": bn} for bn in (128, 64) if bn == 64 or plan.N > 64]
                 if path != "simt":
                     out += [{**base, "WM": wm, "WN": wn} for wm, wn in kn[f"{tk}_warps"]]
+                if path == "tf32x3":  # then Hopper's warpgroup MMA (3xTF32, A split in registers): 3.18-3.88 ms
+                    # against mma.sync's 2.61 at 4096^3 on the H200 as built (RESULTS.md), so not first
+                    out += [{**base, "wgmma": True, "BM": 128, "BN": bn} for bn in (128, 64) if bn == 64 or plan.N > 64]
                 else:
                     out = [{**base, "BM": bm, "BN": bn, "TM": tm, "TN": tn} for bm, bn, tm, tn in kn["gemm_simt_tiles"]]
             elif st == "tiling":
