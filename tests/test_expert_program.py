@@ -58,6 +58,31 @@ CASES = [
 ]
 
 
+def _emit_tuned(agent, g, fam, plan, **extra):
+    """The program with its tuned kernel at its family's default knobs (`extra` merged on)."""
+    sg, f, pl, _ = plan.stages()[plan.tuned]
+    return agent.emit(g, fam, plan, {**agent._default(f, sg, pl, None), **extra}, load_profile("h200"))
+
+
+def _emulated(path, agent, g, fam, plan, tmp, seed=7, prepare=None, k=None, **extra):
+    """(the program's max error, eager fp32's) against a float64 truth on the CPU emulator: `k`, else
+    the program from `_emit_tuned`. Skips where there is no g++."""
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    k = k or _emit_tuned(agent, g, fam, plan, **extra)
+    return cpu_emulator.run_module(path, g, k, tmp / "emu", input_seed=seed, prepare=prepare)
+
+
+def _random_bn_stats(model):
+    """Running statistics that are not the identity, so each fused norm is exercised."""
+    import torch
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+
+
 def _run(tmp, init, body, shape):
     import torch
 
@@ -68,11 +93,8 @@ def _run(tmp, init, body, shape):
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     assert fam == "program"
-    sg, f, pl, _ = plan.stages()[plan.tuned]
-    params = agent._default(f, sg, pl, None)
-    if f == "conv":
-        params["split"] = 3  # fp32-grade, so the check below can be tight
-    k = agent.emit(g, fam, plan, params, load_profile("h200"))
+    tuned = plan.stages()[plan.tuned][1]
+    k = _emit_tuned(agent, g, fam, plan, **({"split": 3} if tuned == "conv" else {}))  # fp32-grade: a tight check
     model = loaded.make_model(42)
     torch.manual_seed(8)
     (x,) = loaded.make_inputs(3)
@@ -105,7 +127,6 @@ def test_the_cut_moves_to_the_producer_where_the_rest_reads_it_elsewhere(tmp_egg
     """y = conv(x); relu(y).sum(dim=1) + y: the rest reads the conv's output beside the reduction's input,
     so the cut is not at relu(y) (the rest would read the first part twice) but at y itself: a conv
     kernel, then a row program reading y for both."""
-    from tests import cpu_emulator
     p = tmp_egg / "n.py"
     p.write_text(TEMPLATE.format(init="self.conv = nn.Conv2d(4, 8, 3)",
                                  body="y = self.conv(x)\n        return torch.relu(y).sum(dim=1, keepdim=True) + y",
@@ -117,11 +138,7 @@ def test_the_cut_moves_to_the_producer_where_the_rest_reads_it_elsewhere(tmp_egg
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     assert [f for _, f, _, _ in plan.stages()] == ["conv", "rows"]
-    if not cpu_emulator.available():
-        pytest.skip("no g++")
-    sg, f, pl, _ = plan.stages()[plan.tuned]
-    k = agent.emit(g, fam, plan, {**agent._default(f, sg, pl, None), "split": 3}, load_profile("h200"))
-    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, split=3)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
@@ -140,8 +157,7 @@ def test_triplet_margin_loss_is_rows_then_a_mean(tmp_egg):
     assert fam == "program" and [s[1] for s in plan.stages()] == ["rows", "rows"]
     if not cpu_emulator.available():
         pytest.skip("no g++")
-    sg, f, pl, _ = plan.stages()[plan.tuned]
-    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    k = _emit_tuned(agent, g, fam, plan)
     loaded = load_task(p)
     xs = loaded.make_inputs(4)
     want = loaded.make_model(42)(*xs).double()
@@ -167,8 +183,7 @@ def test_cross_entropy_is_rows_then_a_sum(tmp_egg, reduction):
     assert fam == "program" and [s[1] for s in plan.stages()] == ["rows", "rows"]
     if not cpu_emulator.available():
         pytest.skip("no g++")
-    sg, f, pl, _ = plan.stages()[plan.tuned]
-    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    k = _emit_tuned(agent, g, fam, plan)
     loaded = load_task(p)
     x, t = loaded.make_inputs(6)
     t[:5] = 3  # ignored rows
@@ -204,8 +219,7 @@ def test_bundled_models_partition_into_regions(name):
     assert fam == "program"
     got = [(f, [n.op for n in sg.nodes if n.kind in ("pw", "conv", "gemm", "rnn")]) for sg, f, _, _ in plan.stages()]
     assert got == REGIONS[name]
-    k = agent.emit(g, fam, plan, agent._default(plan.stages()[plan.tuned][1], *[plan.stages()[plan.tuned][i] for i in (0, 2)],
-                                                None), load_profile("h200"))
+    k = _emit_tuned(agent, g, fam, plan)
     assert k.host_code.count("egg.launch(") == len(k.kernel_names) >= len(REGIONS[name])
 
 
@@ -250,7 +264,6 @@ def test_bundled_models_partition_into_regions(name):
      "        return self.head(self.block(x)[:, 0])", "2, 3, 16, 16", True),
 ])
 def test_small_models_match_a_float64_truth_on_the_cpu_emulator(tmp_egg, init, body, shape, tf32):
-    import torch
 
     from tests import cpu_emulator
     if not cpu_emulator.available():
@@ -260,15 +273,7 @@ def test_small_models_match_a_float64_truth_on_the_cpu_emulator(tmp_egg, init, b
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     assert fam == "program"
-    sg, f, pl, _ = plan.stages()[plan.tuned]
-    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
-
-    def stats(model):  # running statistics that are not the identity, so the fused norm is exercised
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 2.0)
-    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=3, prepare=stats)
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=3, prepare=_random_bn_stats)
     assert err < (3e-3 if tf32 else 32 * max(eager_err, 2 ** -24)), (err, eager_err)
 
 
@@ -277,7 +282,6 @@ def test_small_models_match_a_float64_truth_on_the_cpu_emulator(tmp_egg, init, b
 def test_attention_is_two_batched_gemms_around_a_row_softmax(tmp_egg, shapes, scale):
     """scaled_dot_product_attention (KernelBench level 1 97): Q K^T read in place (K as the GEMM's
     transposed B over merged batch dims), the scale in its epilogue, one row softmax, then P V."""
-    from tests import cpu_emulator
     p = tmp_egg / "attn.py"
     sq, sk, sv = shapes
     p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, q, k, v):\n"
@@ -287,11 +291,8 @@ def test_attention_is_two_batched_gemms_around_a_row_softmax(tmp_egg, shapes, sc
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     assert [f for _, f, _, _ in plan.stages()] == ["gemm", "rows", "gemm"]
-    sg, f, pl, _ = plan.stages()[plan.tuned]
-    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
-    if not cpu_emulator.available():
-        pytest.skip("no g++")
-    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    k = _emit_tuned(agent, g, fam, plan)
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, k=k)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
@@ -316,7 +317,6 @@ def test_transformer_block_is_a_program_that_matches_a_float64_truth(tmp_egg):
     """A pre-norm transformer block written op by op: LayerNorm rows, the qkv GEMM, q/k/v laid out by
     pointwise copies (chunk, view, transpose), Q K^T with K read transposed in place, the row softmax,
     P V, the output projection with the residual, LayerNorm, the MLP with the second residual."""
-    from tests import cpu_emulator
     p = tmp_egg / "tblock.py"
     p.write_text(_small_transformer_block())
     agent = ExpertAgent()
@@ -324,11 +324,8 @@ def test_transformer_block_is_a_program_that_matches_a_float64_truth(tmp_egg):
     assert fam == "program"
     fams = [f for _, f, _, _ in plan.stages()]
     assert fams.count("gemm") == 6 and fams.count("rows") == 3, fams
-    sg, f, pl, _ = plan.stages()[plan.tuned]
-    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
-    if not cpu_emulator.available():
-        pytest.skip("no g++")
-    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    k = _emit_tuned(agent, g, fam, plan)
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, k=k)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
@@ -357,7 +354,6 @@ def test_lstm_is_a_projection_gemm_then_a_recurrence_per_layer(tmp_egg, layers, 
     """issue 19's recurrence: per layer the input projection of all steps as one GEMM (biases fused),
     then a persistent block per batch element over time, from a given initial state; against a float64
     truth on the CPU emulator."""
-    from tests import cpu_emulator
     p = tmp_egg / "lstm.py"
     p.write_text(LSTM.format(layers=layers, bf=bf, bias=bias, ret=ret, shape=shape))
     agent = ExpertAgent()
@@ -365,11 +361,7 @@ def test_lstm_is_a_projection_gemm_then_a_recurrence_per_layer(tmp_egg, layers, 
     assert fam == "program"
     fams = [f for _, f, _, _ in plan.stages()]
     assert fams.count("recurrent") == layers and fams.count("gemm") >= layers
-    if not cpu_emulator.available():
-        pytest.skip("no g++")
-    sg, f, pl, _ = plan.stages()[plan.tuned]
-    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
-    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=5)
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=5)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
@@ -377,18 +369,13 @@ def test_lstm_is_a_projection_gemm_then_a_recurrence_per_layer(tmp_egg, layers, 
 def test_lstm_cell_state_comes_from_a_twin_recurrence_writing_c(tmp_egg, ret):
     """c_n (KernelBench's LSTMCn returns it): each layer's recurrence has a twin writing its cell state,
     whose last step is c_n's; the twins exist only where the task reads c_n."""
-    from tests import cpu_emulator
     p = tmp_egg / "lstm.py"
     p.write_text(LSTM.format(layers=2, bf=True, bias=True, ret=ret, shape="3, 7, 12"))
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     twins = [n for n in g.nodes if n.kind == "rnn" and n.attrs.get("emit") == "c"]
     assert len(twins) == 2 and len([n for n in g.nodes if n.kind == "rnn"]) == (3 if ret == "c" else 4)
-    if not cpu_emulator.available():
-        pytest.skip("no g++")
-    sg, f, pl, _ = plan.stages()[plan.tuned]
-    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
-    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=8)
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=8)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
@@ -419,18 +406,14 @@ def test_initial_state_kept_as_a_tensor_attribute_is_an_input_of_the_program(tmp
     """KernelBench's level-3 RNNs draw h0/c0 at init as plain tensor attributes (torch.export lifts them as
     constants): the program reads them like buffers (PARAM_MAP names them), and the float64 truth casts
     them too."""
-    from tests import cpu_emulator
     p = tmp_egg / "kb_lstm.py"
     p.write_text(KB_LSTM.format(ret=ret))
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     assert {n.target for n in g.params} >= {"h0", "c0"}
-    sg, f, pl, _ = plan.stages()[plan.tuned]
-    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    k = _emit_tuned(agent, g, fam, plan)
     assert "'h0': " in k.host_code and "'c0': " in k.host_code  # PARAM_MAP
-    if not cpu_emulator.available():
-        pytest.skip("no g++")
-    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=2)
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=2, k=k)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
@@ -460,18 +443,13 @@ def get_init_inputs():
 def test_a_vgg16_shaped_network_is_a_program_of_21_kernels(tmp_egg):
     """KernelBench level 3's VGG-16 at a tiny width: 13 convolutions (ReLU in place, fused), 5 pools, 3
     linears: more regions than the first program limit (16) allowed; against a float64 truth."""
-    from tests import cpu_emulator
     p = tmp_egg / "vgg.py"
     p.write_text(VGG)
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     fams = [f for _, f, _, _ in plan.stages()]
     assert (fams.count("conv"), fams.count("pool"), fams.count("gemm"), len(fams)) == (13, 5, 3, 21)
-    if not cpu_emulator.available():
-        pytest.skip("no g++")
-    sg, f, pl, _ = plan.stages()[plan.tuned]
-    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
-    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=4)
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=4)
     assert err < 3e-3, (err, eager_err)  # TF32 convolutions (eager's cuDNN default)
 
 
@@ -500,18 +478,13 @@ def get_init_inputs():
 def test_bidirectional_layers_run_both_directions_and_concatenate(tmp_egg, cls, bf, state, last, shape, n):
     """KernelBench's bidirectional LSTM/GRU: per layer a forward and a reverse recurrence (walking from the
     last step), their outputs concatenated for the next layer; h_n holds each direction's last step taken."""
-    from tests import cpu_emulator
     p = tmp_egg / "bi.py"
     p.write_text(BIDIR.format(cls=cls, bf=bf, state=state, last=last, shape=shape, n=n))
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     rnns = [sg.output for sg, f, _, _ in plan.stages() if f == "recurrent"]
     assert [bool(r.attrs.get("reverse")) for r in rnns] == [False, True, False, True]
-    if not cpu_emulator.available():
-        pytest.skip("no g++")
-    sg, f, pl, _ = plan.stages()[plan.tuned]
-    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
-    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=3)
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=3)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
@@ -557,9 +530,7 @@ def test_a_resnet18_shaped_network_with_downsampling_branches_is_a_program(tmp_e
     """KernelBench level 3's ResNet-18 at a tiny width: a downsample conv and its batch norm are their own
     kernel before the residual add joins them with the main branch (the cut after a heavy op's own
     epilogue); 20 convolutions, the stem's pool, a global average pool and the classifier."""
-    import torch
 
-    from tests import cpu_emulator
     p = tmp_egg / "resnet.py"
     p.write_text(RESNET)
     agent = ExpertAgent()
@@ -567,17 +538,7 @@ def test_a_resnet18_shaped_network_with_downsampling_branches_is_a_program(tmp_e
     fams = [f for _, f, _, _ in plan.stages()]
     # (at 32x32 the last stage is 1x1: its global average pool is the value itself, in the conv's epilogue)
     assert (fams.count("conv"), fams.count("pool"), fams[-2:], len(fams)) == (20, 1, ["conv", "gemm"], 22)
-    if not cpu_emulator.available():
-        pytest.skip("no g++")
-    sg, f, pl, _ = plan.stages()[plan.tuned]
-    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
-
-    def stats(model):  # running statistics that are not the identity, so each fused norm is exercised
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 2.0)
-    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=2, prepare=stats)
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=2, prepare=_random_bn_stats)
     assert err < 3e-3, (err, eager_err)  # TF32 convolutions (eager's cuDNN default)
 
 
@@ -614,31 +575,21 @@ def get_init_inputs():
 def test_causal_self_attention_with_a_masked_fill_matches_a_float64_truth(tmp_egg):
     """KernelBench level 3's MinGPT attention: qkv split, heads as views and transposes, a causal mask
     from a tril buffer (== 0, masked_fill with -inf), softmax, the value product and the projection."""
-    from tests import cpu_emulator
     p = tmp_egg / "gpt.py"
     p.write_text(GPT_ATTENTION)
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     assert fam == "program" and "rows" in [f for _, f, _, _ in plan.stages()]
-    if not cpu_emulator.available():
-        pytest.skip("no g++")
-    sg, f, pl, _ = plan.stages()[plan.tuned]
-    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
-    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=3)
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=3)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
 def test_a_swin_block_is_a_program_that_matches_a_float64_truth(tmp_egg):
     """Issue 19's Swin block (tests/tasks/swin_block.py): every op is a kernel's arithmetic or indexing."""
-    from tests import cpu_emulator
     from tests.conftest import ROOT
     p = ROOT / "tests" / "tasks" / "swin_block.py"
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     assert fam == "program" and {"roll", "take_rows", "permute"} <= {n.op for n in g.nodes}
-    if not cpu_emulator.available():
-        pytest.skip("no g++")
-    sg, f, pl, _ = plan.stages()[plan.tuned]
-    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
-    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu", input_seed=5)
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=5)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
