@@ -379,6 +379,38 @@ def test_lstm_cell_state_comes_from_a_twin_recurrence_writing_c(tmp_egg, ret):
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
+RNN = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.{cls}(12, 16, num_layers=2, batch_first={bf}, bias={bias}{extra})
+    def forward(self, x, h0):
+        out, h = self.rnn(x, h0)
+        return {ret}
+def get_inputs():
+    return [torch.randn({shape}), torch.randn(2, 3, 16)]
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("cls,bf,bias,extra,ret,shape", [
+    ("GRU", True, True, "", "out", "3, 7, 12"),  # b_hn inside r * (W_hn h + b_hn): added by the recurrence
+    ("GRU", False, False, "", "h", "7, 3, 12"),
+    ("RNN", True, True, "", "out * 0.5", "3, 7, 12"),
+    ("RNN", False, True, ", nonlinearity='relu'", "out", "7, 3, 12"),
+])
+def test_gru_and_rnn_recurrences_match_a_float64_truth(tmp_egg, cls, bf, bias, extra, ret, shape):
+    p = tmp_egg / "rnn.py"
+    p.write_text(RNN.format(cls=cls, bf=bf, bias=bias, extra=extra, ret=ret, shape=shape))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert [f for _, f, _, _ in plan.stages()].count("recurrent") == 2
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=6)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
 KB_LSTM = """import torch
 import torch.nn as nn
 batch_size = 4
