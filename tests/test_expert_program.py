@@ -83,6 +83,17 @@ def _random_bn_stats(model):
             m.running_var.uniform_(0.5, 2.0)
 
 
+def _tiny(path: str, *subs: tuple[str, str]) -> str:
+    """A whole-model task of the repository (`path` from its root) at a size the emulator runs in
+    seconds: each (real, tiny) text occurs once and is replaced."""
+    from tests.conftest import ROOT
+    src = (ROOT / path).read_text()
+    for real, tiny in subs:
+        assert src.count(real) == 1, (path, real)
+        src = src.replace(real, tiny)
+    return src
+
+
 def _run(tmp, init, body, shape):
     import torch
 
@@ -307,10 +318,8 @@ def test_attention_with_a_mask_is_declined(tmp_egg):
 
 def _small_transformer_block() -> str:
     """The bundled transformer block (tasks/suite/level3) at a size the emulator runs in seconds."""
-    from tests.conftest import ROOT
-    src = (ROOT / "tasks" / "suite" / "level3" / "04_transformer_block.py").read_text()
-    assert "d=256, heads=4" in src and "torch.randn(16, 128, 256)" in src
-    return src.replace("d=256, heads=4", "d=16, heads=2").replace("torch.randn(16, 128, 256)", "torch.randn(2, 5, 16)")
+    return _tiny("tasks/suite/level3/04_transformer_block.py", ("d=256, heads=4", "d=16, heads=2"),
+                 ("torch.randn(16, 128, 256)", "torch.randn(2, 5, 16)"))
 
 
 def test_transformer_block_is_a_program_that_matches_a_float64_truth(tmp_egg):
@@ -449,34 +458,13 @@ def test_initial_state_kept_as_a_tensor_attribute_is_an_input_of_the_program(tmp
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
-VGG = """import torch
-import torch.nn as nn
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        layers, c = [], 3
-        for out, n in ((8, 2), (16, 2), (16, 3), (32, 3), (32, 3)):
-            for _ in range(n):
-                layers += [nn.Conv2d(c, out, 3, padding=1), nn.ReLU(inplace=True)]
-                c = out
-            layers.append(nn.MaxPool2d(2, 2))
-        self.features = nn.Sequential(*layers)
-        self.classifier = nn.Sequential(nn.Linear(32, 64), nn.ReLU(inplace=True), nn.Dropout(0.0),
-                                        nn.Linear(64, 64), nn.ReLU(inplace=True), nn.Linear(64, 10))
-    def forward(self, x):
-        return self.classifier(torch.flatten(self.features(x), 1))
-def get_inputs():
-    return [torch.randn(2, 3, 32, 32)]
-def get_init_inputs():
-    return []
-"""
-
-
 def test_a_vgg16_shaped_network_is_a_program_of_21_kernels(tmp_egg):
     """KernelBench level 3's VGG-16 at a tiny width: 13 convolutions (ReLU in place, fused), 5 pools, 3
     linears: more regions than the first program limit (16) allowed; against a float64 truth."""
     p = tmp_egg / "vgg.py"
-    p.write_text(VGG)
+    p.write_text(_tiny("benchmarks/models/vgg16.py", ("((64, 2), (128, 2), (256, 3), (512, 3), (512, 3))", "((8, 2), (16, 2), (16, 3), (32, 3), (32, 3))"),
+                       ("nn.Linear(512 * 7 * 7, 4096)", "nn.Linear(32, 64)"), ("nn.Linear(4096, 4096)", "nn.Linear(64, 64)"),
+                       ("nn.Linear(4096, 1000)", "nn.Linear(64, 10)"), ("torch.randn(4, 3, 224, 224)", "torch.randn(2, 3, 32, 32)")))
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     fams = [f for _, f, _, _ in plan.stages()]
@@ -520,51 +508,16 @@ def test_bidirectional_layers_run_both_directions_and_concatenate(tmp_egg, cls, 
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
-RESNET = """import torch
-import torch.nn as nn
-class Block(nn.Module):
-    def __init__(self, cin, cout, stride):
-        super().__init__()
-        self.c1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False); self.b1 = nn.BatchNorm2d(cout)
-        self.c2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False); self.b2 = nn.BatchNorm2d(cout)
-        self.relu = nn.ReLU(inplace=True)
-        self.down = None
-        if stride != 1 or cin != cout:
-            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
-    def forward(self, x):
-        idt = x if self.down is None else self.down(x)
-        out = self.relu(self.b1(self.c1(x)))
-        out = self.b2(self.c2(out))
-        return self.relu(out + idt)
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 8, 7, 2, 3, bias=False), nn.BatchNorm2d(8), nn.ReLU(inplace=True),
-                                  nn.MaxPool2d(3, 2, 1))
-        blocks, c = [], 8
-        for out, s in ((8, 1), (16, 2), (32, 2), (64, 2)):
-            blocks += [Block(c, out, s), Block(out, out, 1)]
-            c = out
-        self.blocks = nn.Sequential(*blocks)
-        self.pool = nn.AdaptiveAvgPool2d((1, 1))
-        self.fc = nn.Linear(64, 10)
-    def forward(self, x):
-        x = self.blocks(self.stem(x))
-        return self.fc(torch.flatten(self.pool(x), 1))
-def get_inputs():
-    return [torch.randn(2, 3, 32, 32)]
-def get_init_inputs():
-    return []
-"""
-
-
 def test_a_resnet18_shaped_network_with_downsampling_branches_is_a_program(tmp_egg):
     """KernelBench level 3's ResNet-18 at a tiny width: a downsample conv and its batch norm are their own
     kernel before the residual add joins them with the main branch (the cut after a heavy op's own
     epilogue); 20 convolutions, the stem's pool, a global average pool and the classifier."""
 
     p = tmp_egg / "resnet.py"
-    p.write_text(RESNET)
+    p.write_text(_tiny("benchmarks/models/resnet18.py", ("((64, 1), (128, 2), (256, 2), (512, 2))", "((8, 1), (16, 2), (32, 2), (64, 2))"),
+                       ("nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64)", "nn.Conv2d(3, 8, 7, 2, 3, bias=False), nn.BatchNorm2d(8)"),
+                       ("blocks, c = [], 64", "blocks, c = [], 8"), ("nn.Linear(512, 1000)", "nn.Linear(64, 10)"),
+                       ("torch.randn(8, 3, 224, 224)", "torch.randn(2, 3, 32, 32)")))
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     fams = [f for _, f, _, _ in plan.stages()]
@@ -574,41 +527,14 @@ def test_a_resnet18_shaped_network_with_downsampling_branches_is_a_program(tmp_e
     assert err < 3e-3, (err, eager_err)  # TF32 convolutions (eager's cuDNN default)
 
 
-GPT_ATTENTION = """import math
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.c_attn = nn.Linear(32, 96)
-        self.c_proj = nn.Linear(32, 32)
-        self.register_buffer("bias", torch.tril(torch.ones(16, 16)).view(1, 1, 16, 16))
-        self.n_head = 4
-    def forward(self, x):
-        B, T, C = x.size()
-        q, k, v = self.c_attn(x).split(32, dim=2)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
-        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
-        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))
-        att = F.softmax(att, dim=-1)
-        y = att @ v
-        y = y.transpose(1, 2).contiguous().view(B, T, C)
-        return self.c_proj(y)
-def get_inputs():
-    return [torch.randn(2, 16, 32)]
-def get_init_inputs():
-    return []
-"""
-
-
 def test_causal_self_attention_with_a_masked_fill_matches_a_float64_truth(tmp_egg):
     """KernelBench level 3's MinGPT attention: qkv split, heads as views and transposes, a causal mask
     from a tril buffer (== 0, masked_fill with -inf), softmax, the value product and the projection."""
     p = tmp_egg / "gpt.py"
-    p.write_text(GPT_ATTENTION)
+    p.write_text(_tiny("benchmarks/models/mingpt_attention.py", ("nn.Linear(768, 3 * 768)", "nn.Linear(32, 96)"),
+                       ("nn.Linear(768, 768)", "nn.Linear(32, 32)"), ("torch.ones(512, 512)).view(1, 1, 512, 512)", "torch.ones(16, 16)).view(1, 1, 16, 16)"),
+                       ("self.n_head = 12", "self.n_head = 4"), ("split(768, dim=2)", "split(32, dim=2)"),
+                       ("torch.randn(8, 512, 768)", "torch.randn(2, 16, 32)")))
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     assert fam == "program" and "rows" in [f for _, f, _, _ in plan.stages()]
@@ -617,9 +543,11 @@ def test_causal_self_attention_with_a_masked_fill_matches_a_float64_truth(tmp_eg
 
 
 def test_a_swin_block_is_a_program_that_matches_a_float64_truth(tmp_egg):
-    """Issue 19's Swin block (tests/tasks/swin_block.py): every op is a kernel's arithmetic or indexing."""
-    from tests.conftest import ROOT
-    p = ROOT / "tests" / "tasks" / "swin_block.py"
+    """Issue 19's Swin block (benchmarks/models/swin_block.py, tiny): every op is a kernel's arithmetic or
+    indexing (shifted windows, a relative-position bias table read through an index buffer, the shift mask)."""
+    p = tmp_egg / "swin.py"
+    p.write_text(_tiny("benchmarks/models/swin_block.py", ("dim=96, heads=3, H=56, W=56, ws=7, shift=3", "dim=16, heads=2, H=8, W=8, ws=4, shift=2"),
+                       ("torch.randn(8, 56 * 56, 96)", "torch.randn(2, 64, 16)")))
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     assert fam == "program" and {"roll", "take_rows", "permute"} <= {n.op for n in g.nodes}
