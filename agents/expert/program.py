@@ -82,11 +82,11 @@ def candidates(g: OpGraph) -> list[Node]:
                 base = base.args[0]
             if base is not mid:
                 add(base)
-    # last, the last heavy op's own result: its tail of pointwise ops as a kernel of its own (a tail that
-    # broadcasts the result into a new layout, which the heavy op's write pass cannot index)
     for v in viewed:
         add(v)
     if heavy:
+        # the last heavy op's own result: its tail of pointwise ops as a kernel of its own (a tail that
+        # broadcasts the result into a new layout, which the heavy op's write pass cannot index)
         add(heavy[-1])
         # and what a slice, concatenation or permutation after a heavy op reads (a softmax's result, which
         # is more than its last reduction): the element-moving tail then reads it as an input
@@ -96,19 +96,19 @@ def candidates(g: OpGraph) -> list[Node]:
                 add(n.args[0])
         # and each heavy op with its own epilogue (the pointwise ops only it feeds, e.g. a downsample
         # conv's batch norm before a residual add joins it with another branch)
+        readers: dict[int, list[Node]] = {}
+        for n in g.nodes:
+            for a in {id(a): a for a in _flat(n.args) if isinstance(a, Node)}.values():
+                readers.setdefault(id(a), []).append(n)
         for h in heavy:
-            add(_epilogue_end(g, h, hv))
+            add(_epilogue_end(g, h, hv, readers))
     return out
 
 
-def _epilogue_end(g: OpGraph, h: Node, heavy: set[int]) -> Node:
+def _epilogue_end(g: OpGraph, h: Node, heavy: set[int], readers: dict[int, list[Node]]) -> Node:
     """The last node of the pointwise chain after `h` that reads no other computed tensor: each link the
-    only reader of the one before it, of the same shape (no broadcast growing it), its other operands
-    leaves or their pointwise functions."""
-    readers: dict[int, list[Node]] = {}
-    for n in g.nodes:
-        for a in {id(a): a for a in _flat(n.args) if isinstance(a, Node)}.values():
-            readers.setdefault(id(a), []).append(n)
+    only reader of the one before it (`readers`: each node's, by id), of the same shape (no broadcast
+    growing it), its other operands leaves or their pointwise functions."""
     end = h
     while len(rd := readers.get(id(end), [])) == 1 and rd[0].kind == "pw" and rd[0].op not in REMAPS \
             and rd[0] is not g.output and tuple(rd[0].shape) == tuple(end.shape):
