@@ -998,12 +998,12 @@ GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}  # gate rows of W_ih
 
 @lowers(*GATES)
 def _recurrent(o: _Op):
-    """nn.LSTM, nn.GRU, nn.RNN (unidirectional, any layers, biases or not, batch_first or not): per layer,
-    the input projection of every time step as one GEMM (with the biases that add outside the
-    recurrence in its epilogue), then the recurrence over time as an "rnn" node
-    (templates/recurrent.py). Returns (output, h_n[, c_n]). An LSTM's c_n comes from a twin of each
-    recurrence that writes c instead of h (pruned, like every unread node, when the task does not
-    read c_n)."""
+    """nn.LSTM, nn.GRU, nn.RNN (any layers, bidirectional or not, biases or not, batch_first or not): per
+    layer and direction, the input projection of every time step as one GEMM (with the biases that add
+    outside the recurrence in its epilogue), then the recurrence over time as an "rnn" node
+    (templates/recurrent.py); a bidirectional layer's two outputs are concatenated for the next.
+    Returns (output, h_n[, c_n]). An LSTM's c_n comes from a twin of each recurrence that writes c
+    instead of h (pruned, like every unread node, when the task does not read c_n)."""
     cell, G = o.name.removeprefix("rnn_") if o.name != "lstm" else "lstm", GATES[o.name]
     x, hx, flat = o.args[0], o.args[1], list(o.args[2])
     has_bias, layers, _dropout, train, bidir, batch_first = o.args[3:9]
@@ -1022,6 +1022,10 @@ def _recurrent(o: _Op):
     seq = (B, T) if batch_first else (T, B)
     t_dim = 1 if batch_first else 0
     lasts, c_lasts, cur = [], [], x
+
+    def final(steps: Node, reverse: bool) -> Node:  # the last step taken (t = 0 walking back), as (1, B, H)
+        one = b.add("pw", "narrow", [steps, t_dim, 0 if reverse else T - 1], (B, 1, H) if batch_first else (1, B, H), dt)
+        return b.add("pw", "view", [one], (1, B, H), dt)
     for layer in range(layers):
         outs = []
         for d in range(dirs):  # PyTorch's order: layer by layer, the forward direction then the reverse one
@@ -1040,15 +1044,13 @@ def _recurrent(o: _Op):
             extra = [b_hh] if cell == "gru" else []  # None without biases
             out = b.add("rnn", cell, [proj, w_hh, *init, *extra], seq + (H,), dt,
                         attrs={"batch_first": bool(batch_first), "reverse": d == 1})
-            # the final state: the last step taken, which is t = 0 for the reverse direction
-            last = b.add("pw", "narrow", [out, t_dim, 0 if d else T - 1], (B, 1, H) if batch_first else (1, B, H), dt)
-            lasts.append(b.add("pw", "view", [last], (1, B, H), dt))
+            lasts.append(final(out, d == 1))
             outs.append(out)
             if cell == "lstm":  # the same recurrence writing its cell state: c_n's source
                 c_seq = b.add("rnn", cell, list(out.args), out.shape, dt, attrs={**out.attrs, "emit": "c"})
-                c_last = b.add("pw", "narrow", [c_seq, t_dim, 0 if d else T - 1], last.shape, dt)
-                c_lasts.append(b.add("pw", "view", [c_last], (1, B, H), dt))
+                c_lasts.append(final(c_seq, d == 1))
         cur = outs[0] if dirs == 1 else b.add("pw", "cat", [outs[0], outs[1], 2], seq + (2 * H,), dt)
+
     def stack(xs):
         out = xs[0]
         for h in xs[1:]:
