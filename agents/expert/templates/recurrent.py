@@ -103,20 +103,20 @@ def render(g: OpGraph, p: RnnPlan, k: RnnKnobs) -> str:
     state = f"            s_h[j] = {init.value(h0, f'(b * {H}LL + j)')};"
     if c0 is not None:
         state += f"\n            s_c[j] = {init.value(c0, f'(b * {H}LL + j)')};"
-    row = ("((b * {T}LL + t) * {GH}LL + {{q}})" if p.batch_first else "((t * {B}LL + b) * {GH}LL + {{q}})").format(
-        T=T, B=B, GH=G * H)
+
+    def at(width: int, q: str) -> str:  # element q of step t's row of `width` for batch element b
+        return f"((b * {T}LL + t) * {width}LL + {q})" if p.batch_first else f"((t * {B}LL + b) * {width}LL + {q})"
     gate = Emitter(load, prefix="x")
     if p.cell == "gru":  # the gate rows are W_hh h + b_hh; xp comes in at the update
         add = gate.value(b_hh, "q") if b_hh is not None else "0.0f"
         upd = Emitter(load, prefix="u")
-        xp_at = {q: upd.value(xp, row.format(q=q)) for q in ("j", f"({H} + j)", f"({2 * H} + j)")}
+        xp_at = {q: upd.value(xp, at(G * H, q)) for q in ("j", f"({H} + j)", f"({2 * H} + j)")}
         update = _update(p, xp_at)
         upd_pre = upd.take("                ")
     else:
-        add = gate.value(xp, row.format(q="q"))
+        add = gate.value(xp, at(G * H, "q"))
         update, upd_pre = _update(p, {}), ""
     ot = CTYPE[r.dtype]
-    o_idx = f"((b * {T}LL + t) * {H}LL + j)" if p.batch_first else f"((t * {B}LL + b) * {H}LL + j)"
     c_decl = f", s_c[{H}]" if p.cell == "lstm" else ""
     body = f"""    __shared__ float s_h[{H}], s_g[{G * H}]{c_decl};
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -144,7 +144,7 @@ def render(g: OpGraph, p: RnnPlan, k: RnnKnobs) -> str:
 {upd_pre}
 {update}
                 s_h[j] = h;
-                out[{o_idx}] = from_f<{ot}>({"c" if p.emits_c else "h"});
+                out[{at(H, "j")}] = from_f<{ot}>({"c" if p.emits_c else "h"});
             }}
             __syncthreads();
         }}
