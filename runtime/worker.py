@@ -154,15 +154,11 @@ class Worker:
         with torch.no_grad():
             t = time_interleaved(fns, reps=reps, flusher=self.flusher)
         fns = None
-        eager_err = self._eager_error(inputs) if self._reduced_precision_possible() else None
+        eager_err = self._eager_error(inputs) if self._precision_note() else None  # where eager may run TF32
         inputs = None  # noqa: F841 (free the inputs before emptying the cache)
         torch.cuda.empty_cache()  # leave the device to the candidate worker
         return {"eager": t["eager"].model_dump(), "compiled": t["compiled"].model_dump() if "compiled" in t else None,
                 "note": self.compile_note, "eager_err": eager_err}
-
-    def _reduced_precision_possible(self) -> bool:
-        """Whether eager may have run reduced precision here (cuDNN's TF32 convolutions by default)."""
-        return bool(self._precision_note())
 
     def _eager_error(self, inputs: list) -> float | None:
         """Eager's own worst norm-wise error against the float64 truth on these inputs: whether cuDNN
