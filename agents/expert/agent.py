@@ -175,9 +175,8 @@ class ExpertAgent:
         elif fam == "recurrent":
             what = f"{RNN_NAMES[plan.cell]} recurrence{' writing its cell state' if plan.emits_c else ''}"
             how = (f"a{'n' if plan.cell == 'lstm' else ''} {what} over {plan.T} steps{' backwards' if plan.reverse else ''}: "
-                   f"a persistent "
-                   f"block per batch element ({plan.B}), the state in shared memory, a warp per gate row of W_hh "
-                   f"({plan.G * plan.H} x {plan.H}) each step")
+                   f"a persistent block per batch element ({plan.B}), the state in shared memory, a warp per gate row "
+                   f"of W_hh ({plan.G * plan.H} x {plan.H}) each step")
         elif fam == "scan":
             how = (f"a {'reverse ' if plan.scan.reverse else ''}{plan.scan.op} over (outer={plan.outer}, L={plan.L}, "
                    f"inner={plan.inner}), the pointwise chain before and after it fused")
