@@ -244,6 +244,9 @@ def test_bundled_models_partition_into_regions(name):
      "y = F.relu6(self.b1(self.dw(x)))\n        return F.relu6(self.b2(self.pw(y)))", "2, 8, 5, 6", True),
     ("self.l1 = nn.Linear(24, 40)\n        self.l2 = nn.Linear(40, 32)\n        self.l3 = nn.Linear(32, 16)",
      "return self.l3(F.gelu(self.l2(F.gelu(self.l1(x)))))", "6, 24", False),
+    # a long-K linear with one output tile: split-K (its partials a tensor of the program), then a GEMM
+    ("self.l1 = nn.Linear(2048, 16)\n        self.l2 = nn.Linear(16, 8)", "return self.l2(F.gelu(self.l1(x)))",
+     "4, 2048", False),
     # an EfficientNet MBConv block: expand, depthwise, squeeze-and-excitation (x * s grows s back over the
     # pixels: its own pointwise kernel before the projecting conv), project, residual
     ("self.e = nn.Conv2d(16, 64, 1, bias=False)\n        self.b0 = nn.BatchNorm2d(64)\n"
@@ -284,6 +287,8 @@ def test_small_models_match_a_float64_truth_on_the_cpu_emulator(tmp_egg, init, b
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     assert fam == "program"
+    if "2048" in init:
+        assert "egg_gemm_splitk" in _emit_tuned(agent, g, fam, plan).kernel_names
     err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=3, prepare=_random_bn_stats)
     assert err < (3e-3 if tf32 else 32 * max(eager_err, 2 ** -24)), (err, eager_err)
 

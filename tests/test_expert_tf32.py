@@ -133,3 +133,70 @@ def test_matrix_vector_product_is_a_row_reduction(tmp_egg):
     want = a @ b
     err, eager_err = (got.double() - truth).norm() / truth.norm(), (want.double() - truth).norm() / truth.norm()
     assert got.shape == (33, 1) and err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+SPLIT_CASES = [  # expr, A shape, B shape, split-K ranges asked for: K not a multiple of BK, a short last range,
+    # a batch, a fused epilogue (split-K's second kernel applies it to the summed partials)
+    ("torch.matmul(a, b)", (40, 1000), (1000, 36), 4),
+    ("torch.relu(torch.matmul(a, b.T)) * 2.0 + 1.0", (33, 700), (20, 700), 5),
+    ("torch.bmm(a, b)", (2, 24, 500), (2, 500, 40), 3),
+]
+
+
+@pytest.mark.parametrize("expr,sa,sb,sk", SPLIT_CASES)
+def test_split_k_gemm_is_fp32_grade_on_the_cpu_emulator(tmp_egg, expr, sa, sb, sk):
+    """Split-K (level 1 task 6: 4 output tiles for 132 SMs): each K range's partial product into a
+    workspace, then a second kernel sums them in order and applies the epilogue; the module's two
+    launches run as its host code says, judged against a float64 truth."""
+    import torch
+
+    from agents.expert import ExpertAgent
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    p = tmp_egg / "sk.py"
+    p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb))))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    params = {"family": "gemm_tf32", "BM": 32, "BN": 32, "WM": 2, "WN": 1, "stages": 3, "splitk": sk}
+    k = agent.emit(g, fam, plan, params, load_profile("h200"))
+    assert k.kernel_names == ["egg_gemm", "egg_gemm_splitk"] and f"split-K {sk} ways" in k.description
+    batch = sa[0] if len(sa) == 3 else 1
+    assert f", {sk * batch}), (64,)" in k.host_code  # the first launch's z: a block per (range, batch)
+    torch.manual_seed(5)
+    a, b = torch.randn(*sa), torch.randn(*sb)
+    model = load_task(p).make_model(42)
+    want = model(a, b).double()
+    truth = model.double()(a.double(), b.double())
+    got = cpu_emulator.run_host(k.cuda_source, k.host_code, {"x0": a, "x1": b}, tmp_egg / "emu").double()
+    scale = truth.abs().max()
+    err, eager_err = (got - truth).abs().max() / scale, (want - truth).abs().max() / scale
+    assert got.shape == truth.shape and err < 4 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_split_k_is_chosen_where_the_tiles_leave_the_gpu_idle(tmp_egg):
+    """KernelBench 6 (M = N = 256, K = 2^19): 4 tiles of 128x128, so K is split to fill the 132 SMs;
+    4096^3 (1024 tiles) is not split, nor is a short K; a batch of 2 (2 tiles) would take 66 ranges, but
+    each range sums at least MIN_SPLIT_K = 1024 of its K = 65536: 64."""
+    from agents.expert import ExpertAgent
+    from agents.expert.agent import split_k
+    from agents.expert.templates.gemm_tf32 import splits
+    agent = ExpertAgent()
+    for (sa, sb), want in [(((256, 524288), (524288, 256)), 33), (((4096, 4096), (4096, 4096)), 1),
+                           (((256, 1024), (1024, 256)), 1), (((2, 128, 65536), (2, 65536, 128)), 64)]:
+        expr = "torch.bmm(a, b)" if len(sa) == 3 else "torch.matmul(a, b)"
+        g, plan = _graph_plan(tmp_egg, expr, sa, sb)
+        d = agent._default("gemm", g, plan, None)
+        assert d.get("splitk", 1) == want == split_k(plan, d, 132), (sa, d)
+        assert splits(plan, gemm.GemmKnobs(BM=128, BN=128, splitk=want))[0] == want
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+def test_split_k_gemm_compiles_for_sm90_without_spills(tmp_egg):
+    g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b)", (256, 524288), (524288, 256))
+    k = gemm.GemmKnobs(BM=128, BN=128, WM=2, WN=4, stages=3, splitk=33)
+    r = compile_check(gemm_tf32.render(g, plan, k), ["-lineinfo"], "sm_90a")
+    assert r.ok, r.log[-2000:]
+    assert sorted(x.name for x in r.resources) == ["egg_gemm", "egg_gemm_splitk"]
+    assert all((x.spill_store_bytes, x.spill_load_bytes) == (0, 0) for x in r.resources)

@@ -50,6 +50,26 @@ def eager_is_fp32_grade(req: StageRequest | None) -> bool:
     return a is not None and a.eager_err is not None and a.eager_err <= TF32_GRADE
 
 
+DEFAULT_SMS = 132  # where no request names the GPU (a program's untuned stages): the H200's
+MIN_SPLIT_K = 1024  # K a split-K range sums at least: shorter ranges cost more in partials than they gain
+
+
+def split_k(plan, params: dict, sms: int) -> int:
+    """K ranges for a 3xTF32 GEMM whose output tiles fill less than one wave of the GPU (KernelBench
+    level 1 task 6: M = N = 256, K = 2^19 is 4 tiles of 128x128 for 132 SMs): enough ranges to fill
+    it, each at least MIN_SPLIT_K long, the partials no larger than the operands they come from."""
+    tiles = -(-plan.M // params["BM"]) * -(-plan.N // params["BN"]) * plan.batch
+    if tiles >= sms or plan.K < 2 * MIN_SPLIT_K:
+        return 1
+    cap = max(1, min(-(-sms // tiles), plan.K // MIN_SPLIT_K,
+                     (plan.M * plan.K + plan.K * plan.N) // max(1, plan.M * plan.N)))
+    # time ~ waves of blocks / ranges: 128 tiles on 132 SMs gain nothing from 2 ranges (2 waves of
+    # half-length blocks), 4 tiles gain 33x; split only where it saves at least a quarter
+    waves = lambda s: -(-tiles * s // sms) / s  # noqa: E731
+    best = min(range(1, cap + 1), key=lambda s: (waves(s), s))
+    return best if waves(best) <= 0.75 * waves(1) else 1
+
+
 def gemm_path(plan, params: dict) -> str:
     """Which GEMM kernel: "mma" (bf16/fp16 tensor cores), "tf32x3" (fp32 on tensor cores) or "simt" (fp32)."""
     if plan.dtype != "float32":
@@ -291,12 +311,18 @@ class ExpertAgent:
                     out += [{**base, "WM": wm, "WN": wn} for wm, wn in kn[f"{tk}_warps"]]
                 if path == "tf32x3":  # then Hopper's warpgroup MMA (3xTF32, A split in registers): 3.18-3.88 ms
                     # against mma.sync's 2.61 at 4096^3 on the H200 as built (RESULTS.md), so not first
-                    out += [{**base, "wgmma": True, "BM": 128, "BN": bn} for bn in (128, 64) if bn == 64 or plan.N > 64]
+                    out += [{**base, "wgmma": True, "BM": 128, "BN": bn} for bn in (128, 64)
+                            if (bn == 64 or plan.N > 64) and base.get("splitk", 1) == 1]
                 else:
                     out = [{**base, "BM": bm, "BN": bn, "TM": tm, "TN": tn} for bm, bn, tm, tn in kn["gemm_simt_tiles"]]
             elif st == "tiling":
                 if path != "simt":
                     out = [{**base, "BM": bm, "BN": bn} for bm, bn in kn[f"{tk}_tiles"]]
+                    if path == "tf32x3" and not base.get("wgmma"):  # each tile shape with its own split-K
+                        out = [{**v, "splitk": sk} if (sk := split_k(plan, v, req.profile.sms)) > 1 or "splitk" in v else v
+                               for v in out]
+                        sk = base.get("splitk", 1)
+                        out += [{**base, "splitk": s} for s in (2 * sk, max(1, sk // 2)) if sk > 1 and s != sk]
                 else:
                     out = [{**base, "BK": bk} for bk in kn["gemm_simt_bk"]]
             elif st == "memory_optimization":
@@ -332,7 +358,9 @@ class ExpertAgent:
             return {"family": "rows", "mapping": "block", "block": 256 if plan.R >= 256 else 128,
                     "cache": "none", "waves": 8}
         if plan.dtype == "float32":
-            return {"family": "gemm_tf32", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "stages": 3}
+            d = {"family": "gemm_tf32", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "stages": 3}
+            sk = split_k(plan, d, req.profile.sms if req is not None else DEFAULT_SMS)
+            return {**d, "splitk": sk} if sk > 1 else d
         return {"family": "gemm_tc", "BM": 64, "BN": 64, "WM": 2, "WN": 2, "stages": 1, "pad": 8}
 
     @staticmethod
@@ -452,7 +480,7 @@ class ExpertAgent:
         else:
             path = gemm_path(plan, params)
             k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "BK", "TM", "TN", "WM", "WN", "stages", "pad", "ldm",
-                                                       "wgmma") if f in params})
+                                                       "wgmma", "splitk") if f in params})
             align16 = False
             if path == "simt":
                 if k.BM % k.TM or k.BN % k.TN or k.threads(False) > 1024:
@@ -474,4 +502,10 @@ class ExpertAgent:
                        (f", wgmma, {k.BM // 64} warpgroup(s)" if k.wgmma else f", warps {k.WM}x{k.WN}")
                        + f", {k.stages}-stage cp.async ring{', ldmatrix' if k.ldm else ''}" if path == "tf32x3" else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
+            if path == "tf32x3" and (ranges := gemm_tf32.splits(plan, k)[0]) > 1:  # partials, then their sum and the epilogue
+                part = gemm_tf32.partials_node(g, plan, k)
+                reduce = host.Launch("egg_gemm_splitk", gemm_tf32.reduce_grid(plan, sms), (gemm_tf32.REDUCE_BLOCK,),
+                                     [part] + gemm.arg_order(g, plan), 0)
+                return src, [(launch, part), (reduce, None)], (
+                    desc + f", split-K {ranges} ways (partials summed in order with the epilogue by a second kernel)")
         return src, [(launch, None)], desc

@@ -47,6 +47,7 @@ class GemmKnobs:
     pad: int = 4  # shared-memory row padding in elements (bank conflicts)
     ldm: bool = False  # tensor-core path: fragments through ldmatrix (.trans for row-major B)
     wgmma: bool = False  # TF32 on Hopper's warpgroup MMA: a warpgroup (128 threads) per 64 rows of the tile
+    splitk: int = 1  # 3xTF32 mma.sync: K cut into this many ranges, one block each, partials summed after
 
     def threads(self, tc: bool) -> int:
         if tc and self.wgmma:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE
-from agents.expert.opgraph import OpGraph, Unsupported
+from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.gemm import GemmKnobs, GemmPlan, epilogue, kernel_args
 
 BK = 32
@@ -112,11 +112,51 @@ def operands(p: GemmPlan, k: GemmKnobs) -> tuple[Operand, Operand]:
     return a, b
 
 
+def splits(p: GemmPlan, k: GemmKnobs) -> tuple[int, int]:
+    """Split-K as run: (ranges, K per range, a multiple of BK); ranges that would be empty are dropped."""
+    kt = -(-p.K // BK)
+    per = -(-kt // max(1, min(k.splitk, kt)))
+    return -(-kt // per), per * BK
+
+
 def grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
-    """M tiles on x, N tiles on y, the batch on z (kernel_source's block order)."""
-    if -(-p.N // k.BN) > 65535 or p.batch > 65535:
+    """M tiles on x, N tiles on y, the batch (times the split-K ranges) on z (kernel_source's block order)."""
+    z = p.batch * splits(p, k)[0]
+    if -(-p.N // k.BN) > 65535 or z > 65535:
         raise Unsupported("more than 65535 column tiles or batches")
-    return (-(-p.M // k.BM), -(-p.N // k.BN), p.batch)
+    return (-(-p.M // k.BM), -(-p.N // k.BN), z)
+
+
+def partials_node(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> Node:
+    """Split-K's workspace: each range's fp32 partial product, (ranges, batch, M, N) flat."""
+    return Node(f"{p.gemm.name}_partials", "input", shape=(splits(p, k)[0] * p.batch * p.M * p.N,), dtype="float32")
+
+
+REDUCE_BLOCK = 256
+
+
+def reduce_grid(p: GemmPlan, sms: int) -> tuple[int]:
+    return (max(1, min(-(-p.batch * p.M * p.N // REDUCE_BLOCK), 16 * sms)),)
+
+
+def reduce_source(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
+    """`egg_gemm_splitk`: the split-K partials summed in range order (deterministic), then the bias and
+    the pointwise epilogue, a thread per output element; arguments: out, the partials, then the GEMM's."""
+    total, ranges = p.batch * p.M * p.N, splits(p, k)[0]
+    epi, v = epilogue(g, p, "acc_v", "i", "        ")
+    args = kernel_args(g, p).split(", ", 1)
+    return f"""
+extern "C" __global__ void __launch_bounds__({REDUCE_BLOCK}) egg_gemm_splitk({args[0]}, const float* __restrict__ P, {args[1]}) {{
+    for (long long i = (long long)blockIdx.x * {REDUCE_BLOCK} + threadIdx.x; i < {total}LL; i += (long long)gridDim.x * {REDUCE_BLOCK}) {{
+        const long long bz = i / {p.M * p.N}LL, m = (i / {p.N}LL) % {p.M}LL, n = i % {p.N}LL;
+        float acc_v = 0.0f;
+        for (int s = 0; s < {ranges}; ++s) acc_v += P[s * {total}LL + i];
+{epi}
+        out[i] = from_f<{CTYPE[g.output.dtype]}>({v});
+        (void)bz; (void)m; (void)n;  // the epilogue reads what it needs
+    }}
+}}
+"""
 
 
 def shared_bytes(p: GemmPlan, k: GemmKnobs) -> int:
@@ -136,6 +176,13 @@ def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     M, N, K = p.M, p.N, p.K
     setup = (f"    const float* Ab = A + {'(long long)bz * ' + str(M * K) + 'LL' if p.a_batched else '0'};\n"
              f"    const float* Bb = B + {'(long long)bz * ' + str(K * N) + 'LL' if p.b_batched else '0'};")
+    ranges, kc = splits(p, k)
+    if ranges > 1:  # split-K: the raw partial product into the workspace (`out` here), egg_gemm_splitk after
+        if k.wgmma:
+            raise Unsupported("split-K on the warpgroup MMA")
+        store = f"                    out[((long long)blockIdx.z * {M}LL + m) * {N}LL + n] = acc[mi][ni][2 * h + e];"
+        args = "float* __restrict__ out, " + kernel_args(g, p).split(", ", 1)[1]
+        return kernel_source("egg_gemm", args, k, A, B, M, N, K, setup, store, ksplit=(kc, p.batch)) + reduce_source(g, p, k)
     epi, v = epilogue(g, p, "acc[mi][ni][2 * h + e]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                    ")
     store = f"{epi}\n                    out[((long long)bz * {M}LL + m) * {N}LL + n] = from_f<{CTYPE[g.output.dtype]}>({v});"
     if k.wgmma:
@@ -171,13 +218,15 @@ def _reads(A: Operand, B: Operand, k: GemmKnobs, NI: int, split: int, rounded: b
     return a_reads, b_reads, b_step
 
 
-def _ring_head(K: int, S: int, load, ahead: int | None = None) -> str:
-    """The ring's first `ahead` (default S - 1) tiles, a commit group each (empty past the last tile)."""
-    return f"""    const int KT = ({K} + {BK - 1}) / {BK};
+def _ring_head(K: int, S: int, load, ahead: int | None = None, kc: int = 0) -> str:
+    """The ring's first `ahead` (default S - 1) tiles, a commit group each (empty past the last tile).
+    `kc`: split-K, this block's K range is [kb, kb + kc) (`kb` set by the kernel), k0 stays absolute."""
+    kt = f"({K} + {BK - 1}) / {BK}" if not kc else f"(int)((min({K}LL - kb, {kc}LL) + {BK - 1}) / {BK})"
+    return f"""    const int KT = {kt};
     #pragma unroll
     for (int s = 0; s < {S - 1 if ahead is None else ahead}; ++s) {{
         if (s < KT) {{
-            const long long k0 = (long long)s * {BK};
+            const long long k0 = {"kb + " if kc else ""}(long long)s * {BK};
 {load("s")}
         }}
         cp_async_commit();
@@ -185,13 +234,13 @@ def _ring_head(K: int, S: int, load, ahead: int | None = None) -> str:
 """
 
 
-def _ring_refill(S: int, load, ahead: int | None = None) -> str:
+def _ring_refill(S: int, load, ahead: int | None = None, kc: int = 0) -> str:
     """Inside step kt, after the barrier: tile kt + ahead (default S - 1) into the slot it maps to (the
     one step kt - 1 read, or with ahead S - 2 the one step kt - 2 read)."""
     return f"""        {{
             const int kn = kt + {S - 1 if ahead is None else ahead};
             if (kn < KT) {{
-                const long long k0 = (long long)kn * {BK};
+                const long long k0 = {"kb + " if kc else ""}(long long)kn * {BK};
 {load(f"kn % {S}")}
             }}
             cp_async_commit();
@@ -221,13 +270,18 @@ def _wg_store(NI: int, M: int, N: int, store: str, rows: str) -> str:
 
 
 def kernel_source(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int, setup: str,
-                  store: str, a_loader=None, split: int = 3, b_loader=None, rounded: bool = False) -> str:
+                  store: str, a_loader=None, split: int = 3, b_loader=None, rounded: bool = False,
+                  ksplit: tuple[int, int] = (0, 1)) -> str:
     """The tensor-core main loop around pluggable parts: `setup` (statements after `bz`, defining the
     operand bases `Ab` and `Bb`), `a_loader(smem)` (A's tile copy; default: A read in place),
     `b_loader(smem)` likewise for B, `store` (inside `if (m < M && n < N)`, the accumulator `acc[mi][ni][2 * h + e]` at GEMM row m,
     column n). `split` 3: 3xTF32 (fp32-grade); 1: plain TF32 (where the reference itself runs TF32), each
-    operand rounded to nearest as it is read, or before (`rounded`: the staged tensors hold TF32 values)."""
+    operand rounded to nearest as it is read, or before (`rounded`: the staged tensors hold TF32 values).
+    `ksplit` (kc, batch): split-K, blockIdx.z is split * batch + bz and the block sums K [kb, kb + kc)."""
     TMW, TNW = k.BM // k.WM, k.BN // k.WN
+    kc, nb = ksplit
+    zs = (f"const int bz = blockIdx.z % {nb}; (void)bz;\n    const long long kb = (long long)(blockIdx.z / {nb}) * {kc}LL;"
+          if kc else "const int bz = blockIdx.z;")
     MI, NI = TMW // 16, TNW // 8
     if MI < 1 or NI < 1 or TMW % 16 or TNW % 8 or k.stages < 2:
         raise Unsupported("tensor-core tile shape")
@@ -295,7 +349,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
     const int wm = warp / {k.WN}, wn = warp % {k.WN};
     // M tiles on x (up to 2^31 - 1 blocks: a convolution's output pixels pass 65535 tiles), N tiles on y
     const long long m0 = (long long)blockIdx.x * {k.BM}, n0 = (long long)blockIdx.y * {k.BN};
-    const int bz = blockIdx.z;
+    {zs}
 {setup}
     float acc[{MI}][{NI}][4];
     #pragma unroll
@@ -304,10 +358,10 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
         for (int ni = 0; ni < {NI}; ++ni)
             #pragma unroll
             for (int q = 0; q < 4; ++q) acc[mi][ni][q] = 0.0f;
-{_ring_head(K, S, load)}    for (int kt = 0; kt < KT; ++kt) {{
+{_ring_head(K, S, load, kc=kc)}    for (int kt = 0; kt < KT; ++kt) {{
         cp_async_wait<{S - 2}>();
         __syncthreads();
-{_ring_refill(S, load)}        {{
+{_ring_refill(S, load, kc=kc)}        {{
             const float* As_s = As + (kt % {S}) * {A.elems};
             const float* Bs_s = Bs + (kt % {S}) * {B.elems};
 {compute}
