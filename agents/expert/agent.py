@@ -301,6 +301,8 @@ class ExpertAgent:
                 out = [{**base, "cache": c} for c in kn["row_cache"]]
                 if rowwise.welford_pairs(plan):  # the two-pass variance, should Welford's divides cost more
                     out.append({**base, "welford": False})
+                if rowwise.online_pairs(plan):  # max, then the sum of exps: two passes, no rescaling
+                    out.append({**base, "online": False})
                 if plan.inner == 1:  # a register-resident row needs a block big enough: try the larger blocks too
                     out += [{**base, "cache": "regs", "block": b} for b in (512, 1024) if b != base.get("block")]
         else:
@@ -468,7 +470,8 @@ class ExpertAgent:
                        f"a thread per column, block {k.block}"))
         elif fam == "rows":
             k = rowwise.RowKnobs(mapping=params["mapping"], block=params["block"], cache=params["cache"],
-                                 waves=params["waves"], welford=params.get("welford", True))
+                                 waves=params["waves"], welford=params.get("welford", True),
+                                 online=params.get("online", True))
             if k.cache != "none" and not (plan.main is not None and _depends(plan.reductions[0].args[0], plan.main)):
                 raise Unsupported("nothing to cache")
             smem = rowwise.shared_bytes(plan, k)

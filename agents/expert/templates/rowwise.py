@@ -33,6 +33,7 @@ class RowKnobs:
     cache: str = "none"  # keep the main input's row across passes: "smem", or "regs" (ceil(R/block) values a thread)
     waves: int = 8
     welford: bool = True  # a mean and the centred sum of squares after it in one pass (Welford/Chan)
+    online: bool = True  # a max and the sum of exp(v - max) after it in one pass (online softmax)
 
 
 INIT = {"sum": "0.0f", "prod": "1.0f", "amax": "-INFINITY", "amin": "INFINITY",
@@ -110,6 +111,61 @@ def welford_pairs(p: RowPlan) -> dict[int, int]:
         if i is not None and i < j and r0.op == "sum" and r0.args[0] is v and tuple(mean.shape) == tuple(r0.shape):
             pairs[i] = j
     return pairs
+
+
+def _unview(n):
+    while isinstance(n, Node) and n.kind == "pw" and n.op == "view":
+        n = n.args[0]
+    return n
+
+
+def online_pairs(p: RowPlan) -> dict[int, int]:
+    """{i: j}: reduction j is sum(exp(v - max_i(v))) over the same v as reduction i = amax(v) (softmax,
+    log-softmax, logsumexp): the online update keeps (max, sum) together, one pass over the row."""
+    pairs = {}
+    for j, r1 in enumerate(p.reductions):
+        e = r1.args[0]
+        if r1.op != "sum" or not (e.kind == "pw" and e.op == "exp"):
+            continue
+        d = e.args[0]
+        if not (isinstance(d, Node) and d.kind == "pw" and d.op == "sub" and isinstance(d.args[1], Node)):
+            continue
+        r0 = _unview(d.args[1])
+        i = next((i for i, r in enumerate(p.reductions) if r is r0), None)
+        if i is not None and i < j and r0.op == "amax" and r0.args[0] is d.args[0] and i not in pairs.values():
+            pairs[i] = j
+    return pairs
+
+
+def online_update(m: str, s: str, v: str) -> str:
+    """One element v into (running max m, sum s of exp(x - m)): a new max rescales the sum."""
+    return (f"{{ const float ov = {v}; if (ov > {m}) {{ {s} = {s} * expf({m} - ov) + 1.0f; {m} = ov; }} "
+            f"else if (ov > -INFINITY) {s} += expf(ov - {m}); }}")
+
+
+def online_merge(m: str, s: str, om: str, os_: str) -> str:
+    """Fold (om, os_) into (m, s)."""
+    return (f"{{ const float mb = {om}, sb = {os_}; const float mm = fmaxf({m}, mb); if (mm > -INFINITY) {{ "
+            f"{s} = {s} * expf({m} - mm) + sb * expf(mb - mm); {m} = mm; }} }}")
+
+
+def _online(k: RowKnobs, ri: int, v: str, body: str, row_loop, idx: str) -> list[str]:
+    """One pass: each thread's (max, sum of exps), merged across lanes and warps; `acc{ri}` ends as
+    the row's max and `acc{ri}s` as its sum of exp(v - max)."""
+    m, s = f"om{ri}", f"os{ri}"
+    code = [f"        float {m} = -INFINITY, {s} = 0.0f;"]
+    code += row_loop([f"            long long i = {idx};", body, f"            {online_update(m, s, v)}"])
+    sh = "__shfl_xor_sync(0xffffffffu, {}, s)"
+    if k.mapping in ("block", "warp"):
+        code.append("        for (int s = 16; s > 0; s >>= 1) " + online_merge(m, s, sh.format(m), sh.format(s)))
+    if k.mapping == "block":
+        code += [f"        if ((threadIdx.x & 31) == 0) {{ sred[threadIdx.x >> 5] = {m}; sred2[threadIdx.x >> 5] = {s}; }}",
+                 "        __syncthreads();",
+                 f"        {m} = sred[0]; {s} = sred2[0];",
+                 "        for (int w = 1; w < (blockDim.x >> 5); ++w) " + online_merge(m, s, "sred[w]", "sred2[w]"),
+                 "        __syncthreads();"]
+    code.append(f"        const float acc{ri} = {m}, acc{ri}s = {s};")
+    return code
 
 
 def chan_merge(c: str, m: str, q: str, ob: str, om: str, oq: str) -> str:
@@ -196,12 +252,17 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     idx = f"((o * {p.R}LL + r) * {p.inner}LL + j)"
     parts = []
     pairs = welford_pairs(p) if k.welford else {}
+    onl = online_pairs(p) if k.online else {}
     for ri, red in enumerate(p.reductions):
-        if red.name in done:  # the second of a Welford pair: already computed
+        if red.name in done:  # the second of a Welford or online pair: already computed
             continue
         em = Emitter(loader(ri == 0), special, prefix=f"a{ri}_")
         v = em.value(red.args[0], "i")
         body = em.take("            ")
+        if ri in onl:
+            parts.append("\n".join(_online(k, ri, v, body, row_loop, idx)))
+            done[red.name], done[p.reductions[onl[ri]].name] = f"acc{ri}", f"acc{ri}s"
+            continue
         if ri in pairs:
             parts.append("\n".join(_welford(p, k, ri, v, body, row_loop, idx)))
             done[red.name], done[p.reductions[pairs[ri]].name] = f"acc{ri}", f"acc{ri}q"
@@ -254,6 +315,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     shared = ""
     if k.mapping == "block":
         shared = "    __shared__ float sred[32];\n"
+        if onl:
+            shared += "    __shared__ float sred2[32];\n"
         if pairs:
             shared += "    __shared__ float swc[32], swm[32], swq[32];\n"
         if any(r.op in ("argmax", "argmin") for r in p.reductions):
