@@ -1,6 +1,7 @@
 """Run a generated kernel on the CPU: the CUDA source compiled as plain C++ (g++ -std=c++20), the
-blocks of the launch one after another, each block's threads as real threads, so `__syncthreads`
-is a barrier, `__shared__` memory is shared by the block, and warp shuffles exchange values between
+blocks of the launch one after another (the blocks of a thread-block cluster at once, each with its
+own shared memory, which the others reach through `cluster_map`), each block's threads as real
+threads, so `__syncthreads` is a barrier, `__shared__` memory is shared by the block, and warp shuffles exchange values between
 the 32 threads of a warp. Enough to check index math, tiling, barriers and scans against PyTorch on a
 machine with no GPU (float32 tensors; inline PTX only where it stands behind a function given here in C++: the
 3xTF32 GEMM's). The
@@ -33,13 +34,32 @@ CPU_PRELUDE = r"""#include <barrier>
 #define __launch_bounds__(x)
 #define __restrict__
 #define __shared__ static
+#define __cluster_dims__(...)
 struct EmuDim { long long x = 0, y = 0, z = 0; };
-static EmuDim blockIdx, blockDim, gridDim;
-static thread_local EmuDim threadIdx;
-static std::barrier<>* emu_block_barrier;
-static std::vector<std::barrier<>*> emu_warp_barriers;
-alignas(8) static unsigned char emu_warp_buf[32][32][8];
-alignas(16) static unsigned char emu_dyn_smem[1 << 20];
+struct alignas(16) float4 { float x, y, z, w; };
+static EmuDim blockDim, gridDim;
+static thread_local EmuDim threadIdx, blockIdx;
+// what each block of a running cluster has of its own (blocks of a cluster run at once; a launch
+// without clusters runs its blocks one at a time, each a cluster of one)
+struct EmuBlock {
+    std::barrier<>* bar = nullptr;
+    std::vector<std::barrier<>*> warps;
+    alignas(8) unsigned char warp_buf[32][32][8];
+    unsigned char* smem = nullptr;
+};
+static thread_local EmuBlock* emu_blk;
+static thread_local unsigned emu_rank;
+static EmuBlock* emu_cluster;
+static std::barrier<>* emu_cluster_barrier;
+#define emu_block_barrier (emu_blk->bar)
+#define emu_warp_barriers (emu_blk->warps)
+#define emu_warp_buf (emu_blk->warp_buf)
+#define emu_dyn_smem (emu_blk->smem)
+// the thread-block cluster's PTX (agents/expert/templates/recurrent.py CLUSTER_PRELUDE)
+inline unsigned cluster_rank() { return emu_rank; }
+inline float* cluster_map(float* p, unsigned r) {
+    return reinterpret_cast<float*>(emu_cluster[r].smem + (reinterpret_cast<unsigned char*>(p) - emu_blk->smem)); }
+inline void cluster_sync() { emu_cluster_barrier->arrive_and_wait(); }
 inline void __syncthreads() { emu_block_barrier->arrive_and_wait(); }
 template <typename T> inline T emu_shfl(T v, int src_lane) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -169,8 +189,10 @@ def available() -> bool:
 
 def _cpu_source(src: str) -> str:
     from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
+    from agents.expert.templates.recurrent import CLUSTER_PRELUDE
     from agents.expert.templates.scan import BOOL_PRELUDE
     body = src.replace(PRELUDE, "").replace(BOOL_PRELUDE, "").replace(WGMMA_PRELUDE, "").replace(TF32_PRELUDE, "")
+    body = body.replace(CLUSTER_PRELUDE, "")
     # dynamic shared memory becomes one static buffer (blocks run one at a time)
     return re.sub(r"extern __shared__ (?:__align__\(\d+\) )?(\w+(?: \w+)*?) (\w+)\[\];",
                   r"\1* \2 = reinterpret_cast<\1*>(emu_dyn_smem);", body)
@@ -201,17 +223,31 @@ def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffer
     calls = []
     for kernel, grid, block, args in steps:
         g = tuple(grid) + (1,) * (3 - len(grid))
-        calls.append(f"""    gridDim.x = {g[0]}; gridDim.y = {g[1]}; gridDim.z = {g[2]}; blockDim.x = {block};
-    emu_warp_barriers.clear();
-    for (int w = 0; w < ({block} + 31) / 32; ++w) emu_warp_barriers.push_back(new std::barrier<>(std::min(32, {block} - 32 * w)));
-    emu_block_barrier = new std::barrier<>({block});
-    for (blockIdx.z = 0; blockIdx.z < gridDim.z; ++blockIdx.z)
-    for (blockIdx.y = 0; blockIdx.y < gridDim.y; ++blockIdx.y)
-    for (blockIdx.x = 0; blockIdx.x < gridDim.x; ++blockIdx.x) {{
+        cm = re.search(rf"__cluster_dims__\((\d+),[^)]*\)\s*(?:__launch_bounds__\(\d+\)\s*)?{kernel}\(", src)
+        C = int(cm.group(1)) if cm else 1
+        if g[0] % C:
+            raise ValueError(f"{kernel}: grid {g[0]} is not a whole number of clusters of {C}")
+        calls.append(f"""    {{
+    gridDim.x = {g[0]}; gridDim.y = {g[1]}; gridDim.z = {g[2]}; blockDim.x = {block};
+    std::vector<EmuBlock> blks({C});
+    for (auto& bk : blks) {{
+        bk.smem = static_cast<unsigned char*>(std::aligned_alloc(128, 1 << 20));
+        for (int w = 0; w < ({block} + 31) / 32; ++w) bk.warps.push_back(new std::barrier<>(std::min(32, {block} - 32 * w)));
+        bk.bar = new std::barrier<>({block});
+    }}
+    emu_cluster = blks.data();
+    emu_cluster_barrier = new std::barrier<>({C * block});
+    for (long long bz = 0; bz < gridDim.z; ++bz)
+    for (long long by = 0; by < gridDim.y; ++by)
+    for (long long bx = 0; bx < gridDim.x; bx += {C}) {{
         std::vector<std::thread> ts;
+        for (unsigned rk = 0; rk < {C}; ++rk)
         for (int emu_t = 0; emu_t < {block}; ++emu_t)
-            ts.emplace_back([&, emu_t] {{ threadIdx.x = emu_t; {kernel}({", ".join(var[a] for a in args)}); }});
+            ts.emplace_back([&, emu_t, rk, bx, by, bz] {{
+                emu_blk = &blks[rk]; emu_rank = rk; blockIdx = EmuDim{{bx + rk, by, bz}}; threadIdx.x = emu_t;
+                {kernel}({", ".join(var[a] for a in args)}); }});
         for (auto& th : ts) th.join();
+    }}
     }}""")
     driver = f"""
 int main(int argc, char** argv) {{

@@ -1,6 +1,8 @@
 """Two-kernel programs (agents/expert/program.py): a convolution or GEMM whose output feeds a
 reduction, a norm or a pooling, cut into the producer (epilogue fused) and the rows or pooling
 template on its output; both kernels run on the CPU emulator in order, judged against float64."""
+import shutil
+
 import pytest
 
 from agents.expert import ExpertAgent, program
@@ -558,3 +560,54 @@ def test_a_swin_block_is_a_program_that_matches_a_float64_truth(tmp_egg):
     assert fam == "program" and {"roll", "take_rows", "permute"} <= {n.op for n in g.nodes}
     err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=5)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_recurrence_kernels_cluster_and_per_batch_element(tmp_egg, monkeypatch):
+    """The default recurrence is a thread-block cluster sharing W_hh (each block the gate rows of H / 8
+    units in shared memory, h exchanged through distributed shared memory, emulated with the blocks of a
+    cluster running at once); where W_hh's rows do not fit (H = 512: 4 MB), a block per batch element.
+    The per-batch-element kernel stays right too (forced here), both against a float64 truth."""
+    from agents.expert.opgraph import Unsupported
+    from agents.expert.templates import recurrent
+    h200 = load_profile("h200")
+    big = tmp_egg / "big.py"
+    big.write_text(LSTM.format(layers=1, bf=True, bias=True, ret="out", shape="3, 7, 12").replace("16", "512"))
+    agent = ExpertAgent()
+    _, _, plan = agent._plan(str(big))
+    rnn = [(sg, pl) for sg, f, pl, _ in plan.stages() if f == "recurrent"]
+    assert agent._default("recurrent", rnn[0][0], rnn[0][1], None) == {"family": "recurrent", "block": 512, "waves": 1}
+    with pytest.raises(Unsupported, match="do not fit"):
+        recurrent.cluster_shape(rnn[0][1], recurrent.RnnKnobs(cluster=8), h200.shared_per_block_optin)
+
+    p = tmp_egg / "lstm.py"
+    p.write_text(LSTM.format(layers=2, bf=True, bias=True, ret="out", shape="3, 7, 12"))
+    g, fam, plan = agent._plan(str(p))
+    k = _emit_tuned(agent, g, fam, plan)
+    assert k.cuda_source.count("__cluster_dims__(8, 1, 1)") == 2 and "cluster_map(hn, rk)" in k.cuda_source
+    assert "egg.launch('egg_rnn', (8,), (512,)" in k.host_code
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=9, k=k)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+    def no_cluster(*a, **kw):
+        raise Unsupported("forced")
+    monkeypatch.setattr(recurrent, "cluster_shape", no_cluster)
+    k0 = _emit_tuned(agent, g, fam, plan)
+    assert "__cluster_dims__" not in k0.cuda_source and "egg.launch('egg_rnn', (3,), (512,)" in k0.host_code
+    err0, _ = _emulated(p, agent, g, fam, plan, tmp_egg / "k0", seed=9, k=k0)
+    assert err0 < 32 * max(eager_err, 2 ** -24), (err0, eager_err)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+def test_cluster_recurrence_compiles_for_sm90(tmp_egg):
+    """KernelBench's 6-layer LSTM shape (H = 256, batch 10): the cluster kernel fits (166 KB of shared
+    memory a block) and compiles for sm_90a without spills."""
+    from runtime.compile import compile_check
+    from tests.conftest import ROOT
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(ROOT / "benchmarks" / "models" / "lstm_kb.py"))
+    k = _emit_tuned(agent, g, fam, plan)
+    assert "shared_mem=166144" in k.host_code
+    r = compile_check(k.cuda_source, ["-lineinfo"], "sm_90a")
+    assert r.ok, r.log[-2000:]
+    rnn = [x for x in r.resources if x.name.startswith("egg_rnn")]
+    assert len(rnn) == 6 and all(x.spill_store_bytes == 0 for x in rnn)

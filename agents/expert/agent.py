@@ -51,6 +51,7 @@ def eager_is_fp32_grade(req: StageRequest | None) -> bool:
 
 
 DEFAULT_SMS = 132  # where no request names the GPU (a program's untuned stages): the H200's
+DEFAULT_SMEM = 227 * 1024  # and its shared memory a block may opt into
 MIN_SPLIT_K = 1024  # K a split-K range sums at least: shorter ranges cost more in partials than they gain
 
 
@@ -277,8 +278,10 @@ class ExpertAgent:
                 out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"] if s >= 3 or not base.get("wgmma")]
                 out += [{**base, "ldm": True}] + [{**base, "layout": lay} for lay in conv.LAYOUTS if lay != base.get("layout", "nchw")]
         elif fam == "recurrent":
-            if st == "parallel_mapping":  # warps sharing the gate rows of one batch element
+            if st == "parallel_mapping":  # threads a block; with clusters, also half the cluster and no cluster
                 out = [{**base, "block": b} for b in (256, 1024)]
+                if base.get("cluster"):
+                    out += [{**base, "cluster": base["cluster"] // 2}, {**base, "cluster": 0}]
         elif fam == "scan":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in kn.get("scan_block", [128, 256, 512, 1024])]
@@ -346,7 +349,14 @@ class ExpertAgent:
                     "layout": conv.default_layout(plan)}
         if fam == "scan":
             return {"family": "scan", "block": 256, "items": 8, "waves": 8}
-        if fam == "recurrent":
+        if fam == "recurrent":  # a cluster sharing W_hh where its rows fit in the blocks' shared memory
+            smem = req.profile.shared_per_block_optin if req is not None else DEFAULT_SMEM
+            for c in (8, 4):
+                try:
+                    recurrent.cluster_shape(plan, recurrent.RnnKnobs(block=512, cluster=c), smem)
+                    return {"family": "recurrent", "block": 512, "waves": 1, "cluster": c}
+                except Unsupported:
+                    pass
             return {"family": "recurrent", "block": 512, "waves": 1}
         if fam == "pool":
             return {"family": "pool", "block": 256, "waves": 8}
@@ -395,7 +405,7 @@ class ExpertAgent:
                     launch = replace(launch, kernel=new)
                 steps.append((launch, node or writes))
                 names.append(launch.kernel)
-            for pre in (PRELUDE, WGMMA_PRELUDE, TF32_PRELUDE, BOOL_PRELUDE):
+            for pre in (PRELUDE, WGMMA_PRELUDE, TF32_PRELUDE, BOOL_PRELUDE, recurrent.CLUSTER_PRELUDE):
                 if pre in src and any(pre in s for s in srcs):
                     src = src.replace(pre, "")
             srcs.append(src)
@@ -456,11 +466,18 @@ class ExpertAgent:
             launch = host.Launch("egg_pool", (pool.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), 0)
             desc = f"{plan.pool.attrs['kind']} pool, a thread per output, block {k.block}" + ("" if k.waves else ", no grid-stride loop")
         elif fam == "recurrent":
-            k = recurrent.RnnKnobs(block=params["block"], waves=params.get("waves", 1))
-            src = recurrent.render(g, plan, k)
-            launch = host.Launch("egg_rnn", (recurrent.grid(plan, k, sms),), (k.block,), host.leaves(g), 0)
-            desc = (f"{RNN_NAMES[plan.cell]} recurrence, a persistent block of {k.block} threads per batch element "
-                    f"over {plan.T} steps")
+            k = recurrent.RnnKnobs(block=params["block"], waves=params.get("waves", 1), cluster=params.get("cluster", 0))
+            if k.cluster:
+                sh = recurrent.cluster_shape(plan, k, profile.shared_per_block_optin)
+                src, smem = recurrent.render_cluster(g, plan, k, sh), sh.floats(plan) * 4
+                desc = (f"{RNN_NAMES[plan.cell]} recurrence over {plan.T} steps, a cluster of {sh.C} blocks of {k.block} "
+                        f"threads per {sh.Bt} batch element(s), each block holding W_hh's rows of {sh.Hc} units in "
+                        f"shared memory, h exchanged through distributed shared memory")
+            else:
+                src, smem = recurrent.render(g, plan, k), 0
+                desc = (f"{RNN_NAMES[plan.cell]} recurrence, a persistent block of {k.block} threads per batch element "
+                        f"over {plan.T} steps")
+            launch = host.Launch("egg_rnn", (recurrent.grid(plan, k, sms),), (k.block,), host.leaves(g), smem)
         elif fam == "scan":
             k = scan.ScanKnobs(block=params["block"], items=params["items"], waves=params["waves"])
             src = scan.render(g, plan, k)

@@ -6,11 +6,18 @@ input (xp, with the biases that add outside the recurrence):
         n = tanh(xp_n + r (W_hn h + b_hn)), h = (1 - z) n + z h
   RNN:  h = tanh or relu(xp[t] + W_hh h)
 
-A persistent block per batch element walks all T steps itself (from the end for the reverse direction
-of a bidirectional layer): batch elements never exchange state,
-so no grid-wide barrier is needed. h (and an LSTM's c) stay in shared memory between steps; each warp
-computes whole gate rows (its lanes stride along the row of W_hh, coalesced, then a shuffle sum), so
-W_hh is read from L2 once a step by each block. h_t is written to the output as it is made."""
+Two kernels:
+- A thread-block cluster (Hopper) per tile of the batch (`cluster` > 0): each of its C blocks keeps in
+  shared memory the gate rows of H / C hidden units (all G gates of those units, so the cell update is
+  local) and computes them for the whole batch tile; the new h of its units goes to every block of the
+  cluster through distributed shared memory, and one cluster barrier a step orders them. W_hh is read
+  from global memory once, not once a step (on the H200, the per-batch-element kernel below spent
+  41 us a step of KernelBench's 6-layer LSTM re-reading 1 MB of W_hh from L2 in each of 10 blocks).
+- A persistent block per batch element (`cluster` 0, any H that fits): it walks all T steps itself;
+  h (and an LSTM's c) stay in shared memory between steps; each warp computes whole gate rows (its
+  lanes stride along the row of W_hh, coalesced, then a shuffle sum).
+Both walk from the end for the reverse direction of a bidirectional layer, and write h_t to the output
+as it is made."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -47,10 +54,61 @@ class RnnPlan:
         return CELL_GATES[self.rnn.op]
 
 
+# the thread-block cluster's PTX, behind small functions (tests/cpu_emulator.py gives C++ versions)
+CLUSTER_PRELUDE = r"""__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ float* cluster_map(float* p, unsigned rank) {  // p in block `rank`'s shared memory
+    unsigned long long r;
+    asm volatile("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(p), "r"(rank));
+    return reinterpret_cast<float*>(r);
+}
+__device__ __forceinline__ void cluster_sync() {  // every thread of every block of the cluster; orders shared memory
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+"""
+MAX_BATCH_TILE = 16  # batch elements a cluster carries (one accumulator register each per gate row)
+
+
 @dataclass
 class RnnKnobs:
-    block: int = 512  # threads a batch element: warps share the gate rows
-    waves: int = 1  # grid = min(B, SMs x waves): one block per batch element where they fit
+    block: int = 512  # threads a block: warps share the gate rows
+    waves: int = 1  # cluster 0: grid = min(B, SMs x waves), one block per batch element where they fit
+    cluster: int = 0  # > 0: blocks of a cluster, each holding the gate rows of H / cluster units
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    C: int  # blocks a cluster
+    Hc: int  # hidden units a block
+    Bt: int  # batch elements a cluster
+    KS: int  # threads a gate row (each a strided share of its 16-byte chunks; a shuffle sum after)
+    ld: int  # W_hh row pitch in shared memory: 16-byte lanes of a quarter-warp on distinct banks
+
+    def rows(self, G: int) -> int:
+        return G * self.Hc
+
+    def floats(self, p: RnnPlan) -> int:  # W_hh rows, h twice (this step's and the next), gates, c
+        return (self.rows(p.G) * self.ld + 2 * self.Bt * p.H + self.Bt * self.rows(p.G)
+                + (self.Bt * self.Hc if p.cell == "lstm" else 0))
+
+
+def cluster_shape(p: RnnPlan, k: RnnKnobs, smem_limit: int) -> ClusterShape:
+    C = k.cluster
+    if C < 1 or C > 8 or p.H % C or p.H % 4 or k.block % 32 or k.block > 1024:
+        raise Unsupported(f"a cluster of {C} blocks for hidden size {p.H} (H a multiple of 4 and of the cluster, at most 8)")
+    Hc = p.H // C
+    rows = p.G * Hc
+    KS = 1
+    while KS < 32 and k.block // (2 * KS) >= rows:
+        KS *= 2
+    ld = p.H + 4 * ((KS - p.H // 4) % 8)
+    sh = ClusterShape(C, Hc, min(p.B, MAX_BATCH_TILE), KS, ld)
+    if sh.floats(p) * 4 > smem_limit:
+        raise Unsupported(f"W_hh's rows for {Hc} units ({sh.floats(p) * 4} bytes) do not fit in a block's shared memory")
+    return sh
 
 
 def plan_rnn(g: OpGraph) -> RnnPlan:
@@ -70,42 +128,55 @@ def plan_rnn(g: OpGraph) -> RnnPlan:
     return p
 
 
-def _update(p: RnnPlan, xp: dict[str, str]) -> str:
-    """The cell's pointwise step for unit j from the gate rows s_g (W_hh h, plus xp where the gate rows
-    hold it already; a GRU's xp values by gate row: `xp`)."""
+def _update(p: RnnPlan, xp: dict[str, str], gate=None, c_at: str = "s_c[j]", h_prev: str = "s_h[j]") -> str:
+    """The cell's pointwise step for unit j from the gate rows (W_hh h, plus xp where the gate rows
+    hold it already; a GRU's xp values by gate row: `xp`): `gate(i)` is gate i's value for unit j,
+    `c_at` the LSTM's cell state, `h_prev` the unit's h of the step before."""
     H = p.H
+    gate = gate or (lambda i: f"s_g[{i * H} + j]" if i else "s_g[j]")
     if p.cell == "lstm":  # PyTorch's gate order: input, forget, cell, output
-        return f"""                const float ig = 1.0f / (1.0f + expf(-s_g[j])), fg = 1.0f / (1.0f + expf(-s_g[{H} + j]));
-                const float gg = tanhf(s_g[{2 * H} + j]), og = 1.0f / (1.0f + expf(-s_g[{3 * H} + j]));
-                const float c = fmaf(fg, s_c[j], ig * gg);
-                s_c[j] = c;
+        return f"""                const float ig = 1.0f / (1.0f + expf(-{gate(0)})), fg = 1.0f / (1.0f + expf(-{gate(1)}));
+                const float gg = tanhf({gate(2)}), og = 1.0f / (1.0f + expf(-{gate(3)}));
+                const float c = fmaf(fg, {c_at}, ig * gg);
+                {c_at} = c;
                 const float h = og * tanhf(c);"""
     if p.cell == "gru":  # reset, update, new; xp is added here: b_hn belongs inside r * (...)
-        return f"""                const float rg = 1.0f / (1.0f + expf(-({xp["j"]} + s_g[j])));
-                const float zg = 1.0f / (1.0f + expf(-({xp[f"({H} + j)"]} + s_g[{H} + j])));
-                const float ng = tanhf({xp[f"({2 * H} + j)"]} + rg * s_g[{2 * H} + j]);
-                const float h = fmaf(zg, s_h[j] - ng, ng);"""
-    return f"                const float h = {'tanhf(s_g[j])' if p.cell == 'tanh' else 'fmaxf(s_g[j], 0.0f)'};"
+        return f"""                const float rg = 1.0f / (1.0f + expf(-({xp["j"]} + {gate(0)})));
+                const float zg = 1.0f / (1.0f + expf(-({xp[f"({H} + j)"]} + {gate(1)})));
+                const float ng = tanhf({xp[f"({2 * H} + j)"]} + rg * {gate(2)});
+                const float h = fmaf(zg, {h_prev} - ng, ng);"""
+    return f"                const float h = {f'tanhf({gate(0)})' if p.cell == 'tanh' else f'fmaxf({gate(0)}, 0.0f)'};"
+
+
+def _operands(g: OpGraph, p: RnnPlan):
+    """(xp, W_hh, h0, c0 or None, b_hh or None, the kernel's argument list, the leaf loader)."""
+    r = p.rnn
+    xp, w, h0 = r.args[:3]
+    c0 = r.args[3] if p.cell == "lstm" else None
+    b_hh = r.args[3] if p.cell == "gru" else None
+    args = ", ".join([f"{CTYPE[r.dtype]}* __restrict__ out"] +
+                     [f"const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in g.inputs + g.params])
+    return xp, w, h0, c0, b_hh, args, (lambda t, idx: f"to_f({t.name}[{idx}])")
+
+
+def _at(p: RnnPlan):
+    """at(width, q): element q of step t's row of `width` for batch element b."""
+    def at(width: int, q: str) -> str:
+        return f"((b * {p.T}LL + t) * {width}LL + {q})" if p.batch_first else f"((t * {p.B}LL + b) * {width}LL + {q})"
+    return at
 
 
 def render(g: OpGraph, p: RnnPlan, k: RnnKnobs) -> str:
     if k.block % 32 or k.block > 1024:
         raise Unsupported("rnn block shape")
     r, B, T, H, G = p.rnn, p.B, p.T, p.H, p.G
-    xp, w, h0 = r.args[:3]
-    c0 = r.args[3] if p.cell == "lstm" else None
-    b_hh = r.args[3] if p.cell == "gru" else None
-    tensors = g.inputs + g.params
-    args = ", ".join([f"{CTYPE[r.dtype]}* __restrict__ out"] +
-                     [f"const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in tensors])
-    load = lambda t, idx: f"to_f({t.name}[{idx}])"  # noqa: E731
+    xp, w, h0, c0, b_hh, args, load = _operands(g, p)
+    at = _at(p)
     init = Emitter(load, prefix="s")
     state = f"            s_h[j] = {init.value(h0, f'(b * {H}LL + j)')};"
     if c0 is not None:
         state += f"\n            s_c[j] = {init.value(c0, f'(b * {H}LL + j)')};"
 
-    def at(width: int, q: str) -> str:  # element q of step t's row of `width` for batch element b
-        return f"((b * {T}LL + t) * {width}LL + {q})" if p.batch_first else f"((t * {B}LL + b) * {width}LL + {q})"
     gate = Emitter(load, prefix="x")
     if p.cell == "gru":  # the gate rows are W_hh h + b_hh; xp comes in at the update
         add = gate.value(b_hh, "q") if b_hh is not None else "0.0f"
@@ -152,5 +223,125 @@ def render(g: OpGraph, p: RnnPlan, k: RnnKnobs) -> str:
     return f"{PRELUDE}\nextern \"C\" __global__ void __launch_bounds__({k.block}) egg_rnn({args}) {{\n{body}\n}}\n"
 
 
+def render_cluster(g: OpGraph, p: RnnPlan, k: RnnKnobs, sh: ClusterShape) -> str:
+    r, B, T, H, G = p.rnn, p.B, p.T, p.H, p.G
+    C, Hc, Bt, KS, ld = sh.C, sh.Hc, sh.Bt, sh.KS, sh.ld
+    rows, NT = sh.rows(G), k.block
+    per = NT // KS  # gate rows a pass
+    xp, w, h0, c0, b_hh, args, load = _operands(g, p)
+    at = _at(p)
+    ih = Emitter(load, prefix="ih")
+    hv = ih.value(h0, f"(b * {H}LL + jj)")
+    init = f"""    for (int e = tid; e < {Bt * H}; e += {NT}) {{  // h0 of the batch tile, every unit
+        const int bl = e / {H}, jj = e % {H};
+        const long long b = b0 + bl;
+        float v = 0.0f;
+        if (b < {B}LL) {{
+{ih.take("            ")}
+            v = {hv};
+        }}
+        s_h[e] = v;
+    }}"""
+    if c0 is not None:
+        ic = Emitter(load, prefix="ic")
+        cv = ic.value(c0, f"(b * {H}LL + j)")
+        init += f"""
+    for (int e = tid; e < {Bt * Hc}; e += {NT}) {{  // c0 of this block's units
+        const int bl = e / {Hc};
+        const long long b = b0 + bl, j = rank * {Hc}LL + e % {Hc};
+        float v = 0.0f;
+        if (b < {B}LL) {{
+{ic.take("            ")}
+            v = {cv};
+        }}
+        s_c[e] = v;
+    }}"""
+    gate = Emitter(load, prefix="x")
+    if p.cell == "gru":  # the gate rows are W_hh h + b_hh; xp comes in at the update
+        add = gate.value(b_hh, "q") if b_hh is not None else "0.0f"
+        upd = Emitter(load, prefix="u")
+        xp_at = {q: upd.value(xp, at(G * H, q)) for q in ("j", f"({H} + j)", f"({2 * H} + j)")}
+        upd_pre = upd.take("                ")
+    else:
+        add = gate.value(xp, at(G * H, "q"))
+        xp_at, upd_pre = {}, ""
+    update = _update(p, xp_at, gate=lambda i: f"s_g[bl * {rows} + {i * Hc} + jl]", c_at="s_c[e]",
+                     h_prev=f"hb[bl * {H} + j]")
+    ot = CTYPE[r.dtype]
+    shuffle = (f"""            #pragma unroll
+            for (int bl = 0; bl < {Bt}; ++bl)
+                #pragma unroll
+                for (int s = {KS // 2}; s > 0; s >>= 1) acc[bl] += __shfl_xor_sync(0xffffffffu, acc[bl], s);
+""" if KS > 1 else "")
+    body = f"""    extern __shared__ __align__(16) unsigned char smem[];  // the type the GEMMs of a program declare it with
+    float* s_w = reinterpret_cast<float*>(smem);  // [G x Hc][ld]: W_hh's rows of this block's units, gate by gate
+    float* s_h = s_w + {rows * ld};  // [2][Bt][H]: h of the batch tile, this step's and the next
+    float* s_g = s_h + {2 * Bt * H};  // [Bt][G x Hc]: this step's gate rows
+    float* s_c = s_g + {Bt * rows};  // [Bt][Hc]: an LSTM's cell state of this block's units
+    const int tid = threadIdx.x;
+    const unsigned rank = cluster_rank();
+    const long long b0 = (long long)(blockIdx.x / {C}) * {Bt};
+    for (int e = tid; e < {rows * H}; e += {NT}) {{
+        const int lr = e / {H}, kk = e % {H};
+        s_w[lr * {ld} + kk] = to_f({w.name}[((long long)(lr / {Hc}) * {H} + rank * {Hc} + lr % {Hc}) * {H}LL + kk]);
+    }}
+{init}
+    (void)s_c;
+    cluster_sync();  // every block has started (and loaded its h0) before any writes into another
+    for (long long s_t = 0; s_t < {T}LL; ++s_t) {{
+        const long long t = {f"{T - 1}LL - s_t" if p.reverse else "s_t"};
+        const float* hb = s_h + (s_t & 1) * {Bt * H};
+        float* hn = s_h + ((s_t + 1) & 1) * {Bt * H};
+        for (int base = 0; base < {rows}; base += {per}) {{  // whole warps a pass: the shuffles stay uniform
+            const int lr = base + tid / {KS}, kp = tid % {KS};
+            const bool mine = lr < {rows};
+            const long long q = (long long)(lr / {Hc}) * {H} + rank * {Hc} + lr % {Hc};  // gate row of W_hh (column of xp)
+            float acc[{Bt}], addv[{Bt}];
+            #pragma unroll
+            for (int bl = 0; bl < {Bt}; ++bl) {{  // this step's input term, loaded ahead of the products
+                const long long b = b0 + bl;
+                acc[bl] = 0.0f;
+                addv[bl] = 0.0f;
+                if (mine && kp == 0 && b < {B}LL) {{
+{gate.take("                    ")}
+                    addv[bl] = {add};
+                }}
+            }}
+            if (mine) {{
+                const float* wr = s_w + lr * {ld};
+                for (int kk = 4 * kp; kk < {H}; kk += {4 * KS}) {{
+                    const float4 wv = *reinterpret_cast<const float4*>(wr + kk);
+                    #pragma unroll
+                    for (int bl = 0; bl < {Bt}; ++bl) {{
+                        const float4 hv = *reinterpret_cast<const float4*>(hb + bl * {H} + kk);
+                        acc[bl] = fmaf(wv.x, hv.x, fmaf(wv.y, hv.y, fmaf(wv.z, hv.z, fmaf(wv.w, hv.w, acc[bl]))));
+                    }}
+                }}
+            }}
+{shuffle}            if (mine && kp == 0) {{
+                #pragma unroll
+                for (int bl = 0; bl < {Bt}; ++bl) s_g[bl * {rows} + lr] = acc[bl] + addv[bl];
+            }}
+        }}
+        __syncthreads();
+        for (int e = tid; e < {Bt * Hc}; e += {NT}) {{  // the cell update of this block's units
+            const int bl = e / {Hc}, jl = e % {Hc};
+            const long long b = b0 + bl, j = rank * {Hc}LL + jl;
+            if (b < {B}LL) {{
+{upd_pre}
+{update}
+                #pragma unroll
+                for (unsigned rk = 0; rk < {C}u; ++rk) cluster_map(hn, rk)[bl * {H} + j] = h;  // to every block
+                out[{at(H, "j")}] = from_f<{ot}>({"c" if p.emits_c else "h"});
+            }}
+        }}
+        cluster_sync();  // the next h is everywhere, and this step's h is read by all before it is overwritten
+    }}"""
+    return (f"{PRELUDE}{CLUSTER_PRELUDE}\nextern \"C\" __global__ void __cluster_dims__({C}, 1, 1) "
+            f"__launch_bounds__({NT}) egg_rnn({args}) {{\n{body}\n}}\n")
+
+
 def grid(p: RnnPlan, k: RnnKnobs, sms: int) -> int:
+    if k.cluster:  # a cluster per batch tile
+        return k.cluster * -(-p.B // min(p.B, MAX_BATCH_TILE))
     return max(1, min(p.B, sms * max(k.waves, 1)))
