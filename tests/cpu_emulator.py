@@ -55,7 +55,7 @@ static std::barrier<>* emu_cluster_barrier;
 #define emu_warp_barriers (emu_blk->warps)
 #define emu_warp_buf (emu_blk->warp_buf)
 #define emu_dyn_smem (emu_blk->smem)
-// the thread-block cluster's PTX (agents/expert/templates/recurrent.py CLUSTER_PRELUDE)
+// the thread-block cluster's PTX (agents/expert/codegen.py CLUSTER_PRELUDE)
 inline unsigned cluster_rank() { return emu_rank; }
 inline float* cluster_map(float* p, unsigned r) {
     return reinterpret_cast<float*>(emu_cluster[r].smem + (reinterpret_cast<unsigned char*>(p) - emu_blk->smem)); }
@@ -189,7 +189,7 @@ def available() -> bool:
 
 def _cpu_source(src: str) -> str:
     from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
-    from agents.expert.templates.recurrent import CLUSTER_PRELUDE
+    from agents.expert.codegen import CLUSTER_PRELUDE
     from agents.expert.templates.scan import BOOL_PRELUDE
     body = src.replace(PRELUDE, "").replace(BOOL_PRELUDE, "").replace(WGMMA_PRELUDE, "").replace(TF32_PRELUDE, "")
     body = body.replace(CLUSTER_PRELUDE, "")

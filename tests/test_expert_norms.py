@@ -125,3 +125,55 @@ def test_online_softmax_one_pass_matches_a_float64_truth(tmp_egg, expr, shape, o
                                tmp_egg / f"emu_{mapping}_{online}").double()
         err = float((got - truth).abs().max() / truth.abs().max())
         assert err < 8 * max(eager_err, 2 ** -24), (mapping, online, err, eager_err)
+
+
+@pytest.mark.parametrize("module,expr,shape,C", [
+    ("nn.Identity()", "torch.softmax(x, dim=1)", "3, 300", 4),  # online pair; 16-byte staging
+    ("nn.Identity()", "torch.log_softmax(x, dim=1) * 2.0", "2, 257", 2),  # R % 4 != 0: element staging, short last slice
+    ("nn.LayerNorm(280)", "self.norm(x)", "3, 280", 4),  # Welford pair
+    ("nn.Identity()", "x / torch.sum(torch.abs(x), dim=1, keepdim=True)", "4, 203", 8),  # a plain sum (L1 norm)
+    ("nn.Identity()", "torch.logsumexp(x, dim=1)", "3, 160", 2),  # one value a row: one block of the cluster writes it
+])
+def test_rows_cached_across_a_cluster_match_a_float64_truth(tmp_egg, module, expr, shape, C):
+    """A row too long for one block's shared memory (KernelBench 23/24: 1.5 MB) split over a cluster of
+    blocks: each stages its slice once, the partial results (a sum, a max with its sum of exps, a
+    Welford triple) are exchanged through distributed shared memory and folded in rank order. Emulated
+    with the cluster's blocks running at once; against a float64 truth."""
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    p = tmp_egg / "cl.py"
+    p.write_text(TEMPLATE.format(module=module, expr=expr, shape=shape))
+    loaded = load_task(p)
+    g = export_graph(loaded)
+    plan = rowwise.plan_rows(g)
+    model = loaded.make_model(42)
+    torch.manual_seed(6)
+    x = torch.randn(*[int(s) for s in shape.split(",")]) * 2.0 + 1.0
+    truth = model.double()(x.double()).detach()
+    want = model.float()(x).detach().double()
+    params = [model.float().state_dict()[n.target] for n in g.params]
+    eager_err = float((want - truth).abs().max() / truth.abs().max())
+    k = rowwise.RowKnobs(mapping="block", block=64, cache="cluster", cluster=C, waves=1)
+    src = rowwise.render(g, plan, k)
+    assert f"__cluster_dims__({C}, 1, 1)" in src and "cluster_map(cx, rk)" in src
+    grid = rowwise.grid(plan, k, 4, 256)
+    assert grid % C == 0
+    got = cpu_emulator.run(src, "egg_rows", grid, k.block, tuple(truth.shape), [x, *params], tmp_egg / "emu").double()
+    err = float((got - truth).abs().max() / truth.abs().max())
+    assert err < 8 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_long_rows_default_to_a_cluster(tmp_egg):
+    """KernelBench 23 (rows of 393216 floats): a cluster of 8 blocks of 1024 threads, 192 KB of the row
+    in each; rows that fit one block's shared memory do not."""
+    from agents.expert import ExpertAgent
+    from tests.conftest import ROOT
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(ROOT.parent / "shared" / "kernelbench" / "level1" / "23_Softmax.py"))
+    d = agent._default(fam, g, plan, None)
+    assert (d["cache"], d["cluster"], d["block"]) == ("cluster", 8, 1024)
+    assert rowwise.shared_bytes(plan, rowwise.RowKnobs(cache="cluster", cluster=8)) <= 227 * 1024
+    p = tmp_egg / "short.py"
+    p.write_text(TEMPLATE.format(module="nn.Identity()", expr="torch.softmax(x, dim=1)", shape="8, 4096"))
+    g, fam, plan = agent._plan(str(p))
+    assert agent._default(fam, g, plan, None)["cache"] == "none"

@@ -10,7 +10,7 @@ from state import TF32_GRADE
 from agents.expert import advice, host, program
 from dataclasses import replace
 
-from agents.expert.codegen import PRELUDE
+from agents.expert.codegen import CLUSTER_PRELUDE, PRELUDE
 from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
 from agents.expert.templates.scan import BOOL_PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported, export_graph
@@ -69,6 +69,16 @@ def split_k(plan, params: dict, sms: int) -> int:
     waves = lambda s: -(-tiles * s // sms) / s  # noqa: E731
     best = min(range(1, cap + 1), key=lambda s: (waves(s), s))
     return best if waves(best) <= 0.75 * waves(1) else 1
+
+
+def row_cluster(plan, req) -> int:
+    """Blocks of the smallest cluster whose shared memory holds a row one block's cannot (0: none): a
+    block per row over a contiguous row of one input, read from memory once instead of once a pass."""
+    smem = req.profile.shared_per_block_optin if req is not None else DEFAULT_SMEM
+    if plan.inner != 1 or plan.main is None or plan.R * 4 <= smem or \
+            any(r.op in ("argmax", "argmin") for r in plan.reductions):
+        return 0
+    return next((c for c in rowwise.CLUSTER_SIZES if rowwise.cluster_fits(plan, c, smem)), 0)
 
 
 def gemm_path(plan, params: dict) -> str:
@@ -297,7 +307,8 @@ class ExpertAgent:
                 else:
                     out = [{**base, "mapping": "block", "block": b} for b in kn["row_block"]
                            if b <= max(128, 1 << math.ceil(math.log2(max(plan.R, 32))))]
-                    out += [{**base, "mapping": "warp", "block": b} for b in kn["warp_row_block"]]
+                    out += [{**base, "mapping": "warp", "block": b, **({"cache": "none", "waves": 8} if base.get("cluster") else {})}
+                            for b in kn["warp_row_block"]]
             elif st == "tiling":
                 out = [{**base, "waves": w} for w in kn["row_waves"]]
             elif st == "memory_optimization":
@@ -308,6 +319,8 @@ class ExpertAgent:
                     out.append({**base, "online": False})
                 if plan.inner == 1:  # a register-resident row needs a block big enough: try the larger blocks too
                     out += [{**base, "cache": "regs", "block": b} for b in (512, 1024) if b != base.get("block")]
+                if (C := row_cluster(plan, req)) and base.get("cache") != "cluster":  # the row across a cluster
+                    out.insert(0, {**base, "mapping": "block", "block": 1024, "cache": "cluster", "cluster": C, "waves": 1})
         else:
             path = gemm_path(plan, base)
             tk = "gemm_tf32" if path == "tf32x3" else "gemm_tc"
@@ -367,6 +380,8 @@ class ExpertAgent:
         if fam == "rows":
             if plan.inner > 1:
                 return {"family": "rows", "mapping": "thread", "block": 256, "cache": "none", "waves": 8}
+            if (C := row_cluster(plan, req)) and plan.full_output:  # too long for one block's shared memory
+                return {"family": "rows", "mapping": "block", "block": 1024, "cache": "cluster", "cluster": C, "waves": 1}
             return {"family": "rows", "mapping": "block", "block": 256 if plan.R >= 256 else 128,
                     "cache": "none", "waves": 8}
         if plan.dtype == "float32":
@@ -405,7 +420,7 @@ class ExpertAgent:
                     launch = replace(launch, kernel=new)
                 steps.append((launch, node or writes))
                 names.append(launch.kernel)
-            for pre in (PRELUDE, WGMMA_PRELUDE, TF32_PRELUDE, BOOL_PRELUDE, recurrent.CLUSTER_PRELUDE):
+            for pre in (PRELUDE, WGMMA_PRELUDE, TF32_PRELUDE, BOOL_PRELUDE, CLUSTER_PRELUDE):
                 if pre in src and any(pre in s for s in srcs):
                     src = src.replace(pre, "")
             srcs.append(src)
@@ -488,15 +503,19 @@ class ExpertAgent:
         elif fam == "rows":
             k = rowwise.RowKnobs(mapping=params["mapping"], block=params["block"], cache=params["cache"],
                                  waves=params["waves"], welford=params.get("welford", True),
-                                 online=params.get("online", True))
+                                 online=params.get("online", True), cluster=params.get("cluster", 0))
             if k.cache != "none" and not (plan.main is not None and _depends(plan.reductions[0].args[0], plan.main)):
                 raise Unsupported("nothing to cache")
             smem = rowwise.shared_bytes(plan, k)
             if smem > profile.shared_per_block_optin:
                 raise Unsupported("row does not fit in shared memory")
             src = rowwise.render(g, plan, k)
-            launch = host.Launch("egg_rows", (rowwise.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), smem)
+            launch = host.Launch("egg_rows", (rowwise.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), smem,
+                                 align16=rowwise.aligned16(plan, k))
             desc = f"row program, {k.mapping} per row, block {k.block}{'' if k.cache == 'none' else f', row cached in {k.cache}'}"
+            if k.cache == "cluster":
+                desc = (f"row program, a cluster of {k.cluster} blocks of {k.block} per row, each holding a slice of the "
+                        f"row in shared memory (read once), partial results exchanged through distributed shared memory")
         else:
             path = gemm_path(plan, params)
             k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "BK", "TM", "TN", "WM", "WN", "stages", "pad", "ldm",

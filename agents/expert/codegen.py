@@ -23,6 +23,23 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
 template <> __device__ __forceinline__ __half from_f<__half>(float x) { return __float2half(x); }
 """
 
+# the thread-block cluster's PTX, behind small functions (tests/cpu_emulator.py gives C++ versions):
+# recurrences and rows that a cluster of blocks shares
+CLUSTER_PRELUDE = r"""__device__ __forceinline__ unsigned cluster_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+    return r;
+}
+__device__ __forceinline__ float* cluster_map(float* p, unsigned rank) {  // p in block `rank`'s shared memory
+    unsigned long long r;
+    asm volatile("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(p), "r"(rank));
+    return reinterpret_cast<float*>(r);
+}
+__device__ __forceinline__ void cluster_sync() {  // every thread of every block of the cluster; orders shared memory
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+"""
+
 
 def lit(v) -> str:
     if isinstance(v, bool):

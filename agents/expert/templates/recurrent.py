@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from agents.expert.codegen import CTYPE, PRELUDE, Emitter
+from agents.expert.codegen import CLUSTER_PRELUDE, CTYPE, PRELUDE, Emitter
 from agents.expert.opgraph import GATES, Node, OpGraph, Unsupported
 
 MAX_SHARED = 48 * 1024  # static shared memory: h, c and the gates
@@ -54,21 +54,6 @@ class RnnPlan:
         return CELL_GATES[self.rnn.op]
 
 
-# the thread-block cluster's PTX, behind small functions (tests/cpu_emulator.py gives C++ versions)
-CLUSTER_PRELUDE = r"""__device__ __forceinline__ unsigned cluster_rank() {
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
-    return r;
-}
-__device__ __forceinline__ float* cluster_map(float* p, unsigned rank) {  // p in block `rank`'s shared memory
-    unsigned long long r;
-    asm volatile("mapa.u64 %0, %1, %2;" : "=l"(r) : "l"(p), "r"(rank));
-    return reinterpret_cast<float*>(r);
-}
-__device__ __forceinline__ void cluster_sync() {  // every thread of every block of the cluster; orders shared memory
-    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
-}
-"""
 MAX_BATCH_TILE = 16  # batch elements a cluster carries (one accumulator register each per gate row)
 
 

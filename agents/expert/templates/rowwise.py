@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from agents.expert.codegen import CTYPE, PRELUDE, Emitter
+from agents.expert.codegen import CLUSTER_PRELUDE, CTYPE, PRELUDE, Emitter
 from agents.expert.opgraph import Node, OpGraph, Unsupported, check_elementwise_after
 
 
@@ -30,7 +30,9 @@ class RowPlan:
 class RowKnobs:
     mapping: str = "block"  # block, warp, thread
     block: int = 256
-    cache: str = "none"  # keep the main input's row across passes: "smem", or "regs" (ceil(R/block) values a thread)
+    cache: str = "none"  # keep the main input's row across passes: "smem", "regs" (ceil(R/block) values a
+    # thread), or "cluster" (a slice of the row in each block of a cluster of `cluster`, read from memory once)
+    cluster: int = 0
     waves: int = 8
     welford: bool = True  # a mean and the centred sum of squares after it in one pass (Welford/Chan)
     online: bool = True  # a max and the sum of exp(v - max) after it in one pass (online softmax)
@@ -210,6 +212,49 @@ def _welford(p: RowPlan, k: RowKnobs, ri: int, v: str, body: str, row_loop, idx:
     return code
 
 
+CLUSTER_SIZES = (2, 4, 8)  # blocks a row's cluster (8: the portable limit)
+
+
+def cluster_fits(p: RowPlan, C: int, smem_limit: int) -> bool:
+    """Whether a cluster of C blocks holds the row (a slice a block, with the exchange arrays)."""
+    return _cluster_floats(p, C) * 4 <= smem_limit
+
+
+def _slice(p: RowPlan, C: int) -> int:
+    per = -(-p.R // C)
+    return -(-per // 4) * 4  # a block's share of the row, whole 16-byte chunks
+
+
+def _cluster_floats(p: RowPlan, C: int) -> int:
+    return _slice(p, C) + 5 * 32 + 3 * C * max(1, len(p.reductions))
+
+
+def _cluster_check(p: RowPlan, k: RowKnobs) -> None:
+    if k.mapping != "block" or p.main is None or p.inner != 1 or k.cluster not in CLUSTER_SIZES:
+        raise Unsupported("a row cached across a cluster needs a block per row over a contiguous row of one input")
+    if any(r.op in ("argmax", "argmin") for r in p.reductions):
+        raise Unsupported("argmax/argmin across a cluster")
+
+
+def _cluster_merge(kind: str, ri: int, C: int, vals: list[str], op: str = "") -> list[str]:
+    """After the block's merge (every thread holds the block's `vals`): thread 0 writes them into every
+    block's exchange slots `cx[(3 ri + v) C + rank]`, a cluster barrier, then every thread folds the C
+    blocks' values in rank order (the same order everywhere, so every block ends with the same)."""
+    base = 3 * ri * C
+    put = " ".join(f"cluster_map(cx, rk)[{base + v * C} + rank] = {x};" for v, x in enumerate(vals))
+    code = [f"        if (threadIdx.x == 0) for (unsigned rk = 0; rk < {C}u; ++rk) {{ {put} }}",
+            "        cluster_sync();"]
+    at = lambda v, w: f"cx[{base + v * C} + {w}]"  # noqa: E731
+    first = " ".join(f"{x} = {at(v, 0)};" for v, x in enumerate(vals))
+    if kind == "plain":
+        fold = f"{vals[0]} = {_combine(op, vals[0], at(0, 'w'))};"
+    elif kind == "online":
+        fold = online_merge(vals[0], vals[1], at(0, "w"), at(1, "w"))
+    else:
+        fold = chan_merge(vals[0], vals[1], vals[2], at(0, "w"), at(1, "w"), at(2, "w"))
+    return code + [f"        {first}", f"        for (int w = 1; w < {C}; ++w) {fold}"]
+
+
 def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     out = g.output
     tensors = g.inputs + g.params
@@ -217,6 +262,10 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                      [f"const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in tensors])
     rows = p.outer * p.inner
     cache = k.cache if (k.cache in ("smem", "regs") and k.mapping == "block" and p.main is not None) else "none"
+    C = 0
+    if k.cache == "cluster":
+        _cluster_check(p, k)
+        cache, C = "cluster", k.cluster
     items = -(-p.R // k.block)
     if cache == "regs" and items > 32:
         raise Unsupported("row too long to keep in registers")
@@ -227,6 +276,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
 
     def loader(first_pass):
         def load(t, idx):
+            if cache == "cluster" and t is p.main and idx == "i":
+                return "srow[r - r0]"  # staged before the first pass
             if cache != "none" and t is p.main and idx == "i":
                 slot = "srow[r]" if cache == "smem" else "xr[it]"
                 return f"({slot} = to_f({t.name}[i]))" if first_pass else slot
@@ -235,13 +286,17 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
 
     def row_loop(body_lines: list[str]) -> list[str]:
         """The loop over a row's elements; unrolled over register slots when the row lives in registers."""
+        if cache == "cluster":  # this block's slice of the row
+            return ["        for (long long r = r0 + threadIdx.x; r < r1; r += blockDim.x) {"] + body_lines + ["        }"]
         if cache == "regs":
             return ([f"        #pragma unroll\n        for (int it = 0; it < {items}; ++it) {{",
                      f"            long long r = {lane} + (long long)it * {nl};",
                      f"            if (r >= {p.R}LL) break;"] + body_lines + ["        }"])
         return [f"        for (long long r = {lane}; r < {p.R}LL; r += {nl}) {{"] + body_lines + ["        }"]
 
-    if k.mapping == "block":
+    if C:  # a cluster per row
+        lane, nl, row0, rstep = "threadIdx.x", "blockDim.x", f"(blockIdx.x / {C})", f"(gridDim.x / {C})"
+    elif k.mapping == "block":
         lane, nl, row0, rstep = "threadIdx.x", "blockDim.x", "blockIdx.x", "gridDim.x"
     elif k.mapping == "warp":
         lane, nl = "(threadIdx.x & 31)", "32"
@@ -260,11 +315,17 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
         v = em.value(red.args[0], "i")
         body = em.take("            ")
         if ri in onl:
-            parts.append("\n".join(_online(k, ri, v, body, row_loop, idx)))
+            code = _online(k, ri, v, body, row_loop, idx)
+            if C:
+                code[-1:-1] = _cluster_merge("online", ri, C, [f"om{ri}", f"os{ri}"])
+            parts.append("\n".join(code))
             done[red.name], done[p.reductions[onl[ri]].name] = f"acc{ri}", f"acc{ri}s"
             continue
         if ri in pairs:
-            parts.append("\n".join(_welford(p, k, ri, v, body, row_loop, idx)))
+            code = _welford(p, k, ri, v, body, row_loop, idx)
+            if C:
+                code[-1:-1] = _cluster_merge("welford", ri, C, [f"wc{ri}", f"wm{ri}", f"wq{ri}"])
+            parts.append("\n".join(code))
             done[red.name], done[p.reductions[pairs[ri]].name] = f"acc{ri}", f"acc{ri}q"
             continue
         arg = red.op in ("argmax", "argmin")
@@ -295,6 +356,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                          f"        {acc} = sred[0];",
                          f"        for (int w = 1; w < (blockDim.x >> 5); ++w) {acc} = {_combine(red.op, acc, 'sred[w]')};",
                          "        __syncthreads();"]
+                if C:
+                    code += _cluster_merge("plain", ri, C, [acc], red.op)
         done[red.name] = ai if arg else acc
         parts.append("\n".join(code))
     if p.full_output:
@@ -311,7 +374,7 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
             v = em.value(out, "row")
             pre = em.take("            ")
             store = f"out[row] = from_f<{CTYPE[out.dtype]}>({v});"
-        parts.append(f"        if ({lane} == 0) {{\n{pre}\n            {store}\n        }}")
+        parts.append(f"        if ({lane} == 0{' && rank == 0' if C else ''}) {{\n{pre}\n            {store}\n        }}")
     shared = ""
     if k.mapping == "block":
         shared = "    __shared__ float sred[32];\n"
@@ -326,6 +389,27 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     if cache == "regs":
         shared += f"    float xr[{items}];\n"
     body = "\n".join(parts)
+    if C:  # all shared arrays in the dynamic buffer (one layout for every block, so cluster_map finds them)
+        Rc = _slice(p, C)
+        shared = (f"    extern __shared__ __align__(16) unsigned char smem[];\n"
+                  f"    float* srow = reinterpret_cast<float*>(smem);  // this block's slice of the row\n"
+                  f"    float* sred = srow + {Rc}; float* sred2 = sred + 32; float* swc = sred2 + 32; float* swm = swc + 32;\n"
+                  f"    float* swq = swm + 32; float* cx = swq + 32;  // cx: the blocks' partial results, exchanged\n"
+                  f"    (void)sred2; (void)swc; (void)swm; (void)swq;\n"
+                  f"    const unsigned rank = cluster_rank();\n"
+                  f"    const long long r0 = (long long)rank * {Rc}, r1 = min({p.R}LL, r0 + {Rc});\n")
+        stage = _stage(p, Rc)
+        return f"""{PRELUDE}{CLUSTER_PRELUDE}
+extern "C" __global__ void __cluster_dims__({C}, 1, 1) __launch_bounds__({k.block}) egg_rows({args}) {{
+{shared}    for (long long row = {row0}; row < {rows}LL; row += {rstep}) {{
+        const long long o = row / {p.inner}LL, j = row % {p.inner}LL;
+        (void)j;
+{stage}
+{body}
+        cluster_sync();  // the exchange slots are free again for the next row
+    }}
+}}
+"""
     return f"""{PRELUDE}
 extern "C" __global__ void __launch_bounds__({k.block}) egg_rows({args}) {{
 {shared}    for (long long row = {row0}; row < {rows}LL; row += {rstep}) {{
@@ -336,12 +420,38 @@ extern "C" __global__ void __launch_bounds__({k.block}) egg_rows({args}) {{
 """
 
 
+def _stage(p: RowPlan, Rc: int) -> str:
+    """The block's slice of the row into shared memory, 16 bytes a load where the row allows (the
+    host checks the input's alignment), so the row is read from memory once."""
+    x = p.main.name
+    if p.R % 4 == 0 and p.main.dtype == "float32":
+        return f"""        {{
+            const float4* src = reinterpret_cast<const float4*>({x} + o * {p.R}LL + r0);
+            float4* dst = reinterpret_cast<float4*>(srow);
+            const long long n4 = (r1 - r0) / 4;
+            #pragma unroll 4
+            for (long long c = threadIdx.x; c < n4; c += blockDim.x) dst[c] = src[c];
+        }}
+        __syncthreads();"""
+    return f"""        #pragma unroll 4
+        for (long long r = r0 + threadIdx.x; r < r1; r += blockDim.x) srow[r - r0] = to_f({x}[o * {p.R}LL + r]);
+        __syncthreads();"""
+
+
+def aligned16(p: RowPlan, k: RowKnobs) -> bool:
+    return k.cache == "cluster" and p.R % 4 == 0 and p.main is not None and p.main.dtype == "float32"
+
+
 def grid(p: RowPlan, k: RowKnobs, sms: int, max_threads_per_sm: int) -> int:
     rows = p.outer * p.inner
+    if k.cache == "cluster":  # a cluster per row, as many as fit at once times the waves
+        return k.cluster * int(min(rows, max(1, sms // k.cluster) * k.waves))
     per_block = {"block": 1, "warp": k.block // 32, "thread": k.block}[k.mapping]
     need = max(1, -(-rows // per_block))
     return int(min(need, sms * max(1, max_threads_per_sm // k.block) * k.waves))
 
 
 def shared_bytes(p: RowPlan, k: RowKnobs) -> int:
+    if k.cache == "cluster":
+        return _cluster_floats(p, k.cluster) * 4
     return p.R * 4 if (k.cache == "smem" and k.mapping == "block" and p.main is not None) else 0
