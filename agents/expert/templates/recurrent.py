@@ -213,6 +213,7 @@ def render_cluster(g: OpGraph, p: RnnPlan, k: RnnKnobs, sh: ClusterShape) -> str
     C, Hc, Bt, KS, ld = sh.C, sh.Hc, sh.Bt, sh.KS, sh.ld
     rows, NT = sh.rows(G), k.block
     per = NT // KS  # gate rows a pass
+    PF = -(-Bt * rows // NT)  # input terms a thread prefetches
     xp, w, h0, c0, b_hh, args, load = _operands(g, p)
     at = _at(p)
     ih = Emitter(load, prefix="ih")
@@ -277,21 +278,23 @@ def render_cluster(g: OpGraph, p: RnnPlan, k: RnnKnobs, sh: ClusterShape) -> str
         const long long t = {f"{T - 1}LL - s_t" if p.reverse else "s_t"};
         const float* hb = s_h + (s_t & 1) * {Bt * H};
         float* hn = s_h + ((s_t + 1) & 1) * {Bt * H};
+        float pre[{PF}];  // this step's input terms (xp, or a GRU's b_hh), loaded ahead of the products
+        #pragma unroll
+        for (int i = 0; i < {PF}; ++i) {{
+            const int e = tid + i * {NT}, bl = e / {rows}, lr = e % {rows};
+            const long long b = b0 + bl, q = (long long)(lr / {Hc}) * {H} + rank * {Hc} + lr % {Hc};  // gate row of W_hh (column of xp)
+            pre[i] = 0.0f;
+            if (e < {Bt * rows} && b < {B}LL) {{
+{gate.take("                ")}
+                pre[i] = {add};
+            }}
+        }}
         for (int base = 0; base < {rows}; base += {per}) {{  // whole warps a pass: the shuffles stay uniform
             const int lr = base + tid / {KS}, kp = tid % {KS};
             const bool mine = lr < {rows};
-            const long long q = (long long)(lr / {Hc}) * {H} + rank * {Hc} + lr % {Hc};  // gate row of W_hh (column of xp)
-            float acc[{Bt}], addv[{Bt}];
+            float acc[{Bt}];
             #pragma unroll
-            for (int bl = 0; bl < {Bt}; ++bl) {{  // this step's input term, loaded ahead of the products
-                const long long b = b0 + bl;
-                acc[bl] = 0.0f;
-                addv[bl] = 0.0f;
-                if (mine && kp == 0 && b < {B}LL) {{
-{gate.take("                    ")}
-                    addv[bl] = {add};
-                }}
-            }}
+            for (int bl = 0; bl < {Bt}; ++bl) acc[bl] = 0.0f;
             if (mine) {{
                 const float* wr = s_w + lr * {ld};
                 for (int kk = 4 * kp; kk < {H}; kk += {4 * KS}) {{
@@ -305,9 +308,13 @@ def render_cluster(g: OpGraph, p: RnnPlan, k: RnnKnobs, sh: ClusterShape) -> str
             }}
 {shuffle}            if (mine && kp == 0) {{
                 #pragma unroll
-                for (int bl = 0; bl < {Bt}; ++bl) s_g[bl * {rows} + lr] = acc[bl] + addv[bl];
+                for (int bl = 0; bl < {Bt}; ++bl) s_g[bl * {rows} + lr] = acc[bl];
             }}
         }}
+        __syncthreads();
+        #pragma unroll
+        for (int i = 0; i < {PF}; ++i)
+            if (tid + i * {NT} < {Bt * rows}) s_g[tid + i * {NT}] += pre[i];
         __syncthreads();
         for (int e = tid; e < {Bt * Hc}; e += {NT}) {{  // the cell update of this block's units
             const int bl = e / {Hc}, jl = e % {Hc};
