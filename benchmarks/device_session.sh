@@ -11,7 +11,7 @@ export PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,memory.used,clocks.sm --format=csv,noheader
 if [ "$tests_s" -gt 0 ]; then
   # shellcheck disable=SC2086
-  timeout "$tests_s" python3 -m pytest -m gpu -q -p no:cacheprovider -rA ${GPU_TESTS:-tests/test_gpu_verifier.py tests/test_gpu_runtime.py} \
+  timeout "$tests_s" python3 -m pytest -m gpu -v -p no:cacheprovider -rA ${GPU_TESTS:-tests/test_gpu_verifier.py tests/test_gpu_runtime.py} \
     ${sel:+-k "$sel"} > "$OUT/gpu_tests.log" 2>&1
   grep -E "^(PASSED|FAILED|ERROR)|passed|failed|peak|copy:" "$OUT/gpu_tests.log" | tail -60
 fi
