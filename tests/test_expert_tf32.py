@@ -200,3 +200,42 @@ def test_split_k_gemm_compiles_for_sm90_without_spills(tmp_egg):
     assert r.ok, r.log[-2000:]
     assert sorted(x.name for x in r.resources) == ["egg_gemm", "egg_gemm_splitk"]
     assert all((x.spill_store_bytes, x.spill_load_bytes) == (0, 0) for x in r.resources)
+
+
+@pytest.mark.parametrize("expr,sa,sb,knobs", [
+    ("torch.matmul(a, b)", (70, 32), (32, 48), (32, 32, 2, 1, 3)),  # N % 4 == 0: 16-byte stores, partial row tiles
+    ("torch.relu(torch.matmul(a, b.T)) * 2.0", (40, 64), (37, 64), (32, 32, 2, 1, 2)),  # N % 4 != 0: element stores
+    ("torch.bmm(a, b)", (2, 33, 24), (2, 24, 40), (64, 32, 2, 2, 3)),
+])
+def test_output_tile_staged_through_shared_memory(tmp_egg, expr, sa, sb, knobs):
+    """A short-K GEMM (KernelBench 7, 9) is bound by its stores: the fp32 output tile goes through the
+    ring's shared memory and out in 16-byte row pieces; the same values as the fragment stores, against
+    a float64 truth."""
+    import torch
+
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    g, plan = _graph_plan(tmp_egg, expr, sa, sb)
+    BM, BN, WM, WN, S = knobs
+    k = gemm.GemmKnobs(BM=BM, BN=BN, WM=WM, WN=WN, stages=S, ostage=True)
+    src = gemm_tf32.render(g, plan, k)
+    assert "float* Cs = reinterpret_cast<float*>(smem);" in src
+    assert ("reinterpret_cast<float4*>(out" in src) == (plan.N % 4 == 0)
+    torch.manual_seed(3)
+    a, b = torch.randn(*sa), torch.randn(*sb)
+    model = load_task(tmp_egg / "gp.py").make_model(42)
+    want, truth = model(a, b).double(), model.double()(a.double(), b.double())
+    gx, gy, gz = gemm_tf32.grid(plan, k)
+    got = cpu_emulator.run(src, "egg_gemm", gx, k.threads(True), tuple(want.shape), [a, b], tmp_egg / "emu",
+                           grid_yz=(gy, gz)).double()
+    scale = truth.abs().max()
+    assert (got - truth).abs().max() / scale < 4 * max((want - truth).abs().max() / scale, 2 ** -24)
+
+
+def test_short_k_gemms_stage_their_output_by_default(tmp_egg):
+    from agents.expert import ExpertAgent
+    agent = ExpertAgent()
+    for (sa, sb), staged in [(((32768, 64), (64, 32768)), True), (((4096, 4096), (4096, 4096)), False)]:
+        g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b)", sa, sb)
+        assert agent._default("gemm", g, plan, None).get("ostage", False) == staged

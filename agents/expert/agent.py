@@ -53,6 +53,9 @@ def eager_is_fp32_grade(req: StageRequest | None) -> bool:
 DEFAULT_SMS = 132  # where no request names the GPU (a program's untuned stages): the H200's
 DEFAULT_SMEM = 227 * 1024  # and its shared memory a block may opt into
 MIN_SPLIT_K = 1024  # K a split-K range sums at least: shorter ranges cost more in partials than they gain
+# a 3xTF32 GEMM this short in K writes its output (4 bytes an element at 4.19 TB/s) slower than it computes
+# it (6K tensor FLOPs an element at a few hundred TFLOP/s): KernelBench 7 (K = 64) and 9 (K = 32)
+STORE_BOUND_K = 256
 
 
 def split_k(plan, params: dict, sms: int) -> int:
@@ -349,6 +352,8 @@ class ExpertAgent:
                            for p in kn["gemm_tc_pad"] for s in sorted(kn["gemm_tc_stages"], reverse=True)]
                 elif path == "tf32x3":
                     out = [{**base, "stages": s, "ldm": ld} for ld in (True, False) for s in kn["gemm_tf32_stages"]]
+                    if not base.get("wgmma") and base.get("splitk", 1) == 1 and g.output.dtype == "float32":
+                        out.insert(1, {**base, "ostage": not base.get("ostage", False)})  # the other store path
                 else:
                     out = [{**base, "pad": p} for p in kn["gemm_simt_pad"]]
         return out
@@ -387,7 +392,11 @@ class ExpertAgent:
         if plan.dtype == "float32":
             d = {"family": "gemm_tf32", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "stages": 3}
             sk = split_k(plan, d, req.profile.sms if req is not None else DEFAULT_SMS)
-            return {**d, "splitk": sk} if sk > 1 else d
+            if sk > 1:
+                return {**d, "splitk": sk}
+            if plan.K <= STORE_BOUND_K and g.output.dtype == "float32":  # bound by its stores: stage them
+                return {**d, "ostage": True}
+            return d
         return {"family": "gemm_tc", "BM": 64, "BN": 64, "WM": 2, "WN": 2, "stages": 1, "pad": 8}
 
     @staticmethod
@@ -519,7 +528,7 @@ class ExpertAgent:
         else:
             path = gemm_path(plan, params)
             k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "BK", "TM", "TN", "WM", "WN", "stages", "pad", "ldm",
-                                                       "wgmma", "splitk") if f in params})
+                                                       "wgmma", "splitk", "ostage") if f in params})
             align16 = False
             if path == "simt":
                 if k.BM % k.TM or k.BN % k.TN or k.threads(False) > 1024:
@@ -539,7 +548,8 @@ class ExpertAgent:
             desc = (f"GEMM {what} tile {k.BM}x{k.BN}"
                     + (f", warps {k.WM}x{k.WN}, {k.stages} stage(s), pad {k.pad}{', ldmatrix' if k.ldm else ''}" if path == "mma" else
                        (f", wgmma, {k.BM // 64} warpgroup(s)" if k.wgmma else f", warps {k.WM}x{k.WN}")
-                       + f", {k.stages}-stage cp.async ring{', ldmatrix' if k.ldm else ''}" if path == "tf32x3" else
+                       + f", {k.stages}-stage cp.async ring{', ldmatrix' if k.ldm else ''}"
+                       + (", output tile stored through shared memory, 16 bytes a thread" if k.ostage else "") if path == "tf32x3" else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
             if path == "tf32x3" and (ranges := gemm_tf32.splits(plan, k)[0]) > 1:  # partials, then their sum and the epilogue
                 part = gemm_tf32.partials_node(g, plan, k)

@@ -48,6 +48,7 @@ class GemmKnobs:
     ldm: bool = False  # tensor-core path: fragments through ldmatrix (.trans for row-major B)
     wgmma: bool = False  # TF32 on Hopper's warpgroup MMA: a warpgroup (128 threads) per 64 rows of the tile
     splitk: int = 1  # 3xTF32 mma.sync: K cut into this many ranges, one block each, partials summed after
+    ostage: bool = False  # 3xTF32 mma.sync: the output tile through shared memory, stored 16 bytes a thread
 
     def threads(self, tc: bool) -> int:
         if tc and self.wgmma:

@@ -187,6 +187,10 @@ def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     store = f"{epi}\n                    out[((long long)bz * {M}LL + m) * {N}LL + n] = from_f<{CTYPE[g.output.dtype]}>({v});"
     if k.wgmma:
         return kernel_source_wgmma3("egg_gemm", kernel_args(g, p), k, A, B, M, N, K, setup, store)
+    if k.ostage:
+        if g.output.dtype != "float32" or not staged_fits(p, k):
+            raise Unsupported("the output tile staged through shared memory (fp32, within the ring's space)")
+        return kernel_source("egg_gemm", kernel_args(g, p), k, A, B, M, N, K, setup, store, staged=(epi, v))
     return kernel_source("egg_gemm", kernel_args(g, p), k, A, B, M, N, K, setup, store)
 
 
@@ -271,13 +275,17 @@ def _wg_store(NI: int, M: int, N: int, store: str, rows: str) -> str:
 
 def kernel_source(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int, setup: str,
                   store: str, a_loader=None, split: int = 3, b_loader=None, rounded: bool = False,
-                  ksplit: tuple[int, int] = (0, 1)) -> str:
+                  ksplit: tuple[int, int] = (0, 1), staged: tuple[str, str] | None = None) -> str:
     """The tensor-core main loop around pluggable parts: `setup` (statements after `bz`, defining the
     operand bases `Ab` and `Bb`), `a_loader(smem)` (A's tile copy; default: A read in place),
     `b_loader(smem)` likewise for B, `store` (inside `if (m < M && n < N)`, the accumulator `acc[mi][ni][2 * h + e]` at GEMM row m,
     column n). `split` 3: 3xTF32 (fp32-grade); 1: plain TF32 (where the reference itself runs TF32), each
     operand rounded to nearest as it is read, or before (`rounded`: the staged tensors hold TF32 values).
-    `ksplit` (kc, batch): split-K, blockIdx.z is split * batch + bz and the block sums K [kb, kb + kc)."""
+    `ksplit` (kc, batch): split-K, blockIdx.z is split * batch + bz and the block sums K [kb, kb + kc).
+    `staged` (epilogue code, its value): instead of `store`, the fp32 values go to a shared-memory tile
+    (the ring's space) and from there to `out`, row-major (bz, M, N), in 16-byte stores: a GEMM whose
+    output outweighs its operands (small K) is bound by its stores, which from the MMA's fragments are
+    8-byte pieces of eight rows."""
     TMW, TNW = k.BM // k.WM, k.BN // k.WN
     kc, nb = ksplit
     zs = (f"const int bz = blockIdx.z % {nb}; (void)bz;\n    const long long kb = (long long)(blockIdx.z / {nb}) * {kc}LL;"
@@ -368,7 +376,12 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
         }}
     }}
     cp_async_wait<0>();
-    #pragma unroll
+{_staged_store(k, M, N, T, MI, NI, TMW, TNW, staged) if staged else _fragment_store(M, N, MI, NI, TMW, TNW, store)}}}
+"""
+
+
+def _fragment_store(M: int, N: int, MI: int, NI: int, TMW: int, TNW: int, store: str) -> str:
+    return f"""    #pragma unroll
     for (int mi = 0; mi < {MI}; ++mi)
         #pragma unroll
         for (int ni = 0; ni < {NI}; ++ni)
@@ -382,8 +395,53 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
 {store}
                     }}
                 }}
-}}
 """
+
+
+def staged_ld(k: GemmKnobs) -> int:
+    return k.BN + 4  # the tile's pitch: 16-byte rows, the fragment writes spread over the banks
+
+
+def _staged_store(k: GemmKnobs, M: int, N: int, T: int, MI: int, NI: int, TMW: int, TNW: int,
+                  staged: tuple[str, str]) -> str:
+    epi, v = staged
+    ld, q = staged_ld(k), k.BN // 4
+    vec = N % 4 == 0  # every 16-byte piece of a row inside it, and aligned
+    row = f"out + ((long long)bz * {M}LL + m) * {N}LL + n"
+    put = (f"""                if (n + 4 <= {N}) *reinterpret_cast<float4*>({row}) = *reinterpret_cast<const float4*>(Cs + rl * {ld} + cl);
+                else""" if vec else "")
+    return f"""    __syncthreads();  // every warp is done with the ring: its shared memory takes the output tile
+    float* Cs = reinterpret_cast<float*>(smem);
+    #pragma unroll
+    for (int mi = 0; mi < {MI}; ++mi)
+        #pragma unroll
+        for (int ni = 0; ni < {NI}; ++ni)
+            #pragma unroll
+            for (int h = 0; h < 2; ++h)
+                #pragma unroll
+                for (int e = 0; e < 2; ++e) {{
+                    const int rl = wm * {TMW} + mi * 16 + g + 8 * h, cl = wn * {TNW} + ni * 8 + 2 * t + e;
+                    const long long m = m0 + rl, n = n0 + cl;
+                    if (m < {M} && n < {N}) {{
+{epi}
+                        Cs[rl * {ld} + cl] = {v};
+                    }}
+                }}
+    __syncthreads();
+    for (int c = tid; c < {k.BM * q}; c += {T}) {{
+        const int rl = c / {q}, cl = (c % {q}) * 4;
+        const long long m = m0 + rl, n = n0 + cl;
+        if (m < {M}) {{
+{put}
+                for (int u = 0; u < 4; ++u)
+                    if (n + u < {N}) ({row})[u] = Cs[rl * {ld} + cl + u];
+        }}
+    }}
+"""
+
+
+def staged_fits(p: GemmPlan, k: GemmKnobs) -> bool:
+    return k.BM * staged_ld(k) * 4 <= shared_bytes(p, k)
 
 
 # -- Hopper's warpgroup MMA (plain TF32): both operands from shared memory in the canonical layout ----------
