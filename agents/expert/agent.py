@@ -318,10 +318,10 @@ class ExpertAgent:
                 out = [{**base, "cache": c} for c in kn["row_cache"]]
                 if rowwise.welford_pairs(plan):  # the two-pass variance, should Welford's divides cost more
                     out.append({**base, "welford": False})
-                if rowwise.online_pairs(plan):  # max, then the sum of exps: two passes, no rescaling
-                    out.append({**base, "online": False})
                 if plan.inner == 1:  # a register-resident row needs a block big enough: try the larger blocks too
                     out += [{**base, "cache": "regs", "block": b} for b in (512, 1024) if b != base.get("block")]
+                if rowwise.online_pairs(plan):  # last: max, then the sum of exps, two passes but no rescaling
+                    out.append({**base, "online": False})
                 if (C := row_cluster(plan, req)) and base.get("cache") != "cluster":  # the row across a cluster
                     out.insert(0, {**base, "mapping": "block", "block": 1024, "cache": "cluster", "cluster": C, "waves": 1})
         else:
