@@ -164,12 +164,13 @@ def test_rows_cached_across_a_cluster_match_a_float64_truth(tmp_egg, module, exp
 
 
 def test_long_rows_default_to_a_cluster(tmp_egg):
-    """KernelBench 23 (rows of 393216 floats): a cluster of 8 blocks of 1024 threads, 192 KB of the row
+    """KernelBench 23's rows (393216 floats): a cluster of 8 blocks of 1024 threads, 192 KB of the row
     in each; rows that fit one block's shared memory do not."""
     from agents.expert import ExpertAgent
-    from tests.conftest import ROOT
     agent = ExpertAgent()
-    g, fam, plan = agent._plan(str(ROOT.parent / "shared" / "kernelbench" / "level1" / "23_Softmax.py"))
+    p = tmp_egg / "long.py"
+    p.write_text(TEMPLATE.format(module="nn.Identity()", expr="torch.softmax(x, dim=1)", shape="64, 393216"))
+    g, fam, plan = agent._plan(str(p))
     d = agent._default(fam, g, plan, None)
     assert (d["cache"], d["cluster"], d["block"]) == ("cluster", 8, 1024)
     assert rowwise.shared_bytes(plan, rowwise.RowKnobs(cache="cluster", cluster=8)) <= 227 * 1024
