@@ -322,6 +322,8 @@ class ExpertAgent:
                     out += [{**base, "cache": "regs", "block": b} for b in (512, 1024) if b != base.get("block")]
                 if rowwise.online_pairs(plan):  # last: max, then the sum of exps, two passes but no rescaling
                     out.append({**base, "online": False})
+                if plan.inner == 1:  # the other read width of the main input
+                    out.append({**base, "cache": "none", "vec": 1 if base.get("vec", 1) == 4 else 4})
                 if (C := row_cluster(plan, req)) and base.get("cache") != "cluster":  # the row across a cluster
                     out.insert(0, {**base, "mapping": "block", "block": 1024, "cache": "cluster", "cluster": C, "waves": 1})
         else:
@@ -387,8 +389,8 @@ class ExpertAgent:
                 return {"family": "rows", "mapping": "thread", "block": 256, "cache": "none", "waves": 8}
             if (C := row_cluster(plan, req)) and plan.full_output:  # too long for one block's shared memory
                 return {"family": "rows", "mapping": "block", "block": 1024, "cache": "cluster", "cluster": C, "waves": 1}
-            return {"family": "rows", "mapping": "block", "block": 256 if plan.R >= 256 else 128,
-                    "cache": "none", "waves": 8}
+            d = {"family": "rows", "mapping": "block", "block": 256 if plan.R >= 256 else 128, "cache": "none", "waves": 8}
+            return {**d, "vec": 4} if rowwise.vectorizable(plan, rowwise.RowKnobs()) and plan.R >= 1024 else d
         if plan.dtype == "float32":
             d = {"family": "gemm_tf32", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "stages": 3}
             sk = split_k(plan, d, req.profile.sms if req is not None else DEFAULT_SMS)
@@ -512,7 +514,8 @@ class ExpertAgent:
         elif fam == "rows":
             k = rowwise.RowKnobs(mapping=params["mapping"], block=params["block"], cache=params["cache"],
                                  waves=params["waves"], welford=params.get("welford", True),
-                                 online=params.get("online", True), cluster=params.get("cluster", 0))
+                                 online=params.get("online", True), cluster=params.get("cluster", 0),
+                                 vec=params.get("vec", 1))
             if k.cache != "none" and not (plan.main is not None and _depends(plan.reductions[0].args[0], plan.main)):
                 raise Unsupported("nothing to cache")
             smem = rowwise.shared_bytes(plan, k)

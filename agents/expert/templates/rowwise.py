@@ -36,6 +36,7 @@ class RowKnobs:
     waves: int = 8
     welford: bool = True  # a mean and the centred sum of squares after it in one pass (Welford/Chan)
     online: bool = True  # a max and the sum of exp(v - max) after it in one pass (online softmax)
+    vec: int = 1  # 4: the main input read 16 bytes a thread (a contiguous fp32 row, no cache)
 
 
 INIT = {"sum": "0.0f", "prod": "1.0f", "amax": "-INFINITY", "amin": "INFINITY",
@@ -267,6 +268,7 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
         _cluster_check(p, k)
         cache, C = "cluster", k.cluster
     items = -(-p.R // k.block)
+    vec4 = k.vec == 4 and vectorizable(p, k)
     if cache == "regs" and items > 32:
         raise Unsupported("row too long to keep in registers")
     done: dict[str, str] = {}
@@ -278,6 +280,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
         def load(t, idx):
             if cache == "cluster" and t is p.main and idx == "i":
                 return "srow[r - r0]"  # staged before the first pass
+            if vec4 and t is p.main and idx == "i":
+                return "mv[u]"  # this 16-byte piece's element
             if cache != "none" and t is p.main and idx == "i":
                 slot = "srow[r]" if cache == "smem" else "xr[it]"
                 return f"({slot} = to_f({t.name}[i]))" if first_pass else slot
@@ -288,6 +292,13 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
         """The loop over a row's elements; unrolled over register slots when the row lives in registers."""
         if cache == "cluster":  # this block's slice of the row
             return ["        for (long long r = r0 + threadIdx.x; r < r1; r += blockDim.x) {"] + body_lines + ["        }"]
+        if vec4:  # 16 bytes of the main input a thread, then its four elements in turn
+            return ([f"        for (long long r4 = 4LL * {lane}; r4 < {p.R}LL; r4 += 4LL * {nl}) {{",
+                     f"            const float4 mv4 = *reinterpret_cast<const float4*>({p.main.name} + o * {p.R}LL + r4);",
+                     "            const float mv[4] = {mv4.x, mv4.y, mv4.z, mv4.w};",
+                     "            #pragma unroll",
+                     "            for (int u = 0; u < 4; ++u) {",
+                     "            const long long r = r4 + u;"] + body_lines + ["            }", "        }"])
         if cache == "regs":
             return ([f"        #pragma unroll\n        for (int it = 0; it < {items}; ++it) {{",
                      f"            long long r = {lane} + (long long)it * {nl};",
@@ -438,7 +449,16 @@ def _stage(p: RowPlan, Rc: int) -> str:
         __syncthreads();"""
 
 
+def vectorizable(p: RowPlan, k: RowKnobs) -> bool:
+    """16-byte reads of the main input: a contiguous fp32 row whose length is a multiple of 4, read
+    where it lies (no cache), by a block or a warp."""
+    return (p.inner == 1 and p.R % 4 == 0 and p.main is not None and p.main.dtype == "float32"
+            and k.cache == "none" and k.mapping in ("block", "warp"))
+
+
 def aligned16(p: RowPlan, k: RowKnobs) -> bool:
+    if k.vec == 4 and vectorizable(p, k):
+        return True
     return k.cache == "cluster" and p.R % 4 == 0 and p.main is not None and p.main.dtype == "float32"
 
 
