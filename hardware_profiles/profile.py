@@ -31,7 +31,7 @@ class HardwareProfile(BaseModel):
     measured_bandwidth_gbs: float | None = None
     peak_tflops: dict[str, float]  # fp32, tf32, bf16, fp16 (dense)
     measured_tflops: dict[str, float] = Field(default_factory=dict)
-    features: list[str] = Field(default_factory=list)  # cp.async, tma, wgmma, mma.sync
+    features: list[str] = Field(default_factory=list)  # cp.async, tma, wgmma, mma.sync, clusters
     source: str = "yaml"
 
     def bandwidth(self) -> float:
@@ -69,7 +69,7 @@ def _from_attributes(name: str, attrs: dict) -> HardwareProfile:
     if cc >= 80:
         feats.append("cp.async")
     if cc >= 90:
-        feats += ["tma", "wgmma"]
+        feats += ["tma", "wgmma", "clusters"]
     return HardwareProfile(
         name=name, match=[name], compute_capability=f"{major}.{minor}",
         arch=f"sm_{cc}" + ("a" if cc == 90 else ""), sms=attrs["MultiProcessorCount"],

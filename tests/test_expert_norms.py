@@ -174,6 +174,11 @@ def test_long_rows_default_to_a_cluster(tmp_egg):
     d = agent._default(fam, g, plan, None)
     assert (d["cache"], d["cluster"], d["block"]) == ("cluster", 8, 1024)
     assert rowwise.shared_bytes(plan, rowwise.RowKnobs(cache="cluster", cluster=8)) <= 227 * 1024
+    from hardware_profiles import load_profile
+    a100 = load_profile("a100_80gb")  # no clusters before compute capability 9.0: the row stays in one block
+    assert agent._default(fam, g, plan, None, a100)["cache"] == "none"
+    with pytest.raises(Exception, match="clusters on"):
+        agent.emit(g, fam, plan, d, a100)
     p = tmp_egg / "short.py"
     p.write_text(TEMPLATE.format(module="nn.Identity()", expr="torch.softmax(x, dim=1)", shape="8, 4096"))
     g, fam, plan = agent._plan(str(p))

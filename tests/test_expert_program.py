@@ -576,6 +576,12 @@ def test_recurrence_kernels_cluster_and_per_batch_element(tmp_egg, monkeypatch):
     _, _, plan = agent._plan(str(big))
     rnn = [(sg, pl) for sg, f, pl, _ in plan.stages() if f == "recurrent"]
     assert agent._default("recurrent", rnn[0][0], rnn[0][1], None) == {"family": "recurrent", "block": 512, "waves": 1}
+    small = tmp_egg / "small.py"  # H = 16 takes a cluster on the H200, not on an A100 (no clusters there)
+    small.write_text(LSTM.format(layers=1, bf=True, bias=True, ret="out", shape="3, 7, 12"))
+    _, _, sp = agent._plan(str(small))
+    srnn = [(sg, pl) for sg, f, pl, _ in sp.stages() if f == "recurrent"][0]
+    assert agent._default("recurrent", *srnn, None)["cluster"] == 8
+    assert "cluster" not in agent._default("recurrent", *srnn, None, load_profile("a100_80gb"))
     with pytest.raises(Unsupported, match="do not fit"):
         recurrent.cluster_shape(rnn[0][1], recurrent.RnnKnobs(cluster=8), h200.shared_per_block_optin)
 

@@ -74,11 +74,16 @@ def split_k(plan, params: dict, sms: int) -> int:
     return best if waves(best) <= 0.75 * waves(1) else 1
 
 
-def row_cluster(plan, req) -> int:
+def clusters(profile) -> bool:
+    """Thread-block clusters and distributed shared memory (compute capability 9.0 on); no profile: the H200."""
+    return profile is None or profile.has("clusters")
+
+
+def row_cluster(plan, profile) -> int:
     """Blocks of the smallest cluster whose shared memory holds a row one block's cannot (0: none): a
     block per row over a contiguous row of one input, read from memory once instead of once a pass."""
-    smem = req.profile.shared_per_block_optin if req is not None else DEFAULT_SMEM
-    if plan.inner != 1 or plan.main is None or plan.R * 4 <= smem or \
+    smem = profile.shared_per_block_optin if profile is not None else DEFAULT_SMEM
+    if not clusters(profile) or plan.inner != 1 or plan.main is None or plan.R * 4 <= smem or \
             any(r.op in ("argmax", "argmin") for r in plan.reductions):
         return 0
     return next((c for c in rowwise.CLUSTER_SIZES if rowwise.cluster_fits(plan, c, smem)), 0)
@@ -324,7 +329,7 @@ class ExpertAgent:
                     out.append({**base, "online": False})
                 if plan.inner == 1:  # the other read width of the main input
                     out.append({**base, "cache": "none", "vec": 1 if base.get("vec", 1) == 4 else 4})
-                if (C := row_cluster(plan, req)) and base.get("cache") != "cluster":  # the row across a cluster
+                if (C := row_cluster(plan, req.profile)) and base.get("cache") != "cluster":  # the row across a cluster
                     out.insert(0, {**base, "mapping": "block", "block": 1024, "cache": "cluster", "cluster": C, "waves": 1})
         else:
             path = gemm_path(plan, base)
@@ -360,7 +365,10 @@ class ExpertAgent:
                     out = [{**base, "pad": p} for p in kn["gemm_simt_pad"]]
         return out
 
-    def _default(self, fam, g, plan, req) -> dict:
+    def _default(self, fam, g, plan, req, profile=None) -> dict:
+        """The family's first design. `req` (or, for a program's untuned kernels, `profile`) names the GPU;
+        without either, the H200's numbers."""
+        prof = req.profile if req is not None else profile
         if fam == "direct_conv":
             return {"family": "direct_conv", "block": 256, "waves": 8}
         if fam == "conv":  # N: the group's output channels, at most a 128-wide tile
@@ -370,8 +378,8 @@ class ExpertAgent:
         if fam == "scan":
             return {"family": "scan", "block": 256, "items": 8, "waves": 8}
         if fam == "recurrent":  # a cluster sharing W_hh where its rows fit in the blocks' shared memory
-            smem = req.profile.shared_per_block_optin if req is not None else DEFAULT_SMEM
-            for c in (8, 4):
+            smem = prof.shared_per_block_optin if prof is not None else DEFAULT_SMEM
+            for c in ((8, 4) if clusters(prof) else ()):
                 try:
                     recurrent.cluster_shape(plan, recurrent.RnnKnobs(block=512, cluster=c), smem)
                     return {"family": "recurrent", "block": 512, "waves": 1, "cluster": c}
@@ -387,7 +395,7 @@ class ExpertAgent:
         if fam == "rows":
             if plan.inner > 1:
                 return {"family": "rows", "mapping": "thread", "block": 256, "cache": "none", "waves": 8}
-            if (C := row_cluster(plan, req)) and plan.full_output:  # too long for one block's shared memory
+            if (C := row_cluster(plan, prof)) and plan.full_output:  # too long for one block's shared memory
                 return {"family": "rows", "mapping": "block", "block": 1024, "cache": "cluster", "cluster": C, "waves": 1}
             d = {"family": "rows", "mapping": "block", "block": 256 if plan.R >= 256 else 128, "cache": "none", "waves": 8}
             return {**d, "vec": 4} if rowwise.vectorizable(plan, rowwise.RowKnobs()) and plan.R >= 1024 else d
@@ -422,7 +430,7 @@ class ExpertAgent:
         family's defaults; shared preludes once, kernel names made unique."""
         srcs, steps, descs, names = [], [], [], []
         for i, (sg, fam, plan, writes) in enumerate(prog.stages()):
-            src, launches, desc = self.kernel(sg, fam, plan, params if i == prog.tuned else self._default(fam, sg, plan, None),
+            src, launches, desc = self.kernel(sg, fam, plan, params if i == prog.tuned else self._default(fam, sg, plan, None, profile),
                                               profile)
             for launch, node in launches:
                 if launch.kernel in names:
@@ -494,6 +502,8 @@ class ExpertAgent:
         elif fam == "recurrent":
             k = recurrent.RnnKnobs(block=params["block"], waves=params.get("waves", 1), cluster=params.get("cluster", 0))
             if k.cluster:
+                if not clusters(profile):
+                    raise Unsupported(f"thread-block clusters on {profile.name}")
                 sh = recurrent.cluster_shape(plan, k, profile.shared_per_block_optin)
                 src, smem = recurrent.render_cluster(g, plan, k, sh), sh.floats(plan) * 4
                 desc = (f"{RNN_NAMES[plan.cell]} recurrence over {plan.T} steps, a cluster of {sh.C} blocks of {k.block} "
@@ -516,6 +526,8 @@ class ExpertAgent:
                                  waves=params["waves"], welford=params.get("welford", True),
                                  online=params.get("online", True), cluster=params.get("cluster", 0),
                                  vec=params.get("vec", 1))
+            if k.cache == "cluster" and not clusters(profile):
+                raise Unsupported(f"thread-block clusters on {profile.name}")
             if k.cache != "none" and not (plan.main is not None and _depends(plan.reductions[0].args[0], plan.main)):
                 raise Unsupported("nothing to cache")
             smem = rowwise.shared_bytes(plan, k)
