@@ -1,8 +1,8 @@
 #!/bin/bash
 # One device call that does what belongs together: the verifier's GPU tests (capped), then as much of
 # the KernelBench bench as the call has left (resumable: benchmarks/kb_device.sh).
-# Carry [".whl", ".kb", "bench_state"]. Usage: [GPU_TESTS="tests/test_gpu_conv.py ..."] benchmarks/device_session.sh
-#   [TEST_SECONDS] [BENCH_SECONDS] [pytest -k expr]
+# Carry [".whl", ".kb", "bench_state"]. Usage: [GPU_TESTS="tests/test_gpu_conv.py ..."] [BENCH_NAME=... BENCH_PATHS=...
+#   CPS=... REPS=... BENCH_ARGS="--no-compile ..."] benchmarks/device_session.sh [TEST_SECONDS] [BENCH_SECONDS] [pytest -k expr]
 set -uo pipefail
 tests_s=${1:-240}; bench_s=${2:-300}; sel=${3:-}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -16,5 +16,6 @@ if [ "$tests_s" -gt 0 ]; then
   grep -E "^(PASSED|FAILED|ERROR)|passed|failed|peak|copy:" "$OUT/gpu_tests.log" | tail -60
 fi
 if [ "$bench_s" -gt 0 ]; then
-  KB_SECONDS=$bench_s bash benchmarks/kb_device.sh
+  # shellcheck disable=SC2086
+  KB_SECONDS=$bench_s bash benchmarks/kb_device.sh ${BENCH_ARGS:-}
 fi
