@@ -59,6 +59,13 @@ def _flat(args):
             yield a
 
 
+def unview(n):
+    """The tensor under a chain of views (a view of a view is a view of the base); `n` itself otherwise."""
+    while isinstance(n, Node) and n.kind == "pw" and n.op == "view":
+        n = n.args[0]
+    return n
+
+
 POINTWISE = {
     "relu", "leaky_relu", "gelu", "selu", "elu", "celu", "softplus", "hardtanh", "hardsigmoid", "hardswish",
     "silu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "sin", "cos", "erf", "log1p", "expm1",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported, _flat
+from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported, _flat, unview
 
 PRODUCERS = ("conv", "gemm")
 HEAVY = ("conv", "gemm", "pool", "reduce", "scan", "rnn")
@@ -74,8 +74,7 @@ def candidates(g: OpGraph) -> list[Node]:
         for mid in h.args[:2] if h.kind == "gemm" else h.args[:1]:  # both matmul operands may be computed
             if h.kind == "conv" and isinstance(mid, Node) and mid.kind == "pw" and mid.op == "view":
                 viewed.append(mid)
-            while isinstance(mid, Node) and mid.kind == "pw" and mid.op == "view":
-                mid = mid.args[0]
+            mid = unview(mid)
             add(mid)
             base = mid  # read through a slice or permutation: the tensor under it is a cut too (attention's qkv)
             while isinstance(base, Node) and base.kind == "pw" and (base.op in REMAPS or base.op == "view"):

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import check_elementwise_after, Node, OpGraph, Unsupported
+from agents.expert.opgraph import check_elementwise_after, Node, OpGraph, Unsupported, unview
 
 
 @dataclass
@@ -105,9 +105,7 @@ def _batched_source(n: Node) -> tuple[Node, bool]:
     if tr:
         n = n.args[0]
     if n.kind == "pw" and n.op == "view":
-        src = n.args[0]
-        while src.kind == "pw" and src.op == "view":  # a view of a view is a view of the base
-            src = src.args[0]
+        src = unview(n.args[0])  # a view of a view is a view of the base
         if src.kind in ("input", "param") and len(n.shape) == 3 and tuple(src.shape[-2:]) == tuple(n.shape[-2:]):
             n = src
         elif (not tr and src.kind == "pw" and src.op == "permute" and len(n.shape) == 3
