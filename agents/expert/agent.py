@@ -83,8 +83,7 @@ def row_cluster(plan, profile) -> int:
     """Blocks of the smallest cluster whose shared memory holds a row one block's cannot (0: none): a
     block per row over a contiguous row of one input, read from memory once instead of once a pass."""
     smem = profile.shared_per_block_optin if profile is not None else DEFAULT_SMEM
-    if not clusters(profile) or plan.inner != 1 or plan.main is None or plan.R * 4 <= smem or \
-            any(r.op in ("argmax", "argmin") for r in plan.reductions):
+    if not clusters(profile) or rowwise.cluster_reason(plan) or plan.R * 4 <= smem:
         return 0
     return next((c for c in rowwise.CLUSTER_SIZES if rowwise.cluster_fits(plan, c, smem)), 0)
 

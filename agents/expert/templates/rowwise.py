@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CLUSTER_PRELUDE, CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import Node, OpGraph, Unsupported, check_elementwise_after
+from agents.expert.opgraph import Node, OpGraph, Unsupported, check_elementwise_after, unview
 
 
 @dataclass
@@ -116,12 +116,6 @@ def welford_pairs(p: RowPlan) -> dict[int, int]:
     return pairs
 
 
-def _unview(n):
-    while isinstance(n, Node) and n.kind == "pw" and n.op == "view":
-        n = n.args[0]
-    return n
-
-
 def online_pairs(p: RowPlan) -> dict[int, int]:
     """{i: j}: reduction j is sum(exp(v - max_i(v))) over the same v as reduction i = amax(v) (softmax,
     log-softmax, logsumexp): the online update keeps (max, sum) together, one pass over the row."""
@@ -133,7 +127,7 @@ def online_pairs(p: RowPlan) -> dict[int, int]:
         d = e.args[0]
         if not (isinstance(d, Node) and d.kind == "pw" and d.op == "sub" and isinstance(d.args[1], Node)):
             continue
-        r0 = _unview(d.args[1])
+        r0 = unview(d.args[1])
         i = next((i for i, r in enumerate(p.reductions) if r is r0), None)
         if i is not None and i < j and r0.op == "amax" and r0.args[0] is d.args[0] and i not in pairs.values():
             pairs[i] = j
@@ -230,11 +224,20 @@ def _cluster_floats(p: RowPlan, C: int) -> int:
     return _slice(p, C) + 5 * 32 + 3 * C * max(1, len(p.reductions))
 
 
-def _cluster_check(p: RowPlan, k: RowKnobs) -> None:
-    if k.mapping != "block" or p.main is None or p.inner != 1 or k.cluster not in CLUSTER_SIZES:
-        raise Unsupported("a row cached across a cluster needs a block per row over a contiguous row of one input")
+def cluster_reason(p: RowPlan) -> str | None:
+    """Why the plan's rows cannot be cached across a cluster (None: they can)."""
+    if p.main is None or p.inner != 1:
+        return "a row cached across a cluster needs a block per row over a contiguous row of one input"
     if any(r.op in ("argmax", "argmin") for r in p.reductions):
-        raise Unsupported("argmax/argmin across a cluster")
+        return "argmax/argmin across a cluster"
+    return None
+
+
+def _cluster_check(p: RowPlan, k: RowKnobs) -> None:
+    if k.mapping != "block" or k.cluster not in CLUSTER_SIZES:
+        raise Unsupported("a row cached across a cluster needs a block per row over a contiguous row of one input")
+    if why := cluster_reason(p):
+        raise Unsupported(why)
 
 
 def _cluster_merge(kind: str, ri: int, C: int, vals: list[str], op: str = "") -> list[str]:
@@ -435,7 +438,7 @@ def _stage(p: RowPlan, Rc: int) -> str:
     """The block's slice of the row into shared memory, 16 bytes a load where the row allows (the
     host checks the input's alignment), so the row is read from memory once."""
     x = p.main.name
-    if p.R % 4 == 0 and p.main.dtype == "float32":
+    if _float4_row(p):
         return f"""        {{
             const float4* src = reinterpret_cast<const float4*>({x} + o * {p.R}LL + r0);
             float4* dst = reinterpret_cast<float4*>(srow);
@@ -449,17 +452,20 @@ def _stage(p: RowPlan, Rc: int) -> str:
         __syncthreads();"""
 
 
+def _float4_row(p: RowPlan) -> bool:
+    """The main input's rows are whole 16-byte pieces: fp32, length a multiple of 4."""
+    return p.main is not None and p.main.dtype == "float32" and p.R % 4 == 0
+
+
 def vectorizable(p: RowPlan, k: RowKnobs) -> bool:
     """16-byte reads of the main input: a contiguous fp32 row whose length is a multiple of 4, read
     where it lies (no cache), by a block or a warp."""
-    return (p.inner == 1 and p.R % 4 == 0 and p.main is not None and p.main.dtype == "float32"
-            and k.cache == "none" and k.mapping in ("block", "warp"))
+    return p.inner == 1 and _float4_row(p) and k.cache == "none" and k.mapping in ("block", "warp")
 
 
 def aligned16(p: RowPlan, k: RowKnobs) -> bool:
-    if k.vec == 4 and vectorizable(p, k):
-        return True
-    return k.cache == "cluster" and p.R % 4 == 0 and p.main is not None and p.main.dtype == "float32"
+    """Whether the kernel reads the main input 16 bytes at a time (the host then checks its alignment)."""
+    return (k.vec == 4 and vectorizable(p, k)) or (k.cache == "cluster" and _float4_row(p))
 
 
 def grid(p: RowPlan, k: RowKnobs, sms: int, max_threads_per_sm: int) -> int:
