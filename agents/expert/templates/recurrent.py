@@ -151,6 +151,21 @@ def _at(p: RnnPlan):
     return at
 
 
+def _input_terms(p: RnnPlan, xp, b_hh, load, at):
+    """What a gate row adds to W_hh h and what the update reads: (the gate rows' emitter, the term it
+    adds at row q, a GRU's xp values by gate row (its emitter's statements: `upd_pre`)). An LSTM's or
+    RNN's gate rows take xp[t] itself; a GRU's take b_hh, and xp comes in at the update (b_hn belongs
+    inside r * (...))."""
+    H, G = p.H, p.G
+    gate = Emitter(load, prefix="x")
+    if p.cell != "gru":
+        return gate, gate.value(xp, at(G * H, "q")), {}, ""
+    add = gate.value(b_hh, "q") if b_hh is not None else "0.0f"
+    upd = Emitter(load, prefix="u")
+    xp_at = {q: upd.value(xp, at(G * H, q)) for q in ("j", f"({H} + j)", f"({2 * H} + j)")}
+    return gate, add, xp_at, upd.take("                ")
+
+
 def render(g: OpGraph, p: RnnPlan, k: RnnKnobs) -> str:
     if k.block % 32 or k.block > 1024:
         raise Unsupported("rnn block shape")
@@ -162,16 +177,8 @@ def render(g: OpGraph, p: RnnPlan, k: RnnKnobs) -> str:
     if c0 is not None:
         state += f"\n            s_c[j] = {init.value(c0, f'(b * {H}LL + j)')};"
 
-    gate = Emitter(load, prefix="x")
-    if p.cell == "gru":  # the gate rows are W_hh h + b_hh; xp comes in at the update
-        add = gate.value(b_hh, "q") if b_hh is not None else "0.0f"
-        upd = Emitter(load, prefix="u")
-        xp_at = {q: upd.value(xp, at(G * H, q)) for q in ("j", f"({H} + j)", f"({2 * H} + j)")}
-        update = _update(p, xp_at)
-        upd_pre = upd.take("                ")
-    else:
-        add = gate.value(xp, at(G * H, "q"))
-        update, upd_pre = _update(p, {}), ""
+    gate, add, xp_at, upd_pre = _input_terms(p, xp, b_hh, load, at)
+    update = _update(p, xp_at)
     ot = CTYPE[r.dtype]
     c_decl = f", s_c[{H}]" if p.cell == "lstm" else ""
     body = f"""    __shared__ float s_h[{H}], s_g[{G * H}]{c_decl};
@@ -242,15 +249,7 @@ def render_cluster(g: OpGraph, p: RnnPlan, k: RnnKnobs, sh: ClusterShape) -> str
         }}
         s_c[e] = v;
     }}"""
-    gate = Emitter(load, prefix="x")
-    if p.cell == "gru":  # the gate rows are W_hh h + b_hh; xp comes in at the update
-        add = gate.value(b_hh, "q") if b_hh is not None else "0.0f"
-        upd = Emitter(load, prefix="u")
-        xp_at = {q: upd.value(xp, at(G * H, q)) for q in ("j", f"({H} + j)", f"({2 * H} + j)")}
-        upd_pre = upd.take("                ")
-    else:
-        add = gate.value(xp, at(G * H, "q"))
-        xp_at, upd_pre = {}, ""
+    gate, add, xp_at, upd_pre = _input_terms(p, xp, b_hh, load, at)
     update = _update(p, xp_at, gate=lambda i: f"s_g[bl * {rows} + {i * Hc} + jl]", c_at="s_c[e]",
                      h_prev=f"hb[bl * {H} + j]")
     ot = CTYPE[r.dtype]
