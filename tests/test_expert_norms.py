@@ -90,6 +90,27 @@ def test_welford_one_pass_matches_a_float64_truth(tmp_egg, module, expr, shape, 
     assert errs[("block", True)] <= 4 * errs[("block", False)] + 1e-7, errs
 
 
+def _rows_case(tmp, name, module, expr, shape, seed, make_x):
+    """A row task written out and planned, with its input (`make_x(shape)` after seeding torch with
+    `seed`), parameters, float64 truth and eager fp32's error (relative to the truth's largest magnitude)."""
+    p = tmp / f"{name}.py"
+    p.write_text(TEMPLATE.format(module=module, expr=expr, shape=shape))
+    loaded = load_task(p)
+    g = export_graph(loaded)
+    plan = rowwise.plan_rows(g)
+    model = loaded.make_model(42)
+    torch.manual_seed(seed)
+    x = make_x([int(s) for s in shape.split(",")])
+    truth = model.double()(x.double()).detach()
+    want = model.float()(x).detach().double()
+    params = [model.float().state_dict()[n.target] for n in g.params]
+    return g, plan, x, params, truth, _rel_err(want, truth)
+
+
+def _rel_err(got, truth) -> float:
+    return float((got.double() - truth).abs().max() / truth.abs().max())
+
+
 @pytest.mark.parametrize("expr,shape,offset", [
     ("torch.softmax(x, dim=1)", "5, 300", 0.0),
     ("torch.log_softmax(x, dim=1)", "4, 257", 50.0),  # far from zero: the running max must rescale exactly
@@ -103,27 +124,20 @@ def test_online_softmax_one_pass_matches_a_float64_truth(tmp_egg, expr, shape, o
     write pass: two reads of the row instead of three, judged against float64 for every mapping."""
     if not cpu_emulator.available():
         pytest.skip("no g++")
-    p = tmp_egg / "sm.py"
-    p.write_text(TEMPLATE.format(module="nn.Identity()", expr=expr, shape=shape))
-    loaded = load_task(p)
-    g = export_graph(loaded)
-    plan = rowwise.plan_rows(g)
+    def make_x(dims):
+        x = torch.randn(*dims) * 3.0 + offset
+        x.view(-1)[::7] -= 40.0  # some elements far below the max: their exps underflow in the sum
+        return x
+    g, plan, x, _, truth, eager_err = _rows_case(tmp_egg, "sm", "nn.Identity()", expr, shape, 4, make_x)
     assert rowwise.online_pairs(plan) == {0: 1}
-    model = loaded.make_model(42)
-    torch.manual_seed(4)
-    x = torch.randn(*[int(s) for s in shape.split(",")]) * 3.0 + offset
-    x.view(-1)[::7] -= 40.0  # some elements far below the max: their exps underflow in the sum
-    truth = model.double()(x.double()).detach()
-    want = model(x).detach().double()
-    eager_err = float((want - truth).abs().max() / truth.abs().max())
     passes = 2 if plan.full_output else 1
     for mapping, block, online in (("block", 64, True), ("warp", 64, True), ("thread", 32, True), ("block", 64, False)):
         k = rowwise.RowKnobs(mapping=mapping, block=block, waves=1, online=online)
         src = rowwise.render(g, plan, k)
         assert ("om0" in src) == online and src.count("for (long long r = ") == passes + (0 if online else 1)
         got = cpu_emulator.run(src, "egg_rows", rowwise.grid(plan, k, 2, 256), k.block, tuple(truth.shape), [x],
-                               tmp_egg / f"emu_{mapping}_{online}").double()
-        err = float((got - truth).abs().max() / truth.abs().max())
+                               tmp_egg / f"emu_{mapping}_{online}")
+        err = _rel_err(got, truth)
         assert err < 8 * max(eager_err, 2 ** -24), (mapping, online, err, eager_err)
 
 
@@ -141,25 +155,15 @@ def test_rows_cached_across_a_cluster_match_a_float64_truth(tmp_egg, module, exp
     with the cluster's blocks running at once; against a float64 truth."""
     if not cpu_emulator.available():
         pytest.skip("no g++")
-    p = tmp_egg / "cl.py"
-    p.write_text(TEMPLATE.format(module=module, expr=expr, shape=shape))
-    loaded = load_task(p)
-    g = export_graph(loaded)
-    plan = rowwise.plan_rows(g)
-    model = loaded.make_model(42)
-    torch.manual_seed(6)
-    x = torch.randn(*[int(s) for s in shape.split(",")]) * 2.0 + 1.0
-    truth = model.double()(x.double()).detach()
-    want = model.float()(x).detach().double()
-    params = [model.float().state_dict()[n.target] for n in g.params]
-    eager_err = float((want - truth).abs().max() / truth.abs().max())
+    g, plan, x, params, truth, eager_err = _rows_case(tmp_egg, "cl", module, expr, shape, 6,
+                                                      lambda dims: torch.randn(*dims) * 2.0 + 1.0)
     k = rowwise.RowKnobs(mapping="block", block=64, cache="cluster", cluster=C, waves=1)
     src = rowwise.render(g, plan, k)
     assert f"__cluster_dims__({C}, 1, 1)" in src and "cluster_map(cx, rk)" in src
     grid = rowwise.grid(plan, k, 4, 256)
     assert grid % C == 0
-    got = cpu_emulator.run(src, "egg_rows", grid, k.block, tuple(truth.shape), [x, *params], tmp_egg / "emu").double()
-    err = float((got - truth).abs().max() / truth.abs().max())
+    got = cpu_emulator.run(src, "egg_rows", grid, k.block, tuple(truth.shape), [x, *params], tmp_egg / "emu")
+    err = _rel_err(got, truth)
     assert err < 8 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
@@ -196,24 +200,13 @@ def test_rows_read_16_bytes_a_thread(tmp_egg, module, expr, shape):
     a warp per row; against a float64 truth."""
     if not cpu_emulator.available():
         pytest.skip("no g++")
-    p = tmp_egg / "v.py"
-    p.write_text(TEMPLATE.format(module=module, expr=expr, shape=shape))
-    loaded = load_task(p)
-    g = export_graph(loaded)
-    plan = rowwise.plan_rows(g)
-    model = loaded.make_model(42)
-    torch.manual_seed(2)
-    x = torch.randn(*[int(s) for s in shape.split(",")])
-    truth = model.double()(x.double()).detach()
-    want = model.float()(x).detach().double()
-    params = [model.float().state_dict()[n.target] for n in g.params]
-    eager_err = float((want - truth).abs().max() / truth.abs().max())
+    g, plan, x, params, truth, eager_err = _rows_case(tmp_egg, "v", module, expr, shape, 2, lambda dims: torch.randn(*dims))
     for mapping in ("block", "warp"):
         k = rowwise.RowKnobs(mapping=mapping, block=64, waves=1, vec=4)
         assert rowwise.vectorizable(plan, k) and rowwise.aligned16(plan, k)
         src = rowwise.render(g, plan, k)
         assert "const float4 mv4" in src
         got = cpu_emulator.run(src, "egg_rows", rowwise.grid(plan, k, 2, 256), k.block, tuple(truth.shape), [x, *params],
-                               tmp_egg / f"emu_{mapping}").double()
-        err = float((got - truth).abs().max() / truth.abs().max())
+                               tmp_egg / f"emu_{mapping}")
+        err = _rel_err(got, truth)
         assert err < 8 * max(eager_err, 2 ** -24), (mapping, err, eager_err)
