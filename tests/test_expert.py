@@ -70,16 +70,18 @@ def test_reading_the_reference():
     assert [n.op for n in g.nodes if n.kind == "reduce"] == ["amax"]  # the unused indices are pruned
 
 
-def test_pointwise_vectors_come_first_with_a_full_grid_variant():
+def test_pointwise_starts_at_16_byte_vectors_over_the_whole_grid_and_tries_the_rest():
     path = SUITE_DIR / "level1" / "01_relu.py"
     agent = ExpertAgent()
     first = agent.propose(request(path)).kernels[0]
+    assert (first.params["vec"], first.params["waves"]) == (4, 0)
     best = KernelCandidate(id="a", stage="algorithm_design", **first.model_dump())
     req = request(path, "memory_optimization", best)
-    req.max_candidates = 2
+    req.max_candidates = 3
     mem = agent.propose(req).kernels
-    assert [(k.params["vec"], k.params["waves"]) for k in mem] == [(4, first.params["waves"]), (4, 0)]
-    full = mem[1]
+    # the grid-stride loop at the same width, then scalar loads both ways; the first kernel is not proposed again
+    assert [(k.params["vec"], k.params["waves"]) for k in mem] == [(4, 4), (1, 0), (1, 4)]
+    full = first
     g = agent.graph(str(path))
     from agents.expert.templates import pointwise
     k = pointwise.PointwiseKnobs(block=full.params["block"], items=1, vec=4, waves=0)

@@ -168,12 +168,23 @@ def test_rows_cached_across_a_cluster_match_a_float64_truth(tmp_egg, module, exp
 
 
 def test_long_rows_default_to_a_cluster(tmp_egg):
-    """KernelBench 23's rows (393216 floats): a cluster of 8 blocks of 1024 threads, 192 KB of the row
-    in each; rows that fit one block's shared memory do not."""
+    """KernelBench 39's rows (393216 floats, an L2 norm): a cluster of 8 blocks of 1024 threads, 192 KB of
+    the row in each; rows that fit one block's shared memory do not. A softmax row of the same length
+    streams (its per-element exp lost in the cluster on the H200) and gets the cluster as a variant."""
     from agents.expert import ExpertAgent
     agent = ExpertAgent()
-    p = tmp_egg / "long.py"
+    p = tmp_egg / "soft.py"
     p.write_text(TEMPLATE.format(module="nn.Identity()", expr="torch.softmax(x, dim=1)", shape="64, 393216"))
+    g, fam, plan = agent._plan(str(p))
+    d = agent._default(fam, g, plan, None)
+    assert (d["cache"], d.get("vec")) == ("none", 4)
+    from state import KernelCandidate
+    from tests.test_expert import PROFILE, request
+    best = KernelCandidate(id="a", stage="algorithm_design", **agent.emit(g, fam, plan, d, PROFILE).model_dump())
+    mem = agent.propose(request(p, "memory_optimization", best)).kernels
+    assert mem[0].params["cache"] == "cluster"
+    p = tmp_egg / "long.py"
+    p.write_text(TEMPLATE.format(module="nn.Identity()", expr="x / torch.norm(x, p=2, dim=1, keepdim=True)", shape="64, 393216"))
     g, fam, plan = agent._plan(str(p))
     d = agent._default(fam, g, plan, None)
     assert (d["cache"], d["cluster"], d["block"]) == ("cluster", 8, 1024)

@@ -71,9 +71,9 @@ CLUSTER_TASKS = {  # a task of each new kernel at a size where the expert's firs
     "splitk": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, A, B):\n"
                "        return torch.matmul(A, B)\ndef get_inputs():\n    return [torch.rand(256, 65536), torch.rand(65536, 256)]\n"
                "def get_init_inputs():\n    return []\n", "split-K"),
-    "softmax": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
-                "        return torch.log_softmax(x, dim=1)\ndef get_inputs():\n    return [torch.randn(64, 393216)]\n"
-                "def get_init_inputs():\n    return []\n", "a cluster of 8 blocks"),
+    "l2norm": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
+               "        return x / torch.norm(x, p=2, dim=1, keepdim=True)\ndef get_inputs():\n    return [torch.randn(64, 393216)]\n"
+               "def get_init_inputs():\n    return []\n", "a cluster of 8 blocks"),
     "lstm": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
              "        super().__init__()\n        self.lstm = nn.LSTM(64, 256, num_layers=1, batch_first=True)\n"
              "    def forward(self, x):\n        return self.lstm(x)[0]\ndef get_inputs():\n    return [torch.randn(10, 64, 64)]\n"
@@ -83,7 +83,7 @@ CLUSTER_TASKS = {  # a task of each new kernel at a size where the expert's firs
 
 @pytest.mark.parametrize("name", sorted(CLUSTER_TASKS))
 def test_first_candidate_of_split_k_and_cluster_kernels_verifies(tmp_egg, name):
-    """Split-K (4 output tiles), a row over a cluster's shared memory (1.5 MB) and the cluster
+    """Split-K (4 output tiles), an L2-norm row over a cluster's shared memory (1.5 MB) and the cluster
     recurrence, each as the expert's first candidate: verified under the float64 rule on the H200."""
     src, says = CLUSTER_TASKS[name]
     p = tmp_egg / f"{name}.py"

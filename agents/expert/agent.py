@@ -264,9 +264,10 @@ class ExpertAgent:
             elif st == "tiling":
                 out = [{**base, "items": i, "waves": w} for i in kn["pointwise_items"] for w in kn["pointwise_waves"]]
             elif st == "memory_optimization":
-                # with 16-byte vectors a thread per vector and no grid-stride loop often wins (the copy kernel's shape)
+                # each width both as a thread per vector over the whole grid (the copy kernel's shape) and as a
+                # grid-stride loop over a few waves
                 vecs = sorted({v or pointwise.vec_width(g.output.dtype) for v in kn["pointwise_vec"]}, reverse=True)
-                out = [{**base, "vec": v, **extra} for v in vecs for extra in ({}, {"items": 1, "waves": 0})]
+                out = [{**base, "vec": v, **extra} for v in vecs for extra in ({}, {"items": 1, "waves": 0}, {"waves": 4})]
         elif fam == "grid":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in kn.get("grid_block", [128, 512, 1024])]
@@ -390,11 +391,17 @@ class ExpertAgent:
         if fam == "grid":
             return {"family": "grid", "block": 256, "parts": 1056}
         if fam == "pointwise":
-            return {"family": "pointwise", "block": 256, "items": 1, "vec": 1, "waves": 4}
+            # 16-byte vectors, a thread each over the whole grid: the copy kernel's shape (ReLU 91 -> 99% of
+            # the copy floor when tuned); the scalar grid-stride loop left sigmoid/GELU at 69-78% at KernelBench's sizes
+            return {"family": "pointwise", "block": 256, "items": 1, "vec": pointwise.vec_width(g.output.dtype), "waves": 0}
         if fam == "rows":
             if plan.inner > 1:
                 return {"family": "rows", "mapping": "thread", "block": 256, "cache": "none", "waves": 8}
-            if (C := row_cluster(plan, prof)) and plan.full_output:  # too long for one block's shared memory
+            # too long for one block's shared memory: a cluster holds it, where the passes are plain sums or
+            # maxima (L1/L2 norms 1.24 -> 1.75x, 0.82 -> 1.18x on the H200 at 0aec91c); online softmax and
+            # Welford rows lost there (softmax 0.68 -> 0.43x, instance norm 1.10 -> 0.54x: one block an SM
+            # does their per-element exp/divide between its loads and stores), so they stream instead
+            if (C := row_cluster(plan, prof)) and plan.full_output and not (rowwise.online_pairs(plan) or rowwise.welford_pairs(plan)):
                 return {"family": "rows", "mapping": "block", "block": 1024, "cache": "cluster", "cluster": C, "waves": 1}
             d = {"family": "rows", "mapping": "block", "block": 256 if plan.R >= 256 else 128, "cache": "none", "waves": 8}
             return {**d, "vec": 4} if rowwise.vectorizable(plan, rowwise.RowKnobs()) and plan.R >= 1024 else d

@@ -272,6 +272,7 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
         cache, C = "cluster", k.cluster
     items = -(-p.R // k.block)
     vec4 = k.vec == 4 and vectorizable(p, k)
+    c4 = C > 0 and _float4_row(p)  # a cluster's slice read as float4 from shared memory
     if cache == "regs" and items > 32:
         raise Unsupported("row too long to keep in registers")
     done: dict[str, str] = {}
@@ -281,8 +282,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
 
     def loader(first_pass):
         def load(t, idx):
-            if cache == "cluster" and t is p.main and idx == "i":
-                return "srow[r - r0]"  # staged before the first pass
+            if cache == "cluster" and t is p.main and idx == "i":  # staged before the first pass
+                return "sv[u]" if c4 else "srow[r - r0]"
             if vec4 and t is p.main and idx == "i":
                 return "mv[u]"  # this 16-byte piece's element
             if cache != "none" and t is p.main and idx == "i":
@@ -291,8 +292,15 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
             return f"to_f({t.name}[{idx}])"
         return load
 
-    def row_loop(body_lines: list[str]) -> list[str]:
+    def row_loop(body_lines: list[str], tail: tuple[str, ...] = ()) -> list[str]:
         """The loop over a row's elements; unrolled over register slots when the row lives in registers."""
+        if cache == "cluster" and c4:  # this block's slice of the row, 16 bytes of shared memory a read
+            return (["        for (long long r4 = r0 + 4LL * threadIdx.x; r4 < r1; r4 += 4LL * blockDim.x) {",
+                     "            const float4 sv4 = *reinterpret_cast<const float4*>(srow + (r4 - r0));",
+                     "            const float sv[4] = {sv4.x, sv4.y, sv4.z, sv4.w};",
+                     "            #pragma unroll",
+                     "            for (int u = 0; u < 4; ++u) {",
+                     "            const long long r = r4 + u;"] + body_lines + ["            }", *tail, "        }"])
         if cache == "cluster":  # this block's slice of the row
             return ["        for (long long r = r0 + threadIdx.x; r < r1; r += blockDim.x) {"] + body_lines + ["        }"]
         if vec4:  # 16 bytes of the main input a thread, then its four elements in turn
@@ -374,7 +382,13 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                     code += _cluster_merge("plain", ri, C, [acc], red.op)
         done[red.name] = ai if arg else acc
         parts.append("\n".join(code))
-    if p.full_output:
+    if p.full_output and c4 and out.dtype == "float32" and p.inner == 1:  # four results, one 16-byte store
+        em = Emitter(loader(False), special, prefix="o_")
+        v = em.value(out, "i")
+        parts.append("\n".join(["        float4 ov4;"] + row_loop(
+            [f"            long long i = {idx};", em.take("            "), f"            (&ov4.x)[u] = {v};"],
+            (f"            *reinterpret_cast<float4*>(out + o * {p.R}LL + r4) = ov4;",))))
+    elif p.full_output:
         em = Emitter(loader(False), special, prefix="o_")
         v = em.value(out, "i")
         parts.append("\n".join(row_loop([f"            long long i = {idx};", em.take("            "),
