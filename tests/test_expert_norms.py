@@ -216,7 +216,7 @@ def test_rows_read_16_bytes_a_thread(tmp_egg, module, expr, shape):
         k = rowwise.RowKnobs(mapping=mapping, block=64, waves=1, vec=4)
         assert rowwise.vectorizable(plan, k) and rowwise.aligned16(plan, k)
         src = rowwise.render(g, plan, k)
-        assert "const float4 mv4" in src
+        assert "float4 mvs[" in src
         got = cpu_emulator.run(src, "egg_rows", rowwise.grid(plan, k, 2, 256), k.block, tuple(truth.shape), [x, *params],
                                tmp_egg / f"emu_{mapping}")
         err = _rel_err(got, truth)

@@ -207,6 +207,7 @@ def _welford(p: RowPlan, k: RowKnobs, ri: int, v: str, body: str, row_loop, idx:
     return code
 
 
+VEC_AHEAD = 4  # 16-byte loads a thread issues before using the first (the copy kernel's bytes in flight)
 CLUSTER_SIZES = (2, 4, 8)  # blocks a row's cluster (8: the portable limit)
 
 
@@ -303,13 +304,21 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                      "            const long long r = r4 + u;"] + body_lines + ["            }", *tail, "        }"])
         if cache == "cluster":  # this block's slice of the row
             return ["        for (long long r = r0 + threadIdx.x; r < r1; r += blockDim.x) {"] + body_lines + ["        }"]
-        if vec4:  # 16 bytes of the main input a thread, then its four elements in turn
-            return ([f"        for (long long r4 = 4LL * {lane}; r4 < {p.R}LL; r4 += 4LL * {nl}) {{",
-                     f"            const float4 mv4 = *reinterpret_cast<const float4*>({p.main.name} + o * {p.R}LL + r4);",
-                     "            const float mv[4] = {mv4.x, mv4.y, mv4.z, mv4.w};",
+        if vec4:  # VEC_AHEAD 16-byte pieces of the main input a thread loaded at once, then each element in turn
+            A = VEC_AHEAD
+            return ([f"        for (long long rb = 4LL * {lane}; rb < {p.R}LL; rb += {4 * A}LL * {nl}) {{",
+                     f"            float4 mvs[{A}];",
+                     "            #pragma unroll",
+                     f"            for (int q = 0; q < {A}; ++q) {{ const long long r4 = rb + 4LL * q * {nl};"
+                     f" if (r4 < {p.R}LL) mvs[q] = *reinterpret_cast<const float4*>({p.main.name} + o * {p.R}LL + r4); }}",
+                     "            #pragma unroll",
+                     f"            for (int q = 0; q < {A}; ++q) {{",
+                     f"            const long long r4 = rb + 4LL * q * {nl};",
+                     f"            if (r4 >= {p.R}LL) break;",
+                     "            const float mv[4] = {mvs[q].x, mvs[q].y, mvs[q].z, mvs[q].w};",
                      "            #pragma unroll",
                      "            for (int u = 0; u < 4; ++u) {",
-                     "            const long long r = r4 + u;"] + body_lines + ["            }", "        }"])
+                     "            const long long r = r4 + u;"] + body_lines + ["            }", *tail, "            }", "        }"])
         if cache == "regs":
             return ([f"        #pragma unroll\n        for (int it = 0; it < {items}; ++it) {{",
                      f"            long long r = {lane} + (long long)it * {nl};",
@@ -382,7 +391,7 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                     code += _cluster_merge("plain", ri, C, [acc], red.op)
         done[red.name] = ai if arg else acc
         parts.append("\n".join(code))
-    if p.full_output and c4 and out.dtype == "float32" and p.inner == 1:  # four results, one 16-byte store
+    if p.full_output and (c4 or vec4) and out.dtype == "float32" and p.inner == 1:  # four results, one 16-byte store
         em = Emitter(loader(False), special, prefix="o_")
         v = em.value(out, "i")
         parts.append("\n".join(["        float4 ov4;"] + row_loop(
