@@ -36,17 +36,20 @@ def render(g: OpGraph, k: PointwiseKnobs) -> str:
         V = k.vec
         vt = "float4" if out.dtype == "float32" else "uint4"
         ot = CTYPE[out.dtype]
-        # vector body: load the full-shape tensors once per vector, broadcast ones per element
-        loads = "\n".join(f"        {vt} L_{t.name} = reinterpret_cast<const {vt}*>({t.name})[vi];" for t in full)
-        fullnames = {t.name for t in full}
+        # vector body: a full-shape tensor read at the output's own index comes in once per vector; one read
+        # through an index map (roll, transpose, select of a same-shape tensor) or broadcast is read per element
+        fullnames, vector_read = {t.name for t in full}, set()
 
         def load(t, idx):
-            if t.name in fullnames:
+            if t.name in fullnames and idx == "i":
+                vector_read.add(t.name)
                 return f"to_f(reinterpret_cast<const {CTYPE[t.dtype]}*>(&L_{t.name})[e])"
             return f"to_f({t.name}[{idx}])"
         em = Emitter(load)
         val = em.value(out, "i")
         vbody = em.take("            ")
+        loads = "\n".join(f"        {vt} L_{t.name} = reinterpret_cast<const {vt}*>({t.name})[vi];"
+                           for t in full if t.name in vector_read)
         em2 = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])")
         sval = em2.value(out, "i")
         sbody = em2.take("        ")
