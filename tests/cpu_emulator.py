@@ -31,6 +31,7 @@ CPU_PRELUDE = r"""#include <barrier>
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __align__(n) __attribute__((aligned(n)))
 #define __launch_bounds__(x)
 #define __restrict__
 #define __shared__ static

@@ -8,7 +8,7 @@ import pytest
 
 from agents.expert import ExpertAgent
 from agents.expert.opgraph import Unsupported, export_graph
-from agents.expert.templates import conv, gemm
+from agents.expert.templates import conv, direct_conv, gemm
 from runtime.compile import compile_check
 from tasks import load_task
 
@@ -233,7 +233,8 @@ def test_algorithm_design_starts_at_fp32_grade_where_eager_was_measured_exact(tm
                                                                    peak_flops=1.0, bandwidth_bytes_s=1.0),
                                 eager_err=eager_err)
     prop = ExpertAgent().propose(req)
-    assert [k.params["split"] for k in prop.kernels] == [first, 4 - first]
+    # (K = 72 and 16 channels: the exact fp32 direct kernel is the second design, the other TF32 one third)
+    assert [k.params.get("split") for k in prop.kernels] == [first, None, 4 - first]
 
 
 def test_plain_tf32_rounds_its_operands_so_a_following_mean_averages_the_error_away(tmp_egg):
@@ -258,3 +259,70 @@ def test_plain_tf32_rounds_its_operands_so_a_following_mean_averages_the_error_a
     rounded, _ = cpu_emulator.run_module(path, g, pk, tmp_egg / "r")
     truncated, _ = cpu_emulator.run_module(path, g, truncating, tmp_egg / "t")
     assert rounded < truncated / 2, (rounded, truncated)
+
+
+@pytest.mark.parametrize("spec,ocb,waves", [
+    # KernelBench's level-2 first layers in miniature: 3 input channels, a 3x3x3 kernel, 24 outputs (3 float4 taps)
+    ((3, 3, 24, 3, 1, 0, 1, 1, True, (2, 3, 5, 6, 5), "torch.tanh(self.conv(x)) * self.extra"), 12, 8),
+    ((3, 3, 24, 3, 1, 0, 1, 1, True, (2, 3, 5, 6, 5), "self.conv(x)"), 8, 0),
+    # stride, padding, dilation, groups (a block of channels stays in its group), no bias; 6: scalar weight reads
+    ((2, 4, 24, (3, 2), (2, 1), (1, 0), (1, 2), 2, False, (2, 4, 9, 8), "torch.relu(self.conv(x)) + 0.5"), 6, 8),
+    ((1, 2, 8, 5, 1, 2, 1, 1, True, (3, 2, 17), "torch.sigmoid(self.conv(x))"), 4, 0),
+])
+def test_channel_blocked_direct_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, spec, ocb, waves):
+    """Few input channels: exact fp32 on the CUDA cores, a block of output channels a thread, the weight
+    staged transposed in shared memory; the fused chain applied per channel before each store."""
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    path = _task(tmp_egg, *spec)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    assert fam == "conv" and ocb in direct_conv.channel_blocks(plan)
+    pk = agent.emit(g, fam, plan, {"family": "conv", "algo": "direct", "block": 64, "waves": waves, "ocb": ocb},
+                    load_profile("h200"))
+    assert pk.kernel_names == ["egg_dconv"] and "sW[" in pk.cuda_source
+    assert ("float4 w4" in pk.cuda_source) == (ocb % 4 == 0)
+    r = compile_check(pk.cuda_source, ["-lineinfo"], "sm_90a")
+    assert r.ok, r.log[-2000:]
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
+    assert err < 8 * max(eager_err, 2 ** -24), (err, eager_err)  # fp32 FMAs: eager's own grade
+
+
+def test_few_channel_convs_offer_the_direct_kernel_second_and_tune_its_channel_block(tmp_egg):
+    """A first layer (3 -> 24 channels, K = 81) gets the direct kernel as its second design (a budget of
+    two measures it against the tensor-core one); a wide conv (64 -> 128, K = 576) is not offered it."""
+    from types import SimpleNamespace
+
+    from tests.test_expert import request
+    few = _task(tmp_egg, 3, 3, 24, 3, 1, 0, 1, 1, True, (2, 3, 8, 8, 8), "self.conv(x)")
+    req = request(few)
+    req.max_candidates = 3
+    prop = ExpertAgent().propose(req)
+    assert [k.params.get("algo") for k in prop.kernels] == [None, "direct", None]
+    direct = prop.kernels[1]
+    assert direct.params["ocb"] == 12 and "direct conv3d" in direct.description
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(few))
+    tiling = SimpleNamespace(stage="tiling", best=SimpleNamespace(params=direct.params), params_override=None,
+                             profile=req.profile)
+    tiles = agent._variants(tiling, fam, g, plan)
+    assert {v["ocb"] for v in tiles} == {12, 8, 4} and {v["waves"] for v in tiles} == {0, 8}
+    wide = tmp_egg / "wide"
+    wide.mkdir()
+    big = _task(wide, 2, 64, 128, 3, 1, 1, 1, 1, False, (1, 64, 16, 16), "self.conv(x)")
+    assert all(k.params.get("algo") is None for k in ExpertAgent().propose(request(big)).kernels)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+def test_kernelbench_size_direct_conv_compiles_without_spills(tmp_egg):
+    """Level 2 task 23's conv (128 x 3 x 16 x 32 x 32, 24 channels, 3x3x3): every channel block fits in registers."""
+    path = _task(tmp_egg, 3, 3, 24, 3, 1, 0, 1, 1, True, (128, 3, 16, 32, 32), "self.conv(x)")
+    g = export_graph(load_task(path))
+    plan = conv.plan_conv(g)
+    assert direct_conv.suits(plan) and direct_conv.channel_blocks(plan) == [12, 8, 4, 6, 3, 2]
+    for ocb in direct_conv.channel_blocks(plan):
+        r = compile_check(direct_conv.render(g, plan, direct_conv.DirectKnobs(block=256, ocb=ocb)), ["-lineinfo"], "sm_90a")
+        assert r.ok, r.log[-2000:]
+        assert all((x.spill_store_bytes, x.spill_load_bytes) == (0, 0) for x in r.resources), (ocb, r.resources)

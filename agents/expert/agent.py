@@ -256,7 +256,11 @@ class ExpertAgent:
                 # fp32-grade one first where eager was measured exact here (cuDNN's choice for many shapes)
                 tf32 = self._default(fam, g, plan, req)
                 both = [tf32, {**tf32, "split": 3}]
-                return both[::-1] if eager_is_fp32_grade(req) else both
+                both = both[::-1] if eager_is_fp32_grade(req) else both
+                if direct_conv.suits(plan):  # few channels: exact fp32 on the CUDA cores, a block of channels a thread
+                    both.insert(1, {"family": "conv", "algo": "direct", "block": 256, "waves": 8,
+                                    "ocb": direct_conv.channel_blocks(plan)[0]})
+                return both
             return [self._default(fam, g, plan, req)]
         if fam == "pointwise":
             if st == "parallel_mapping":
@@ -283,6 +287,12 @@ class ExpertAgent:
                 out = [{**base, "block": b} for b in kn.get("pool_block", [128, 512, 1024])]
             elif st == "tiling":
                 out = [{**base, "waves": w} for w in kn.get("pool_waves", [0, 4, 16])]
+        elif fam == "conv" and base.get("algo") == "direct":
+            if st == "parallel_mapping":
+                out = [{**base, "block": b} for b in (128, 512) if b != base.get("block")]
+            elif st == "tiling":  # the other channel blocks, and a thread per output with no grid-stride loop
+                out = [{**base, "ocb": b} for b in direct_conv.channel_blocks(plan)[:3] if b != base.get("ocb")]
+                out.append({**base, "waves": 0 if base.get("waves") else 8})
         elif fam == "conv":
             if st == "parallel_mapping":  # the warp shapes, then Hopper's warpgroup MMA where tiles are staged
                 # channels last (after: on the H200 it ran 5.20 ms against mma.sync's 4.02 on level 2 task 1,
@@ -476,11 +486,13 @@ class ExpertAgent:
             launch = host.Launch("egg_pointwise", (pointwise.grid(g, k, sms, tpsm),), (k.block,),
                                  host.leaves(g), 0, align16=k.vec > 1)
             desc = f"fused pointwise, block {k.block}, {k.items} item(s)/thread, vector width {k.vec}"
-        elif fam == "direct_conv":
-            k = direct_conv.DirectKnobs(block=params["block"], waves=params["waves"])
+        elif fam == "direct_conv" or (fam == "conv" and params.get("algo") == "direct"):
+            k = direct_conv.DirectKnobs(block=params["block"], waves=params["waves"], ocb=params.get("ocb", 1))
             src = direct_conv.render(g, plan, k)
             launch = host.Launch("egg_dconv", (direct_conv.grid(plan, k, sms, tpsm),), (k.block,), conv.arg_order(g, plan), 0)
-            desc = f"direct conv{plan.nd}d (narrow groups), a thread per output, block {k.block}" + ("" if k.waves else ", no grid-stride loop")
+            desc = (f"direct conv{plan.nd}d, exact fp32, " + (
+                f"a thread per output pixel and {k.ocb} output channels, the weight in shared memory" if k.ocb > 1 else
+                "a thread per output (narrow groups)") + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop"))
         elif fam == "conv":
             k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages", "ldm", "wgmma") if f in params})
             layout = params.get("layout", "nchw")

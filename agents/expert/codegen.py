@@ -275,14 +275,14 @@ class Emitter:
         return body
 
 
-def per_output_head(n_out: int, waves: int) -> str:
-    """The loop head of a thread-per-output kernel over `o_lin`: grid-stride, or one output a thread
+def per_output_head(n_out: int, waves: int, var: str = "o_lin") -> str:
+    """The loop head of a thread-per-output kernel over `var`: grid-stride, or one output a thread
     (waves 0); the caller closes it with two braces."""
     if waves:
-        return (f"    for (long long o_lin = (long long)blockIdx.x * blockDim.x + threadIdx.x; o_lin < {n_out}LL;\n"
-                f"         o_lin += (long long)gridDim.x * blockDim.x) {{")
-    return (f"    {{\n        const long long o_lin = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-            f"        if (o_lin >= {n_out}LL) return;")
+        return (f"    for (long long {var} = (long long)blockIdx.x * blockDim.x + threadIdx.x; {var} < {n_out}LL;\n"
+                f"         {var} += (long long)gridDim.x * blockDim.x) {{")
+    return (f"    {{\n        const long long {var} = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+            f"        if ({var} >= {n_out}LL) return;")
 
 
 def per_output_grid(n_out: int, block: int, waves: int, sms: int, max_threads_per_sm: int) -> int:
