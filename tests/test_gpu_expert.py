@@ -94,3 +94,21 @@ def test_first_candidate_of_split_k_and_cluster_kernels_verifies(tmp_egg, name):
     first = st.candidate(st.attempts[0].candidate_id)
     assert says in first.description, first.description
     assert st.result.status == "verified", [(a.candidate_id, a.verdict, a.reason) for a in st.attempts]
+
+
+def test_few_channel_conv_direct_design_verifies_beside_the_implicit_gemm(tmp_egg):
+    """Level 2 task 23's conv in miniature batch (3 -> 24 channels, 3x3x3): with two candidates,
+    algorithm design measures the channel-blocked direct kernel (exact fp32) and it verifies."""
+    from state import Verdict
+    p = tmp_egg / "few.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.conv = nn.Conv3d(3, 24, 3)\n"
+                 "    def forward(self, x):\n        return torch.tanh(self.conv(x))\n"
+                 "def get_inputs():\n    return [torch.randn(16, 3, 16, 32, 32)]\ndef get_init_inputs():\n    return []\n")
+    _, st = optimize(p, checkpoint=str(tmp_egg / "cp.sqlite"), out_dir=str(tmp_egg / "out"),
+                     budget=Budget(candidates_per_stage=2, total_candidates=2), quiet=True, timing_reps=10,
+                     kernel_profile=False)
+    direct = [a for a in st.attempts if "direct conv3d" in st.candidate(a.candidate_id).description]
+    assert direct, [st.candidate(a.candidate_id).description for a in st.attempts]
+    assert direct[0].verdict == Verdict.correct, (direct[0].verdict, direct[0].reason)
+    assert st.result.status == "verified"
