@@ -326,3 +326,40 @@ def test_kernelbench_size_direct_conv_compiles_without_spills(tmp_egg):
         r = compile_check(direct_conv.render(g, plan, direct_conv.DirectKnobs(block=256, ocb=ocb)), ["-lineinfo"], "sm_90a")
         assert r.ok, r.log[-2000:]
         assert all((x.spill_store_bytes, x.spill_load_bytes) == (0, 0) for x in r.resources), (ocb, r.resources)
+
+
+@pytest.mark.parametrize("spec,program", [
+    # level 2 task 44 in miniature: a strided transposed conv (padding, output_padding), scaled, two means
+    (("T2", 4, 8, 3, 2, 1, 1, 1, True, (2, 4, 5, 6),
+      "torch.mean(torch.mean(self.conv(x) * 0.5, dim=[2, 3], keepdim=True), dim=[2, 3], keepdim=True)"), False),
+    # task 42: a transposed conv's mean, a per-channel bias, then a log-sum-exp over the channels (a second kernel)
+    (("T2", 4, 8, 3, 1, 0, 1, 1, True, (2, 4, 5, 6),
+      "torch.logsumexp(torch.mean(self.conv(x), dim=(2, 3), keepdim=True) + self.extra, dim=1) * 10.0"), True),
+    # a forward 3D conv with padding and dilation, groups, summed (not averaged), negated, no keepdim
+    ((3, 4, 8, 2, 1, 1, 2, 2, False, (2, 4, 4, 5, 3), "-torch.sum(self.conv(x) / 3.0, dim=(2, 3, 4))"), False),
+])
+def test_a_conv_only_summed_over_its_positions_is_box_sums_of_its_input(tmp_egg, spec, program):
+    """No conv output: each tap's box of the input summed per plane, contracted with the weight; exact fp32."""
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    path = _task(tmp_egg, *spec)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    first = plan.stages()[0][1] if fam == "program" else fam
+    assert (fam == "program") == program and first == "conv_sum"
+    pk = agent.emit(g, fam, plan, {"family": "conv_sum"} if fam == "conv_sum" else
+                    agent._default("conv_sum", None, plan.stages()[0][2], None), load_profile("h200"))
+    assert pk.kernel_names[:2] == ["egg_boxsum", "egg_convsum"]
+    r = compile_check(pk.cuda_source, ["-lineinfo"], "sm_90a")
+    assert r.ok, r.log[-2000:]
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
+    assert err < 8 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_a_conv_summed_after_a_nonlinear_op_keeps_its_output(tmp_egg):
+    """A ReLU between the conv and the mean does not commute with the sum: the conv is computed."""
+    path = _task(tmp_egg, "T2", 4, 8, 3, 1, 0, 1, 1, True, (2, 4, 5, 6), "torch.mean(torch.relu(self.conv(x)), dim=(2, 3))")
+    _, fam, plan = ExpertAgent()._plan(str(path))
+    assert fam == "program" and plan.stages()[0][1] == "conv"

@@ -105,13 +105,21 @@ def plan_conv(g: OpGraph, narrow_ok: bool = False) -> ConvPlan:
         raise Unsupported(f"a {next(n.kind for n in g.nodes if n.kind in ('reduce', 'gemm', 'pool', 'scan'))} "
                           "with a convolution (the conv template fuses pointwise ops only)")
     check_elementwise_after(g, [cv], "convolution")
+    if tuple(g.output.shape) != tuple(cv.shape):
+        raise Unsupported("a convolution followed by a shape change")
+    p = plan_of(cv)
+    if p.OCg < MIN_GROUP_CHANNELS and not narrow_ok:
+        raise Unsupported(f"a depthwise or narrow-group convolution ({p.OCg} output channel(s) a group)")
+    return p
+
+
+def plan_of(cv: Node) -> ConvPlan:
+    """A conv node's plan: its operands read as they are (an input, a weight and bias parameter), fp32."""
     x, w, b = cv.args
     if x.kind != "input" or w.kind != "param" or (b is not None and b.kind != "param"):
         raise Unsupported("a convolution whose operands are computed (a prologue)")
     if x.dtype != "float32" or w.dtype != "float32":
         raise Unsupported(f"a {x.dtype} convolution (the conv template is fp32)")
-    if tuple(g.output.shape) != tuple(cv.shape):
-        raise Unsupported("a convolution followed by a shape change")
     nd = len(x.shape) - 2
     a = cv.attrs
     tr = bool(a.get("transposed"))
@@ -119,8 +127,6 @@ def plan_conv(g: OpGraph, narrow_ok: bool = False) -> ConvPlan:
                  tuple(cv.shape[2:]), tuple(a["stride"]), tuple(a["padding"]), tuple(a["dilation"]), b, tr)
     if p.C % p.groups or p.OC % p.groups or tuple(w.shape[:2]) != ((p.C, p.OCg) if tr else (p.OC, p.Cg)):
         raise Unsupported("convolution groups that do not divide the channels")
-    if p.OCg < MIN_GROUP_CHANNELS and not narrow_ok:
-        raise Unsupported(f"a depthwise or narrow-group convolution ({p.OCg} output channel(s) a group)")
     return p
 
 

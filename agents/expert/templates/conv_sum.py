@@ -1,0 +1,210 @@
+"""A convolution whose output is only summed (or averaged) over all its spatial positions, never kept:
+level 2's "conv, then a global average pool" with at most scalar scaling between.
+
+Summed over the output, every tap of the kernel meets the input over a box (per dim an interval of
+input positions, from stride, padding, dilation and output_padding), so
+
+    sum_o y[n, oc, o] = |out| * bias[oc] + sum_ic sum_tap W[.., tap] * boxsum(x[n, ic], tap)
+
+Two kernels: `egg_boxsum`, a block per input plane (n, ic) reading it once and summing it per tap
+(most elements lie inside every tap's box and take one add), then `egg_convsum`, a thread per (n, oc)
+contracting those sums with the weight, applying the scaling and the pointwise chain after the sum
+before its store. The conv's FLOPs and its output's write and read are gone; exact fp32."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from agents.expert.codegen import CTYPE, PRELUDE, Emitter
+from agents.expert.opgraph import Node, OpGraph, Unsupported, _flat, check_elementwise_after
+from agents.expert.templates.conv import ConvPlan, plan_of
+
+MAX_TAPS = 64  # a thread's per-tap sums live in registers
+LINEAR = ("mul", "div", "neg")  # scalings a sum commutes with
+
+
+@dataclass
+class ConvSumPlan:
+    conv: ConvPlan
+    reduce: Node  # the sum over the spatial dims
+    chain: list  # pw nodes from the conv to the sum, each a scaling by a constant
+
+    @property
+    def taps(self) -> int:
+        return math.prod(self.conv.ker)
+
+    def box(self, d: int, k: int) -> tuple[int, int]:
+        """The input positions along dim d (inclusive bounds; lo > hi: none) that tap k sends into the output."""
+        p = self.conv
+        s, pad, dil, n_in, n_out = p.stride[d], p.pad[d], p.dil[d], p.in_sp[d], p.out_sp[d]
+        if p.transposed:  # o = i * s - pad + k * dil
+            lo, hi = -((k * dil - pad) // s), (n_out - 1 + pad - k * dil) // s
+        else:  # stride 1: o = i + pad - k * dil
+            lo, hi = k * dil - pad, k * dil - pad + n_out - 1
+        return max(lo, 0), min(hi, n_in - 1)
+
+
+def _scaling(n: Node, src: Node) -> bool:
+    if n.kind != "pw" or n.op not in LINEAR or n.args[0] is not src:
+        return False
+    return n.op == "neg" or (len(n.args) == 2 and isinstance(n.args[1], (int, float)) and not isinstance(n.args[1], bool))
+
+
+def find(g: OpGraph) -> tuple[Node, Node, list] | None:
+    """(conv, sum, scalings between) where a sum over all spatial dims reads a conv through scalings
+    alone, each of them (and the conv) read by nothing else."""
+    readers: dict[int, list[Node]] = {}
+    for n in g.nodes:
+        for a in {id(a): a for a in _flat(n.args) if isinstance(a, Node)}.values():
+            readers.setdefault(id(a), []).append(n)
+    for r in g.nodes:
+        if r.kind != "reduce" or r.op != "sum":
+            continue
+        chain, src = [], r.args[0]
+        while isinstance(src, Node) and src.kind == "pw" and len(readers.get(id(src), [])) == 1 and \
+                src.args and isinstance(src.args[0], Node) and _scaling(src, src.args[0]):
+            chain.insert(0, src)
+            src = src.args[0]
+        if isinstance(src, Node) and src.kind == "conv" and len(readers.get(id(src), [])) == 1 \
+                and tuple(r.dims) == tuple(range(2, len(src.shape))):
+            return src, r, chain
+    return None
+
+
+def plan_conv_sum(g: OpGraph) -> ConvSumPlan:
+    f = find(g)
+    if f is None:
+        raise Unsupported("no convolution summed over its spatial dims")
+    cv, r, chain = f
+    if [n for n in g.nodes if n.kind not in ("input", "param", "pw") and n is not cv and n is not r]:
+        raise Unsupported("more than a conv's spatial sum and pointwise ops after it")
+    check_elementwise_after(g, [r], "spatial sum")
+    p = plan_of(cv)
+    if not p.transposed and any(s != 1 for s in p.stride):
+        raise Unsupported("a strided forward conv's spatial sum (its taps meet strided sets, not boxes)")
+    if math.prod(p.ker) > MAX_TAPS:
+        raise Unsupported(f"a {p.ker} kernel: more than {MAX_TAPS} taps")
+    if math.prod(g.output.shape) != p.N * p.OC:
+        raise Unsupported("an output that is not one value a (image, channel)")
+    return ConvSumPlan(p, r, chain)
+
+
+def box_node(cp: ConvSumPlan) -> Node:
+    """The per-plane, per-tap sums: (N, C, taps), fp32."""
+    p = cp.conv
+    return Node(f"{p.conv.name}_box", "input", shape=(p.N, p.C, cp.taps), dtype="float32")
+
+
+BOX_BLOCK, SUM_BLOCK, UNROLL = 256, 128, 4
+
+
+def render(g: OpGraph, cp: ConvSumPlan) -> str:
+    p, T = cp.conv, cp.taps
+    P = math.prod(p.in_sp)
+    ks = [list(range(k)) for k in p.ker]
+    # per dim: the positions inside every tap's box (one add), and each tap's own bounds
+    inner = [(max(cp.box(d, k)[0] for k in ks[d]), min(cp.box(d, k)[1] for k in ks[d])) for d in range(p.nd)]
+    dec, rest = [], "e"
+    for d in reversed(range(p.nd)):
+        dec.append(f"const int i{d} = (int)({rest} % {p.in_sp[d]});")
+        rest = f"({rest} / {p.in_sp[d]})"
+    flags = [f"const bool m{d}_{k} = i{d} >= {cp.box(d, k)[0]} && i{d} <= {cp.box(d, k)[1]};" for d in range(p.nd) for k in ks[d]]
+    taps, t = [], 0
+    for combo in _product(ks):
+        taps.append(f"if ({' && '.join(f'm{d}_{k}' for d, k in enumerate(combo))}) acc[{t}] += v;")
+        t += 1
+    interior = " && ".join(f"i{d} >= {lo} && i{d} <= {hi}" for d, (lo, hi) in enumerate(inner))
+    body = "\n".join("                " + x for x in dec + [f"if ({interior}) {{ tot += v; continue; }}"] + flags + taps)
+    box = f"""
+extern "C" __global__ void __launch_bounds__({BOX_BLOCK}) egg_boxsum(float* __restrict__ bsum, const float* __restrict__ X) {{
+    const float* xp = X + (long long)blockIdx.x * {P}LL;  // plane (n, ic)
+    float tot = 0.0f, acc[{T}];
+#pragma unroll
+    for (int t = 0; t < {T}; ++t) acc[t] = 0.0f;
+    for (long long e0 = threadIdx.x; e0 < {P}LL; e0 += {UNROLL}LL * blockDim.x) {{
+        float vs[{UNROLL}];
+#pragma unroll
+        for (int u = 0; u < {UNROLL}; ++u) {{ const long long e = e0 + (long long)u * blockDim.x; vs[u] = e < {P}LL ? xp[e] : 0.0f; }}
+#pragma unroll
+        for (int u = 0; u < {UNROLL}; ++u) {{
+            const long long e = e0 + (long long)u * blockDim.x;
+            if (e >= {P}LL) break;
+            const float v = vs[u];
+            {{
+{body}
+            }}
+        }}
+    }}
+    // the block's sums: a warp's by shuffles, then the warps' through shared memory
+    __shared__ float part[{T + 1}][{BOX_BLOCK // 32}];
+    for (int s = 16; s > 0; s >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, s);
+#pragma unroll
+    for (int t = 0; t < {T}; ++t)
+        for (int s = 16; s > 0; s >>= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], s);
+    if ((threadIdx.x & 31) == 0) {{
+        part[{T}][threadIdx.x >> 5] = tot;
+#pragma unroll
+        for (int t = 0; t < {T}; ++t) part[t][threadIdx.x >> 5] = acc[t];
+    }}
+    __syncthreads();
+    if (threadIdx.x < {T}) {{
+        float a = 0.0f, b = 0.0f;
+        for (int w = 0; w < {BOX_BLOCK // 32}; ++w) {{ a += part[threadIdx.x][w]; b += part[{T}][w]; }}
+        bsum[(long long)blockIdx.x * {T} + threadIdx.x] = a + b;
+    }}
+}}
+"""
+    count = math.prod(p.out_sp)
+    bias = p.bias
+    em = Emitter(lambda n, idx: f"to_f({n.name}[{idx}])",
+                 lambda n: "c_mean" if n is p.conv else ("r_val" if n is cp.reduce else None), prefix="e")
+    scaled = em.value(cp.chain[-1], "o_lin") if cp.chain else "c_mean"
+    pre = em.take("        ")
+    v_out = em.value(g.output, "o_lin")
+    post = em.take("        ")
+    wi = (f"(((long long)grp * {p.Cg} + ic) * {p.OCg} + oc % {p.OCg}) * {T}" if p.transposed else
+          f"((long long)oc * {p.Cg} + ic) * {T}")
+    rest_args = "".join(f", const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in arg_order(g, cp)[2:])
+    contract = f"""
+extern "C" __global__ void __launch_bounds__({SUM_BLOCK}) egg_convsum(
+    {CTYPE[g.output.dtype]}* __restrict__ out, const float* __restrict__ bsum, const float* __restrict__ W{rest_args}) {{
+    const long long o_lin = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (o_lin >= {p.N * p.OC}LL) return;
+    const int oc = (int)(o_lin % {p.OC}), grp = oc / {p.OCg};
+    const long long n = o_lin / {p.OC};
+    float acc = 0.0f;
+    for (int ic = 0; ic < {p.Cg}; ++ic) {{
+        const float* bp = bsum + (n * {p.C} + (long long)grp * {p.Cg} + ic) * {T};
+        const float* wp = W + {wi};
+#pragma unroll
+        for (int t = 0; t < {T}; ++t) acc = fmaf(wp[t], bp[t], acc);
+    }}
+    // the conv's mean over its {count} output positions; the scalings commute with it; times the count: the sum
+    const float c_mean = acc / {float(count)!r}f{f' + to_f({bias.name}[oc])' if bias is not None else ''};
+{pre}
+    const float r_val = {scaled} * {float(count)!r}f;
+{post}
+    out[o_lin] = from_f<{CTYPE[g.output.dtype]}>({v_out});
+}}
+"""
+    return PRELUDE + box + contract
+
+
+def _product(ks: list[list[int]]) -> list[tuple]:
+    out = [()]
+    for k in ks:
+        out = [c + (x,) for c in out for x in k]
+    return out
+
+
+def arg_order(g: OpGraph, cp: ConvSumPlan) -> list[Node]:
+    """`egg_convsum`'s tensors after `out`: the box sums, the weight, then the other leaves it reads."""
+    x, w = cp.conv.conv.args[0], cp.conv.conv.args[1]
+    return [box_node(cp), w] + [t for t in g.inputs + g.params if t is not x and t is not w]
+
+
+def launches(g: OpGraph, cp: ConvSumPlan) -> list[tuple[str, tuple, tuple, list, Node | None]]:
+    """(kernel, grid, block, tensors after its output, the node it writes; None: the output), in order."""
+    p = cp.conv
+    return [("egg_boxsum", (p.N * p.C,), (BOX_BLOCK,), [p.conv.args[0]], box_node(cp)),
+            ("egg_convsum", (-(-(p.N * p.OC) // SUM_BLOCK),), (SUM_BLOCK,), arg_order(g, cp), None)]
