@@ -112,3 +112,19 @@ def test_few_channel_conv_direct_design_verifies_beside_the_implicit_gemm(tmp_eg
     assert direct, [st.candidate(a.candidate_id).description for a in st.attempts]
     assert direct[0].verdict == Verdict.correct, (direct[0].verdict, direct[0].reason)
     assert st.result.status == "verified"
+
+
+def test_conv_spatial_mean_from_box_sums_verifies(tmp_egg):
+    """Level 2 task 44's shape of program (a strided transposed conv, scaled, averaged over its positions)
+    at a reduced batch: the box-sum kernels verify under the float64 rule as the first candidate."""
+    p = tmp_egg / "convmean.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.conv = nn.ConvTranspose2d(64, 128, 3, 2, 1, 1)\n"
+                 "    def forward(self, x):\n        return torch.mean(self.conv(x) * 0.5, dim=[2, 3], keepdim=True)\n"
+                 "def get_inputs():\n    return [torch.randn(4, 64, 128, 128)]\ndef get_init_inputs():\n    return []\n")
+    _, st = optimize(p, checkpoint=str(tmp_egg / "cp.sqlite"), out_dir=str(tmp_egg / "out"),
+                     budget=Budget(candidates_per_stage=1, total_candidates=1), quiet=True, timing_reps=10,
+                     kernel_profile=False)
+    first = st.candidate(st.attempts[0].candidate_id)
+    assert "box sums" in first.description, first.description
+    assert st.result.status == "verified", [(a.candidate_id, a.verdict, a.reason) for a in st.attempts]
