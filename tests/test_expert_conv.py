@@ -246,7 +246,8 @@ def test_plain_tf32_rounds_its_operands_so_a_following_mean_averages_the_error_a
     from tests.test_expert import request
     if not cpu_emulator.available():
         pytest.skip("no g++")
-    path = _task(tmp_egg, 2, 16, 32, 3, 1, 1, 1, 1, True, (2, 16, 16, 16), "self.conv(x).mean(dim=(2, 3))")
+    path = _task(tmp_egg, 2, 16, 32, 3, 1, 1, 1, 1, True, (2, 16, 16, 16),
+                 "torch.relu(self.conv(x)).mean(dim=(2, 3))")  # the ReLU keeps the conv's output (no box sums)
     agent = ExpertAgent()
     g, _, _ = agent._plan(str(path))
     pk = agent.propose(request(path)).kernels[0]
@@ -337,6 +338,8 @@ def test_kernelbench_size_direct_conv_compiles_without_spills(tmp_egg):
       "torch.logsumexp(torch.mean(self.conv(x), dim=(2, 3), keepdim=True) + self.extra, dim=1) * 10.0"), True),
     # a forward 3D conv with padding and dilation, groups, summed (not averaged), negated, no keepdim
     ((3, 4, 8, 2, 1, 1, 2, 2, False, (2, 4, 4, 5, 3), "-torch.sum(self.conv(x) / 3.0, dim=(2, 3, 4))"), False),
+    # torch.multiply (an alias) and a global average pool (a mean over the spatial dims)
+    ((2, 4, 8, 3, 1, 0, 1, 1, True, (2, 4, 7, 6), "torch.nn.functional.adaptive_avg_pool2d(torch.multiply(self.conv(x), 2.0), 1)"), False),
 ])
 def test_a_conv_only_summed_over_its_positions_is_box_sums_of_its_input(tmp_egg, spec, program):
     """No conv output: each tap's box of the input summed per plane, contracted with the weight; exact fp32."""

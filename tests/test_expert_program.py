@@ -34,8 +34,10 @@ CASES = [
     # group norm reshapes before it reduces: the cut is at the conv's own shape, the view goes second
     ("self.conv = nn.Conv2d(4, 8, 3)\n        self.gn = nn.GroupNorm(2, 8)",
      "return torch.clamp(self.gn(self.conv(x)), -0.5, 0.5)", "2, 4, 7, 7", "rows"),
-    # torch.multiply (an alias) and a global average pool (a mean over the spatial dims)
-    ("self.conv = nn.Conv2d(4, 8, 3)", "return F.adaptive_avg_pool2d(torch.multiply(self.conv(x), 2.0), 1)", "2, 4, 7, 6", "rows"),
+    # torch.multiply (an alias) and a global average pool (a mean over the spatial dims); the ReLU keeps the
+    # conv's output (without it the whole task is box sums: the conv_sum family)
+    ("self.conv = nn.Conv2d(4, 8, 3)", "return F.adaptive_avg_pool2d(torch.relu(torch.multiply(self.conv(x), 2.0)), 1)",
+     "2, 4, 7, 6", "rows"),
     # three kernels: conv, then a pool, then a reduction over its output
     ("self.conv = nn.Conv2d(4, 8, 3)", "return torch.mean(F.max_pool2d(self.conv(x), 2), dim=(2, 3))", "2, 4, 10, 9", "pool rows"),
     # a norm, then a reduction over other dims (KernelBench 23)
