@@ -128,3 +128,21 @@ def test_conv_spatial_mean_from_box_sums_verifies(tmp_egg):
     first = st.candidate(st.attempts[0].candidate_id)
     assert "box sums" in first.description, first.description
     assert st.result.status == "verified", [(a.candidate_id, a.verdict, a.reason) for a in st.attempts]
+
+
+def test_matmul_row_sum_from_column_sums_verifies(tmp_egg):
+    """Level 2 task 14's program (x @ W.T, divided, summed over the features, scaled) at a reduced batch:
+    the weight's column sums and the matrix-vector product verify under the float64 rule as the first
+    candidate, on fresh inputs against a float64 truth."""
+    p = tmp_egg / "mmsum.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.weight = nn.Parameter(torch.randn(4096, 2048))\n"
+                 "    def forward(self, x):\n        x = torch.matmul(x, self.weight.T) / 2\n"
+                 "        return torch.sum(x, dim=1, keepdim=True) * 1.5\n"
+                 "def get_inputs():\n    return [torch.rand(256, 2048)]\ndef get_init_inputs():\n    return []\n")
+    _, st = optimize(p, checkpoint=str(tmp_egg / "cp.sqlite"), out_dir=str(tmp_egg / "out"),
+                     budget=Budget(candidates_per_stage=1, total_candidates=1), quiet=True, timing_reps=10,
+                     kernel_profile=False)
+    first = st.candidate(st.attempts[0].candidate_id)
+    assert "column sums" in first.description, first.description
+    assert st.result.status == "verified", [(a.candidate_id, a.verdict, a.reason) for a in st.attempts]

@@ -14,7 +14,7 @@ from agents.expert.codegen import CLUSTER_PRELUDE, PRELUDE
 from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
 from agents.expert.templates.scan import BOOL_PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported, export_graph
-from agents.expert.templates import (conv, conv_sum, direct_conv, gemm, gemm_tf32, gridreduce, pointwise, pool, recurrent, rowwise,
+from agents.expert.templates import (conv, conv_sum, direct_conv, gemm, gemm_sum, gemm_tf32, gridreduce, pointwise, pool, recurrent, rowwise,
                                     scan)
 from tasks import load_task, materialize
 
@@ -136,6 +136,11 @@ class ExpertAgent:
             return fam, {"gemm": gemm.plan_gemm, "scan": scan.plan_scan, "pool": pool.plan_pool,
                          "conv": conv.plan_conv, "recurrent": recurrent.plan_rnn}.get(fam, lambda _: None)(g)
         except Unsupported:
+            if fam == "gemm":
+                try:  # a matmul only summed over its columns: a matrix-vector product with the weight's column sums
+                    return "gemm_sum", gemm_sum.plan_gemm_sum(g)
+                except Unsupported:
+                    pass
             if fam == "conv":
                 try:  # a conv only summed over its positions: from the input's box sums, no conv output
                     return "conv_sum", conv_sum.plan_conv_sum(g)
@@ -228,6 +233,11 @@ class ExpertAgent:
             how = (f"the conv{plan.conv.nd}d's sum over its {math.prod(plan.conv.out_sp)} output positions without the conv: "
                    f"each input plane summed over the box each of the {plan.taps} taps reaches, then a thread per "
                    f"(image, channel) contracting those sums with the weight, the chain after the sum fused (exact fp32)")
+        elif fam == "gemm_sum":
+            q = plan.gemm
+            how = (f"the ({q.M} x {q.K}) @ ({q.K} x {q.N}) matmul's sum over its {q.N} columns without the matmul: "
+                   f"the weight summed over its columns once (one read), then a warp per row of A taking the dot "
+                   f"product with those sums, the chain after the sum fused (exact fp32, memory-bound)")
         elif fam == "direct_conv":
             how = (f"a direct conv{plan.nd}d ({plan.groups} group(s) of {plan.OCg} output channel(s)): a thread per "
                    f"output sums {plan.Cg} channel(s) over the {plan.ker} window, the pointwise chain fused")
@@ -389,8 +399,8 @@ class ExpertAgent:
         prof = req.profile if req is not None else profile
         if fam == "direct_conv":
             return {"family": "direct_conv", "block": 256, "waves": 8}
-        if fam == "conv_sum":
-            return {"family": "conv_sum"}
+        if fam in ("conv_sum", "gemm_sum"):
+            return {"family": fam}
         if fam == "conv":  # N: the group's output channels, at most a 128-wide tile
             bn = 128 if plan.OCg > 64 else 64 if plan.OCg > 32 else 32
             return {"family": "conv", "BM": 128, "BN": bn, "WM": 2, "WN": 4 if bn >= 32 else 1, "stages": 3, "split": 1,
@@ -501,6 +511,12 @@ class ExpertAgent:
             steps = [(host.Launch(name, grid, block, reads, 0), writes) for name, grid, block, reads, writes in conv_sum.launches(g, plan)]
             return src, steps, (f"the conv's spatial sum from per-tap box sums of its input ({plan.taps} taps), "
                                 "then a thread per (image, channel) with the chain fused; no conv output")
+        elif fam == "gemm_sum":
+            src = gemm_sum.render(g, plan)
+            steps = [(host.Launch(name, grid, block, reads, 0, align16=i == 0 and (plan.vec_a or plan.vec_b)), writes)
+                     for i, (name, grid, block, reads, writes) in enumerate(gemm_sum.launches(g, plan))]
+            return src, steps, ("the matmul's row sum as the weight's column sums (one read of B), then a warp per row "
+                                "of A with the chain fused; no matmul output")
         elif fam == "direct_conv" or (fam == "conv" and params.get("algo") == "direct"):
             k = direct_conv.DirectKnobs(block=params["block"], waves=params["waves"], ocb=params.get("ocb", 1))
             src = direct_conv.render(g, plan, k)

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported, _flat, unview
-from agents.expert.templates import conv_sum
+from agents.expert.templates import conv_sum, gemm_sum
 
 PRODUCERS = ("conv", "gemm")
 HEAVY = ("conv", "gemm", "pool", "reduce", "scan", "rnn")
 LEAVES = ("input", "param")
-SINGLE = ("conv", "gemm", "pool", "rows", "pointwise", "scan", "direct_conv", "recurrent", "conv_sum")  # no workspace
+SINGLE = ("conv", "gemm", "pool", "rows", "pointwise", "scan", "direct_conv", "recurrent", "conv_sum", "gemm_sum")  # no workspace
 MAX_STAGES = 64  # a transformer block is a dozen regions, a VGG-16 two dozen
 
 
@@ -177,14 +177,16 @@ def plan_program(g: OpGraph, plan_graph, depth: int = 0) -> Program:
         raise Unsupported(f"more than {MAX_STAGES} kernels")
     why, fallback = "no tensor to cut at", None
     mids = candidates(g)
-    if conv_sum.find(g) is not None:  # a conv only summed over its positions: first the cut that keeps them together
+    for fam_sum, find in (("conv_sum", conv_sum.find), ("gemm_sum", gemm_sum.find)):
+        if find(g) is None:  # a conv or matmul only summed (no output kept): first the cut that keeps them together
+            continue
         for mid in mids:
             c = cut_at(g, mid, depth)
-            if c is None or conv_sum.find(c[0]) is None:
+            if c is None or find(c[0]) is None:
                 continue
             try:
                 fam1, plan1 = plan_graph(c[0], single=True)
-                if fam1 == "conv_sum":
+                if fam1 == fam_sum:
                     fam2, plan2 = plan_graph(c[1], depth=depth + 1)
                     if fam2 in SINGLE + ("program",):
                         return Program(c[0], c[1], mid, fam1, plan1, fam2, plan2)

@@ -50,9 +50,9 @@ def _scaling(n: Node, src: Node) -> bool:
     return n.op == "neg" or (len(n.args) == 2 and isinstance(n.args[1], (int, float)) and not isinstance(n.args[1], bool))
 
 
-def find(g: OpGraph) -> tuple[Node, Node, list] | None:
-    """(conv, sum, scalings between) where a sum over all spatial dims reads a conv through scalings
-    alone, each of them (and the conv) read by nothing else."""
+def find_summed(g: OpGraph, kind: str, over) -> tuple[Node, Node, list] | None:
+    """(heavy, sum, scalings between) where a sum over the dims `over(heavy)` reads a node of `kind` through
+    scalings alone, each of them (and the heavy node) read by nothing else: the sum commutes with them."""
     readers: dict[int, list[Node]] = {}
     for n in g.nodes:
         for a in {id(a): a for a in _flat(n.args) if isinstance(a, Node)}.values():
@@ -65,10 +65,15 @@ def find(g: OpGraph) -> tuple[Node, Node, list] | None:
                 src.args and isinstance(src.args[0], Node) and _scaling(src, src.args[0]):
             chain.insert(0, src)
             src = src.args[0]
-        if isinstance(src, Node) and src.kind == "conv" and len(readers.get(id(src), [])) == 1 \
-                and tuple(r.dims) == tuple(range(2, len(src.shape))):
+        if isinstance(src, Node) and src.kind == kind and len(readers.get(id(src), [])) == 1 \
+                and tuple(r.dims) == tuple(over(src)):
             return src, r, chain
     return None
+
+
+def find(g: OpGraph) -> tuple[Node, Node, list] | None:
+    """(conv, sum, scalings between): a sum over all of a conv's spatial dims."""
+    return find_summed(g, "conv", lambda cv: range(2, len(cv.shape)))
 
 
 def plan_conv_sum(g: OpGraph) -> ConvSumPlan:

@@ -64,6 +64,11 @@ def plan_gemm(g: OpGraph) -> GemmPlan:
     if any(n.kind == "reduce" for n in g.nodes):
         raise Unsupported("a reduction after a matmul")
     check_elementwise_after(g, [gm], "matmul")
+    return plan_of(gm)
+
+
+def plan_of(gm: Node) -> GemmPlan:
+    """The GEMM a matmul node is (shapes, layouts, which tensors the kernel reads), whatever follows it."""
     a, b, bias = gm.args
     if gm.op == "bmm" and any(n.kind == "pw" and n.op in ("view", "transpose2d") for n in (a, b)):
         return _plan_batched_views(gm, a, b)

@@ -1,0 +1,199 @@
+"""A matmul whose output is only summed over its columns, never kept: level 2's "Gemm, scale, sum over
+the features" (tasks 14 and 18), with at most scalings between.
+
+Summed over n, a GEMM row is a dot product with the weight's summed columns:
+
+    sum_n (A @ B + bias)[m, n] = A[m, :] . (sum_n B[:, n]) + sum_n bias[n]
+
+Two kernels: `egg_wsum` reads B once and writes its K sums over n (and the bias's sum) to a small
+workspace, then `egg_gemvsum`, a warp per row of A, takes the dot product with them and applies the
+scalings and the pointwise chain after the sum before its store. 2MNK FLOPs become one read of A and
+one of B (memory-bound); exact fp32 sums on the CUDA cores. The weight is summed on every call, so a
+changed weight is seen."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from agents.expert.codegen import CTYPE, PRELUDE, Emitter
+from agents.expert.opgraph import Node, OpGraph, Unsupported, check_elementwise_after
+from agents.expert.templates.conv_sum import find_summed
+from agents.expert.templates.gemm import GemmPlan, plan_of
+
+BLOCK = 256
+WARPS = BLOCK // 32
+COLS = 32  # a `egg_wsum` block's columns of an (N, K) weight
+
+
+@dataclass
+class GemmSumPlan:
+    gemm: GemmPlan
+    reduce: Node  # the sum over the GEMM's columns
+    chain: list  # pw nodes from the GEMM to the sum, each a scaling by a constant
+
+    @property
+    def vec_a(self) -> bool:  # A's rows and the workspace read 16 bytes at a time
+        return self.gemm.dtype == "float32" and self.gemm.K % 4 == 0
+
+    @property
+    def vec_b(self) -> bool:  # B read 16 bytes at a time: along k ("nk") or along n ("kn")
+        p = self.gemm
+        return p.dtype == "float32" and (p.K if p.b_layout == "nk" else p.N) % 4 == 0
+
+
+def find(g: OpGraph) -> tuple[Node, Node, list] | None:
+    """(matmul, sum, scalings between): a sum over a matmul's last dim."""
+    return find_summed(g, "gemm", lambda gm: (len(gm.shape) - 1,))
+
+
+def plan_gemm_sum(g: OpGraph) -> GemmSumPlan:
+    f = find(g)
+    if f is None:
+        raise Unsupported("no matmul summed over its columns")
+    gm, r, chain = f
+    if [n for n in g.nodes if n.kind not in ("input", "param", "pw") and n is not gm and n is not r]:
+        raise Unsupported("more than a matmul's row sum and pointwise ops after it")
+    check_elementwise_after(g, [r], "row sum")
+    p = plan_of(gm)
+    if p.batch != 1 or p.a_batched or p.b_batched or p.a_layout != "mk":
+        raise Unsupported("a batched or transposed-A matmul's row sum")
+    if math.prod(g.output.shape) != p.M:
+        raise Unsupported("an output that is not one value a row of the matmul")
+    return GemmSumPlan(p, r, chain)
+
+
+def wsum_node(sp: GemmSumPlan) -> Node:
+    """B summed over n (K floats), then the bias's sum: fp32."""
+    return Node(f"{sp.gemm.gemm.name}_wsum", "input", shape=(sp.gemm.K + 1,), dtype="float32")
+
+
+def _wsum_body(sp: GemmSumPlan) -> str:
+    p = sp.gemm
+    N, K = p.N, p.K
+    if p.b_layout == "nk":  # B is (N, K): column sums, a block of COLS columns, threads along k
+        v = 4 if sp.vec_b else 1
+        tpr = COLS // v  # threads a row
+        rg = BLOCK // tpr  # rows in flight
+        if v == 4:
+            load = f"""const float4 b4 = reinterpret_cast<const float4*>(B + (long long)n * {K} + col)[0];
+            acc[0] += b4.x; acc[1] += b4.y; acc[2] += b4.z; acc[3] += b4.w;"""
+        else:
+            load = f"acc[0] += to_f(B[(long long)n * {K} + col]);"
+        return f"""    const int c0 = blockIdx.x * {COLS}, col = c0 + (threadIdx.x % {tpr}) * {v}, rg = threadIdx.x / {tpr};
+    float acc[{v}];
+#pragma unroll
+    for (int e = 0; e < {v}; ++e) acc[e] = 0.0f;
+    if (col < {K}) {{
+#pragma unroll 4
+        for (int n = rg; n < {N}; n += {rg}) {{
+            {load}
+        }}
+    }}
+    __shared__ float part[{rg}][{COLS}];
+#pragma unroll
+    for (int e = 0; e < {v}; ++e) part[rg][(threadIdx.x % {tpr}) * {v} + e] = acc[e];
+    __syncthreads();
+    if (threadIdx.x < {COLS} && c0 + threadIdx.x < {K}) {{
+        float s = 0.0f;
+        for (int r = 0; r < {rg}; ++r) s += part[r][threadIdx.x];
+        ws[c0 + threadIdx.x] = s;
+    }}"""
+    # B is (K, N): row sums, a warp a row
+    if sp.vec_b:
+        loop = f"""const float4* bp = reinterpret_cast<const float4*>(B + (long long)k * {N});
+        for (int j = lane; j < {N // 4}; j += 32) {{ const float4 b4 = bp[j]; s += (b4.x + b4.y) + (b4.z + b4.w); }}"""
+    else:
+        loop = f"for (int n = lane; n < {N}; n += 32) s += to_f(B[(long long)k * {N} + n]);"
+    return f"""    const int k = blockIdx.x * {WARPS} + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (k >= {K}) return;
+    float s = 0.0f;
+    {{
+        {loop}
+    }}
+    for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) ws[k] = s;"""
+
+
+def _bias_sum(sp: GemmSumPlan) -> str:
+    bias = sp.gemm.bias
+    if bias is None:
+        return f"        if (threadIdx.x == 0) ws[{sp.gemm.K}] = 0.0f;"
+    return f"""        float s = 0.0f;
+        for (int n = threadIdx.x; n < {sp.gemm.N}; n += {BLOCK}) s += to_f(bias[n]);
+        for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+        __shared__ float wsum_b[{WARPS}];
+        if ((threadIdx.x & 31) == 0) wsum_b[threadIdx.x >> 5] = s;
+        __syncthreads();
+        if (threadIdx.x == 0) {{
+            float t = 0.0f;
+            for (int w = 0; w < {WARPS}; ++w) t += wsum_b[w];
+            ws[{sp.gemm.K}] = t;
+        }}"""
+
+
+def render(g: OpGraph, sp: GemmSumPlan) -> str:
+    p = sp.gemm
+    K, M = p.K, p.M
+    a, b, bias = p.a_src, p.b_src, p.bias
+    bias_arg = f", const {CTYPE[bias.dtype]}* __restrict__ bias" if bias is not None else ""
+    wsum = f"""
+extern "C" __global__ void __launch_bounds__({BLOCK}) egg_wsum(float* __restrict__ ws, const {CTYPE[b.dtype]}* __restrict__ B{bias_arg}) {{
+    if (blockIdx.x == gridDim.x - 1) {{  // the last block: the bias's sum
+{_bias_sum(sp)}
+        return;
+    }}
+{_wsum_body(sp)}
+}}
+"""
+    em = Emitter(lambda n, idx: f"to_f({n.name}[{idx}])",
+                 lambda n: "g_sum" if n is p.gemm else ("r_val" if n is sp.reduce else None), prefix="e")
+    scaled = em.value(sp.chain[-1], "o_lin") if sp.chain else "g_sum"
+    pre = em.take("        ")
+    v_out = em.value(g.output, "o_lin")
+    post = em.take("        ")
+    rest_args = "".join(f", const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in arg_order(g, sp)[2:])
+    if sp.vec_a:
+        dot = f"""const float4* ap = reinterpret_cast<const float4*>(A + o_lin * {K}LL);
+    const float4* wp = reinterpret_cast<const float4*>(ws);
+#pragma unroll 4
+    for (int j = lane; j < {K // 4}; j += 32) {{
+        const float4 x = ap[j], w = wp[j];
+        acc = fmaf(x.x, w.x, acc); acc = fmaf(x.y, w.y, acc); acc = fmaf(x.z, w.z, acc); acc = fmaf(x.w, w.w, acc);
+    }}"""
+    else:
+        dot = f"""const {CTYPE[a.dtype]}* ap = A + o_lin * {K}LL;
+#pragma unroll 4
+    for (int k = lane; k < {K}; k += 32) acc = fmaf(to_f(ap[k]), ws[k], acc);"""
+    gemv = f"""
+extern "C" __global__ void __launch_bounds__({BLOCK}) egg_gemvsum(
+    {CTYPE[g.output.dtype]}* __restrict__ out, const float* __restrict__ ws, const {CTYPE[a.dtype]}* __restrict__ A{rest_args}) {{
+    const long long o_lin = (long long)blockIdx.x * {WARPS} + (threadIdx.x >> 5);  // a warp a row of A
+    const int lane = threadIdx.x & 31;
+    if (o_lin >= {M}LL) return;
+    float acc = 0.0f;
+    {dot}
+    for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if (lane != 0) return;
+    // the row's sum over the GEMM's {p.N} columns; the scalings commute with it
+    const float g_sum = acc + ws[{K}];
+{pre}
+    const float r_val = {scaled};
+{post}
+    out[o_lin] = from_f<{CTYPE[g.output.dtype]}>({v_out});
+}}
+"""
+    return PRELUDE + wsum + gemv
+
+
+def arg_order(g: OpGraph, sp: GemmSumPlan) -> list[Node]:
+    """`egg_gemvsum`'s tensors after `out`: the workspace, A, then the other leaves it reads."""
+    a, b = sp.gemm.a_src, sp.gemm.b_src
+    return [wsum_node(sp), a] + [t for t in g.inputs + g.params if t is not a and t is not b]
+
+
+def launches(g: OpGraph, sp: GemmSumPlan) -> list[tuple[str, tuple, tuple, list, Node | None]]:
+    """(kernel, grid, block, tensors after its output, the node it writes; None: the output), in order."""
+    p = sp.gemm
+    blocks = -(-p.K // COLS) if p.b_layout == "nk" else -(-p.K // WARPS)
+    return [("egg_wsum", (blocks + 1,), (BLOCK,), [p.b_src] + ([p.bias] if p.bias is not None else []), wsum_node(sp)),
+            ("egg_gemvsum", (-(-p.M // WARPS),), (BLOCK,), arg_order(g, sp), None)]
