@@ -16,11 +16,11 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import Node, OpGraph, Unsupported, _flat, check_elementwise_after
+from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.conv import ConvPlan, plan_of
+from agents.expert.templates.summed import find_summed, summed_alone
 
 MAX_TAPS = 64  # a thread's per-tap sums live in registers
-LINEAR = ("mul", "div", "neg")  # scalings a sum commutes with
 
 
 @dataclass
@@ -44,46 +44,13 @@ class ConvSumPlan:
         return max(lo, 0), min(hi, n_in - 1)
 
 
-def _scaling(n: Node, src: Node) -> bool:
-    if n.kind != "pw" or n.op not in LINEAR or n.args[0] is not src:
-        return False
-    return n.op == "neg" or (len(n.args) == 2 and isinstance(n.args[1], (int, float)) and not isinstance(n.args[1], bool))
-
-
-def find_summed(g: OpGraph, kind: str, over) -> tuple[Node, Node, list] | None:
-    """(heavy, sum, scalings between) where a sum over the dims `over(heavy)` reads a node of `kind` through
-    scalings alone, each of them (and the heavy node) read by nothing else: the sum commutes with them."""
-    readers: dict[int, list[Node]] = {}
-    for n in g.nodes:
-        for a in {id(a): a for a in _flat(n.args) if isinstance(a, Node)}.values():
-            readers.setdefault(id(a), []).append(n)
-    for r in g.nodes:
-        if r.kind != "reduce" or r.op != "sum":
-            continue
-        chain, src = [], r.args[0]
-        while isinstance(src, Node) and src.kind == "pw" and len(readers.get(id(src), [])) == 1 and \
-                src.args and isinstance(src.args[0], Node) and _scaling(src, src.args[0]):
-            chain.insert(0, src)
-            src = src.args[0]
-        if isinstance(src, Node) and src.kind == kind and len(readers.get(id(src), [])) == 1 \
-                and tuple(r.dims) == tuple(over(src)):
-            return src, r, chain
-    return None
-
-
 def find(g: OpGraph) -> tuple[Node, Node, list] | None:
     """(conv, sum, scalings between): a sum over all of a conv's spatial dims."""
     return find_summed(g, "conv", lambda cv: range(2, len(cv.shape)))
 
 
 def plan_conv_sum(g: OpGraph) -> ConvSumPlan:
-    f = find(g)
-    if f is None:
-        raise Unsupported("no convolution summed over its spatial dims")
-    cv, r, chain = f
-    if [n for n in g.nodes if n.kind not in ("input", "param", "pw") and n is not cv and n is not r]:
-        raise Unsupported("more than a conv's spatial sum and pointwise ops after it")
-    check_elementwise_after(g, [r], "spatial sum")
+    cv, r, chain = summed_alone(g, find(g), "no convolution summed over its spatial dims", "conv's spatial sum")
     p = plan_of(cv)
     if not p.transposed and any(s != 1 for s in p.stride):
         raise Unsupported("a strided forward conv's spatial sum (its taps meet strided sets, not boxes)")

@@ -16,9 +16,9 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import Node, OpGraph, Unsupported, check_elementwise_after
-from agents.expert.templates.conv_sum import find_summed
+from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.gemm import GemmPlan, plan_of
+from agents.expert.templates.summed import find_summed, summed_alone
 
 BLOCK = 256
 WARPS = BLOCK // 32
@@ -47,13 +47,7 @@ def find(g: OpGraph) -> tuple[Node, Node, list] | None:
 
 
 def plan_gemm_sum(g: OpGraph) -> GemmSumPlan:
-    f = find(g)
-    if f is None:
-        raise Unsupported("no matmul summed over its columns")
-    gm, r, chain = f
-    if [n for n in g.nodes if n.kind not in ("input", "param", "pw") and n is not gm and n is not r]:
-        raise Unsupported("more than a matmul's row sum and pointwise ops after it")
-    check_elementwise_after(g, [r], "row sum")
+    gm, r, chain = summed_alone(g, find(g), "no matmul summed over its columns", "matmul's row sum")
     p = plan_of(gm)
     if p.batch != 1 or p.a_batched or p.b_batched or p.a_layout != "mk":
         raise Unsupported("a batched or transposed-A matmul's row sum")
