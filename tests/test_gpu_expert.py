@@ -67,7 +67,7 @@ def test_bundled_whole_model_verified(tmp_egg, task):
     assert st.result.speedup_vs_eager > 0
 
 
-CLUSTER_TASKS = {  # a task of each new kernel at a size where the expert's first candidate takes it
+FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the expert's first candidate takes it
     "splitk": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, A, B):\n"
                "        return torch.matmul(A, B)\ndef get_inputs():\n    return [torch.rand(256, 65536), torch.rand(65536, 256)]\n"
                "def get_init_inputs():\n    return []\n", "split-K"),
@@ -78,14 +78,28 @@ CLUSTER_TASKS = {  # a task of each new kernel at a size where the expert's firs
              "        super().__init__()\n        self.lstm = nn.LSTM(64, 256, num_layers=1, batch_first=True)\n"
              "    def forward(self, x):\n        return self.lstm(x)[0]\ndef get_inputs():\n    return [torch.randn(10, 64, 64)]\n"
              "def get_init_inputs():\n    return []\n", "a cluster of 8 blocks"),
+    # level 2 task 44's program (a strided transposed conv, scaled, averaged over its positions), reduced batch
+    "box_sums": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.conv = nn.ConvTranspose2d(64, 128, 3, 2, 1, 1)\n"
+                 "    def forward(self, x):\n        return torch.mean(self.conv(x) * 0.5, dim=[2, 3], keepdim=True)\n"
+                 "def get_inputs():\n    return [torch.randn(4, 64, 128, 128)]\ndef get_init_inputs():\n    return []\n",
+                 "box sums"),
+    # level 2 task 14's program (x @ W.T, divided, summed over the features, scaled), reduced batch
+    "column_sums": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                    "        super().__init__()\n        self.weight = nn.Parameter(torch.randn(4096, 2048))\n"
+                    "    def forward(self, x):\n        x = torch.matmul(x, self.weight.T) / 2\n"
+                    "        return torch.sum(x, dim=1, keepdim=True) * 1.5\n"
+                    "def get_inputs():\n    return [torch.rand(256, 2048)]\ndef get_init_inputs():\n    return []\n",
+                    "column sums"),
 }
 
 
-@pytest.mark.parametrize("name", sorted(CLUSTER_TASKS))
-def test_first_candidate_of_split_k_and_cluster_kernels_verifies(tmp_egg, name):
-    """Split-K (4 output tiles), an L2-norm row over a cluster's shared memory (1.5 MB) and the cluster
-    recurrence, each as the expert's first candidate: verified under the float64 rule on the H200."""
-    src, says = CLUSTER_TASKS[name]
+@pytest.mark.parametrize("name", sorted(FIRST_CANDIDATE_TASKS))
+def test_first_candidate_verifies(tmp_egg, name):
+    """Split-K (4 output tiles), an L2-norm row over a cluster's shared memory (1.5 MB), the cluster
+    recurrence, a conv's spatial mean from box sums and a matmul's row sum from the weight's column sums,
+    each as the expert's first candidate: verified under the float64 rule on the H200."""
+    src, says = FIRST_CANDIDATE_TASKS[name]
     p = tmp_egg / f"{name}.py"
     p.write_text(src)
     _, st = optimize(p, checkpoint=str(tmp_egg / "cp.sqlite"), out_dir=str(tmp_egg / "out"),
@@ -113,36 +127,3 @@ def test_few_channel_conv_direct_design_verifies_beside_the_implicit_gemm(tmp_eg
     assert direct[0].verdict == Verdict.correct, (direct[0].verdict, direct[0].reason)
     assert st.result.status == "verified"
 
-
-def test_conv_spatial_mean_from_box_sums_verifies(tmp_egg):
-    """Level 2 task 44's shape of program (a strided transposed conv, scaled, averaged over its positions)
-    at a reduced batch: the box-sum kernels verify under the float64 rule as the first candidate."""
-    p = tmp_egg / "convmean.py"
-    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
-                 "        super().__init__()\n        self.conv = nn.ConvTranspose2d(64, 128, 3, 2, 1, 1)\n"
-                 "    def forward(self, x):\n        return torch.mean(self.conv(x) * 0.5, dim=[2, 3], keepdim=True)\n"
-                 "def get_inputs():\n    return [torch.randn(4, 64, 128, 128)]\ndef get_init_inputs():\n    return []\n")
-    _, st = optimize(p, checkpoint=str(tmp_egg / "cp.sqlite"), out_dir=str(tmp_egg / "out"),
-                     budget=Budget(candidates_per_stage=1, total_candidates=1), quiet=True, timing_reps=10,
-                     kernel_profile=False)
-    first = st.candidate(st.attempts[0].candidate_id)
-    assert "box sums" in first.description, first.description
-    assert st.result.status == "verified", [(a.candidate_id, a.verdict, a.reason) for a in st.attempts]
-
-
-def test_matmul_row_sum_from_column_sums_verifies(tmp_egg):
-    """Level 2 task 14's program (x @ W.T, divided, summed over the features, scaled) at a reduced batch:
-    the weight's column sums and the matrix-vector product verify under the float64 rule as the first
-    candidate, on fresh inputs against a float64 truth."""
-    p = tmp_egg / "mmsum.py"
-    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
-                 "        super().__init__()\n        self.weight = nn.Parameter(torch.randn(4096, 2048))\n"
-                 "    def forward(self, x):\n        x = torch.matmul(x, self.weight.T) / 2\n"
-                 "        return torch.sum(x, dim=1, keepdim=True) * 1.5\n"
-                 "def get_inputs():\n    return [torch.rand(256, 2048)]\ndef get_init_inputs():\n    return []\n")
-    _, st = optimize(p, checkpoint=str(tmp_egg / "cp.sqlite"), out_dir=str(tmp_egg / "out"),
-                     budget=Budget(candidates_per_stage=1, total_candidates=1), quiet=True, timing_reps=10,
-                     kernel_profile=False)
-    first = st.candidate(st.attempts[0].candidate_id)
-    assert "column sums" in first.description, first.description
-    assert st.result.status == "verified", [(a.candidate_id, a.verdict, a.reason) for a in st.attempts]
