@@ -35,6 +35,7 @@ class ProposedKernel(BaseModel):
     description: str = ""
     family: str = ""
     guard_policy: Literal["strict", "mixed"] = "strict"  # a wish: the run's settings may make it stricter
+    algorithm_flops: float | None = None  # set by the expert for its algebraic rewrites (KernelCandidate)
 
 
 class Proposal(BaseModel):

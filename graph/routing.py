@@ -16,11 +16,14 @@ def dispatch(state: RunState) -> list[Send] | Literal["verification"]:
     """Fan the stage's candidates out to one verification task each."""
     if state.failure or not state.pending:
         return "verification"
-    floor = state.analysis.roofline.floor_ms if state.analysis else None
-    return [Send("verify_candidate", VerifyTask(candidate=state.candidate(cid), task_path=state.settings.task_path,
-                                                task=state.task,
-                                                settings=state.settings, floor_ms=floor, round=state.round))
-            for cid in state.pending]
+    roof = state.analysis.roofline if state.analysis else None
+    sends = []
+    for cid in state.pending:
+        c = state.candidate(cid)
+        sends.append(Send("verify_candidate", VerifyTask(candidate=c, task_path=state.settings.task_path, task=state.task,
+                                                         settings=state.settings, round=state.round,
+                                                         floor_ms=roof.floor_for(c.algorithm_flops) if roof else None)))
+    return sends
 
 
 def after_verification(state: RunState) -> StageName | Literal["finalize"]:

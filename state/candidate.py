@@ -20,3 +20,7 @@ class KernelCandidate(BaseModel):
     description: str = ""
     family: str = ""  # e.g. "pointwise", "row_reduction", "gemm"
     guard_policy: str = "strict"  # "strict" or "mixed" (see shared/NOTES.md)
+    # the FLOPs of the kernel's own algorithm where an algebraic rewrite does less arithmetic than the
+    # reference (a matmul or conv summed before it is computed): the verifier then holds it to the
+    # floor of these FLOPs and the bytes every correct kernel moves, not to the reference's FLOPs
+    algorithm_flops: float | None = None

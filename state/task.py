@@ -32,6 +32,14 @@ class Roofline(BaseModel):
     peak_flops: float
     bandwidth_bytes_s: float
 
+    def floor_for(self, algorithm_flops: float | None) -> float:
+        """The floor for a kernel that declares its own FLOPs (an algebraic rewrite): those at the peak
+        or the bytes every correct kernel moves, whichever is longer; never above the reference's floor."""
+        if algorithm_flops is None:
+            return self.floor_ms
+        return min(self.floor_ms, max(self.bytes_moved / self.bandwidth_bytes_s,
+                                      algorithm_flops / self.peak_flops) * 1e3)
+
 
 TF32_GRADE = 1e-5  # a norm-wise error above this is TF32's (10-bit mantissa) rather than fp32's
 

@@ -20,6 +20,9 @@ CASES = [
     ("self.w = nn.Parameter(torch.randn(23, 37))", "return torch.tanh(-torch.mean(x @ self.w, dim=1)) + 0.25", "5, 23", "kn", False),
     # a 3-d input to nn.Linear (rows merged), odd K, no bias, a sum over the last dim
     ("self.lin = nn.Linear(21, 16, bias=False)", "return torch.sum(self.lin(x) * -0.5, dim=-1)", "2, 3, 21", "nk", False),
+    # long rows of A (a block a row, its warps' sums through shared memory): 16-byte and scalar reads
+    ("self.lin = nn.Linear(2048, 40)", "return torch.sum(self.lin(x), dim=1) / 3", "3, 2048", "nk", True),
+    ("self.w = nn.Parameter(torch.randn(2050, 30))", "return torch.sum(x @ self.w, dim=1)", "3, 2050", "kn", False),
 ]
 
 
@@ -38,7 +41,9 @@ def test_a_matmul_only_summed_over_its_columns_is_a_matrix_vector_product(tmp_eg
     g, fam, plan = agent._plan(str(path))
     assert fam == "gemm_sum" and plan.gemm.b_layout == layout and plan.vec_a == vec
     pk = agent.propose(request(path)).kernels[0]
-    assert pk.kernel_names == ["egg_wsum", "egg_gemvsum"] and pk.family == "gemm_sum"
+    # an (N, K) weight's columns summed in chunks of rows, then folded; a (K, N) weight's rows in one kernel
+    assert pk.kernel_names == ["egg_wsum"] + (["egg_wfold"] if layout == "nk" else []) + ["egg_gemvsum"]
+    assert pk.family == "gemm_sum"
     assert ("float4" in pk.cuda_source) == (plan.vec_a or plan.vec_b)
     r = compile_check(pk.cuda_source, ["-lineinfo"], "sm_90a")
     assert r.ok, r.log[-2000:]
@@ -73,8 +78,49 @@ def test_a_matmul_row_sum_leads_a_program(tmp_egg):
     g, fam, plan = agent._plan(str(path))
     assert fam == "program" and [s[1] for s in plan.stages()] == ["gemm_sum", "rows"]
     pk = agent.propose(request(path)).kernels[0]
-    assert pk.kernel_names[:2] == ["egg_wsum", "egg_gemvsum"] and len(pk.kernel_names) == 3
+    assert pk.kernel_names[:3] == ["egg_wsum", "egg_wfold", "egg_gemvsum"] and len(pk.kernel_names) == 4
     if not cpu_emulator.available():
         pytest.skip("no g++")
     err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
     assert err < 8 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_a_rewrite_is_held_to_its_own_floor_and_its_tuning_stages_propose_nothing(tmp_egg):
+    """The sums do far fewer FLOPs than the matmul they replace: the candidate declares them, and the floor
+    the verifier holds it to falls to the bytes every correct kernel moves (never below, never above the
+    reference's). A floor from the matmul's FLOPs rejected task 14's correct 0.19 ms kernel on the H200 as
+    "faster than the roofline floor (0.28 ms)". The family has no knobs: a tuning stage keeps its input."""
+    from hardware_profiles import load_profile
+    from runtime.analysis import analyze
+    from state import KernelCandidate
+    from tasks import load_task
+    from tests.test_expert import request
+    path = _task(tmp_egg, "self.lin = nn.Linear(4096, 8192)", "return torch.sum(self.lin(x), dim=1, keepdim=True) * 0.5",
+                 "1024, 4096")  # compute-bound as a matmul (meta tensors: nothing is allocated)
+    pk = ExpertAgent().propose(request(path)).kernels[0]
+    M, K, N = 1024, 4096, 8192
+    assert pk.algorithm_flops == N * K + 2 * M * K
+    roof = analyze(load_task(path), load_profile("h200")).roofline
+    floor = roof.floor_for(pk.algorithm_flops)
+    mem = roof.bytes_moved / roof.bandwidth_bytes_s * 1e3
+    assert roof.flops >= 2 * M * N * K and floor == pytest.approx(max(mem, pk.algorithm_flops / roof.peak_flops * 1e3))
+    assert mem <= floor < roof.floor_ms and roof.floor_for(None) == roof.floor_ms
+    assert roof.floor_for(1e30) == roof.floor_ms  # a declaration never raises the reference's floor
+    best = KernelCandidate(id="algorithm_design-r1-c0", stage="algorithm_design", **pk.model_dump())
+    for stage in ("parallel_mapping", "tiling", "memory_optimization"):
+        prop = ExpertAgent().propose(request(path, stage=stage, best=best))
+        assert prop.unsupported is None and prop.kernels == [], (stage, prop.unsupported)
+
+
+def test_a_declared_rewrite_reaches_the_verifier_as_its_floor():
+    """The fan-out gives each candidate its own floor: the reference's, or its declared algorithm's."""
+    from graph.routing import dispatch
+    from state import KernelCandidate, Roofline, RunState, TaskAnalysis
+    roof = Roofline(flops=1e12, bytes_moved=1e9, bound="compute", floor_ms=2.0, peak_flops=1e15, bandwidth_bytes_s=4e12)
+    mk = lambda i, f: KernelCandidate(id=i, stage="algorithm_design", cuda_source="", host_code="", kernel_names=[],  # noqa: E731
+                                      algorithm_flops=f)
+    st = RunState.model_validate({"settings": {"task_path": "t.py"}, "stage": "algorithm_design",
+                                  "analysis": TaskAnalysis(inputs=[], outputs=[], roofline=roof),
+                                  "candidates": [mk("a", None), mk("b", 1e9)], "pending": ["a", "b"]})
+    floors = {s.arg.candidate.id: s.arg.floor_ms for s in dispatch(st)}
+    assert floors == {"a": 2.0, "b": pytest.approx(0.25)}

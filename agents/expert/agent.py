@@ -88,6 +88,16 @@ def row_cluster(plan, profile) -> int:
     return next((c for c in rowwise.CLUSTER_SIZES if rowwise.cluster_fits(plan, c, smem)), 0)
 
 
+REWRITES = {"conv_sum": conv_sum.algorithm_flops, "gemm_sum": gemm_sum.algorithm_flops}
+
+
+def rewrite_flops(stages: list[tuple[str, object]]) -> float | None:
+    """The FLOPs of the algebraic rewrites among (family, plan) stages, a lower bound of the kernel's
+    arithmetic (the other stages' left out); None where no stage rewrites: the reference's FLOPs hold."""
+    found = [REWRITES[f](p) for f, p in stages if f in REWRITES]
+    return float(sum(found)) if found else None
+
+
 def gemm_path(plan, params: dict) -> str:
     """Which GEMM kernel: "mma" (bf16/fp16 tensor cores), "tf32x3" (fp32 on tensor cores) or "simt" (fp32)."""
     if plan.dtype != "float32":
@@ -305,6 +315,8 @@ class ExpertAgent:
                 out = [{**base, "block": b} for b in kn.get("pool_block", [128, 512, 1024])]
             elif st == "tiling":
                 out = [{**base, "waves": w} for w in kn.get("pool_waves", [0, 4, 16])]
+        elif fam in REWRITES:  # no knobs: their kernels read at the copy's speed as designed
+            out = []
         elif fam == "conv" and base.get("algo") == "direct":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in (128, 512) if b != base.get("block")]
@@ -459,7 +471,7 @@ class ExpertAgent:
         return ProposedKernel(cuda_source=src, host_code=host.module_source_program(g, [(ln, n or g.output) for ln, n in steps]),
                               kernel_names=[ln.kernel for ln, _ in steps],
                               params=params, description=desc, family=fam, guard_policy="strict",
-                              compile_options=["-lineinfo"])
+                              compile_options=["-lineinfo"], algorithm_flops=rewrite_flops([(fam, plan)]))
 
     def _emit_program(self, g: OpGraph, prog, params: dict, profile) -> ProposedKernel:
         """The stages' kernels in one module: the heavy one with the tuned knobs, the rest with their
@@ -482,7 +494,8 @@ class ExpertAgent:
             descs.append(desc)
         return ProposedKernel(cuda_source="\n".join(srcs), host_code=host.module_source_program(g, steps),
                               kernel_names=names, params=params, description="; then ".join(descs),
-                              family=prog.stages()[prog.tuned][1], guard_policy="strict", compile_options=["-lineinfo"])
+                              family=prog.stages()[prog.tuned][1], guard_policy="strict", compile_options=["-lineinfo"],
+                              algorithm_flops=rewrite_flops([(f, p) for _, f, p, _ in prog.stages()]))
 
     def _emit_grid(self, g: OpGraph, plan, params: dict, profile) -> ProposedKernel:
         sms, tpsm = profile.sms, profile.max_threads_per_sm

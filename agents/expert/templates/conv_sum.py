@@ -61,6 +61,12 @@ def plan_conv_sum(g: OpGraph) -> ConvSumPlan:
     return ConvSumPlan(p, r, chain)
 
 
+def algorithm_flops(cp: ConvSumPlan) -> float:
+    """A lower bound of its arithmetic: an add per input element, then the (image, channel) contraction."""
+    p = cp.conv
+    return float(p.N * p.C * math.prod(p.in_sp) + 2 * p.N * p.OC * p.Cg * cp.taps)
+
+
 def box_node(cp: ConvSumPlan) -> Node:
     """The per-plane, per-tap sums: (N, C, taps), fp32."""
     p = cp.conv

@@ -22,7 +22,9 @@ from agents.expert.templates.summed import find_summed, summed_alone
 
 BLOCK = 256
 WARPS = BLOCK // 32
-COLS = 32  # a `egg_wsum` block's columns of an (N, K) weight
+TARGET_BLOCKS = 528  # `egg_wsum`'s blocks over an (N, K) weight: four an H200 SM, enough reads in flight
+MIN_ROWS = 16  # rows a block at least: fewer, and the partial sums cost more than they save
+ROW_BLOCK_K = 2048  # from this K, a block a row of A in `egg_gemvsum` (a warp a row keeps too few reads in flight)
 
 
 @dataclass
@@ -34,6 +36,20 @@ class GemmSumPlan:
     @property
     def vec_a(self) -> bool:  # A's rows and the workspace read 16 bytes at a time
         return self.gemm.dtype == "float32" and self.gemm.K % 4 == 0
+
+    @property
+    def strip(self) -> int:  # columns of an (N, K) weight a `egg_wsum` block sums: a thread a column (or four)
+        return BLOCK * (4 if self.vec_b else 1)
+
+    @property
+    def splits(self) -> int:  # row chunks of an (N, K) weight, each a block's partial sums
+        p = self.gemm
+        strips = -(-p.K // self.strip)
+        return max(1, min(-(-TARGET_BLOCKS // strips), p.N // MIN_ROWS))
+
+    @property
+    def row_threads(self) -> int:  # `egg_gemvsum`'s threads a row of A
+        return BLOCK if self.gemm.K >= ROW_BLOCK_K else 32
 
     @property
     def vec_b(self) -> bool:  # B read 16 bytes at a time: along k ("nk") or along n ("kn")
@@ -56,56 +72,88 @@ def plan_gemm_sum(g: OpGraph) -> GemmSumPlan:
     return GemmSumPlan(p, r, chain)
 
 
+def algorithm_flops(sp: GemmSumPlan) -> float:
+    """A lower bound of its arithmetic: an add per weight element, then a dot product a row of A."""
+    p = sp.gemm
+    return float(p.N * p.K + 2 * p.M * p.K)
+
+
 def wsum_node(sp: GemmSumPlan) -> Node:
     """B summed over n (K floats), then the bias's sum: fp32."""
     return Node(f"{sp.gemm.gemm.name}_wsum", "input", shape=(sp.gemm.K + 1,), dtype="float32")
 
 
-def _wsum_body(sp: GemmSumPlan) -> str:
+def wpart_node(sp: GemmSumPlan) -> Node:
+    """An (N, K) weight's partial column sums, a row of K a chunk of its rows: fp32."""
+    return Node(f"{sp.gemm.gemm.name}_wpart", "input", shape=(sp.splits * sp.gemm.K,), dtype="float32")
+
+
+def _wsum_kernels(sp: GemmSumPlan, bias_arg: str) -> str:
     p = sp.gemm
     N, K = p.N, p.K
-    if p.b_layout == "nk":  # B is (N, K): column sums, a block of COLS columns, threads along k
-        v = 4 if sp.vec_b else 1
-        tpr = COLS // v  # threads a row
-        rg = BLOCK // tpr  # rows in flight
+    b_t = CTYPE[p.b_src.dtype]
+    if p.b_layout == "nk":
+        # B is (N, K): a block sums a strip of columns over a chunk of rows, each row's strip one contiguous
+        # read (a narrow strip over all rows touched a DRAM page 128 bytes at a time: 2 TB/s on the H200);
+        # the chunks' partial sums are folded by `egg_wfold`, whose last block sums the bias
+        v, S = (4 if sp.vec_b else 1), sp.splits
+        rows = -(-N // S)
         if v == 4:
-            load = f"""const float4 b4 = reinterpret_cast<const float4*>(B + (long long)n * {K} + col)[0];
-            acc[0] += b4.x; acc[1] += b4.y; acc[2] += b4.z; acc[3] += b4.w;"""
+            load = f"const float4 b4 = reinterpret_cast<const float4*>(B + (long long)n * {K} + col)[0];\n" \
+                   "                acc[0] += b4.x; acc[1] += b4.y; acc[2] += b4.z; acc[3] += b4.w;"
         else:
             load = f"acc[0] += to_f(B[(long long)n * {K} + col]);"
-        return f"""    const int c0 = blockIdx.x * {COLS}, col = c0 + (threadIdx.x % {tpr}) * {v}, rg = threadIdx.x / {tpr};
+        return f"""
+extern "C" __global__ void __launch_bounds__({BLOCK}) egg_wsum(float* __restrict__ part, const {b_t}* __restrict__ B) {{
+    const int col = blockIdx.x * {sp.strip} + threadIdx.x * {v};
+    const int n0 = blockIdx.y * {rows}, n1 = min(n0 + {rows}, {N});
+    if (col >= {K}) return;
     float acc[{v}];
 #pragma unroll
     for (int e = 0; e < {v}; ++e) acc[e] = 0.0f;
-    if (col < {K}) {{
-#pragma unroll 4
-        for (int n = rg; n < {N}; n += {rg}) {{
-            {load}
-        }}
+#pragma unroll 8
+    for (int n = n0; n < n1; ++n) {{
+        {load}
     }}
-    __shared__ float part[{rg}][{COLS}];
 #pragma unroll
-    for (int e = 0; e < {v}; ++e) part[rg][(threadIdx.x % {tpr}) * {v} + e] = acc[e];
-    __syncthreads();
-    if (threadIdx.x < {COLS} && c0 + threadIdx.x < {K}) {{
-        float s = 0.0f;
-        for (int r = 0; r < {rg}; ++r) s += part[r][threadIdx.x];
-        ws[c0 + threadIdx.x] = s;
-    }}"""
-    # B is (K, N): row sums, a warp a row
+    for (int e = 0; e < {v}; ++e) part[(long long)blockIdx.y * {K} + col + e] = acc[e];
+}}
+
+extern "C" __global__ void __launch_bounds__({BLOCK}) egg_wfold(float* __restrict__ ws, const float* __restrict__ part{bias_arg}) {{
+    if (blockIdx.x == gridDim.x - 1) {{  // the last block: the bias's sum
+{_bias_sum(sp)}
+        return;
+    }}
+    const int k = blockIdx.x * {BLOCK} + threadIdx.x;
+    if (k >= {K}) return;
+    float s = 0.0f;
+#pragma unroll 8
+    for (int c = 0; c < {S}; ++c) s += part[(long long)c * {K} + k];
+    ws[k] = s;
+}}
+"""
+    # B is (K, N): row sums, a warp a row, contiguous
     if sp.vec_b:
         loop = f"""const float4* bp = reinterpret_cast<const float4*>(B + (long long)k * {N});
         for (int j = lane; j < {N // 4}; j += 32) {{ const float4 b4 = bp[j]; s += (b4.x + b4.y) + (b4.z + b4.w); }}"""
     else:
         loop = f"for (int n = lane; n < {N}; n += 32) s += to_f(B[(long long)k * {N} + n]);"
-    return f"""    const int k = blockIdx.x * {WARPS} + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    return f"""
+extern "C" __global__ void __launch_bounds__({BLOCK}) egg_wsum(float* __restrict__ ws, const {b_t}* __restrict__ B{bias_arg}) {{
+    if (blockIdx.x == gridDim.x - 1) {{  // the last block: the bias's sum
+{_bias_sum(sp)}
+        return;
+    }}
+    const int k = blockIdx.x * {WARPS} + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (k >= {K}) return;
     float s = 0.0f;
     {{
         {loop}
     }}
     for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-    if (lane == 0) ws[k] = s;"""
+    if (lane == 0) ws[k] = s;
+}}
+"""
 
 
 def _bias_sum(sp: GemmSumPlan) -> str:
@@ -128,17 +176,9 @@ def _bias_sum(sp: GemmSumPlan) -> str:
 def render(g: OpGraph, sp: GemmSumPlan) -> str:
     p = sp.gemm
     K, M = p.K, p.M
-    a, b, bias = p.a_src, p.b_src, p.bias
+    a, bias = p.a_src, p.bias
     bias_arg = f", const {CTYPE[bias.dtype]}* __restrict__ bias" if bias is not None else ""
-    wsum = f"""
-extern "C" __global__ void __launch_bounds__({BLOCK}) egg_wsum(float* __restrict__ ws, const {CTYPE[b.dtype]}* __restrict__ B{bias_arg}) {{
-    if (blockIdx.x == gridDim.x - 1) {{  // the last block: the bias's sum
-{_bias_sum(sp)}
-        return;
-    }}
-{_wsum_body(sp)}
-}}
-"""
+    wsum = _wsum_kernels(sp, bias_arg)
     em = Emitter(lambda n, idx: f"to_f({n.name}[{idx}])",
                  lambda n: "g_sum" if n is p.gemm else ("r_val" if n is sp.reduce else None), prefix="e")
     scaled = em.value(sp.chain[-1], "o_lin") if sp.chain else "g_sum"
@@ -146,28 +186,39 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) egg_wsum(float* __restrict
     v_out = em.value(g.output, "o_lin")
     post = em.take("        ")
     rest_args = "".join(f", const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in arg_order(g, sp)[2:])
+    T = sp.row_threads
     if sp.vec_a:
         dot = f"""const float4* ap = reinterpret_cast<const float4*>(A + o_lin * {K}LL);
     const float4* wp = reinterpret_cast<const float4*>(ws);
-#pragma unroll 4
-    for (int j = lane; j < {K // 4}; j += 32) {{
+#pragma unroll 8
+    for (int j = t; j < {K // 4}; j += {T}) {{
         const float4 x = ap[j], w = wp[j];
         acc = fmaf(x.x, w.x, acc); acc = fmaf(x.y, w.y, acc); acc = fmaf(x.z, w.z, acc); acc = fmaf(x.w, w.w, acc);
     }}"""
     else:
         dot = f"""const {CTYPE[a.dtype]}* ap = A + o_lin * {K}LL;
-#pragma unroll 4
-    for (int k = lane; k < {K}; k += 32) acc = fmaf(to_f(ap[k]), ws[k], acc);"""
+#pragma unroll 8
+    for (int k = t; k < {K}; k += {T}) acc = fmaf(to_f(ap[k]), ws[k], acc);"""
+    if T > 32:  # a block a row: the warps' sums through shared memory
+        fold = f"""__shared__ float red[{WARPS}];
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = acc;
+    __syncthreads();
+    if (threadIdx.x != 0) return;
+    acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < {WARPS}; ++w) acc += red[w];"""
+    else:
+        fold = "if (t != 0) return;"
     gemv = f"""
 extern "C" __global__ void __launch_bounds__({BLOCK}) egg_gemvsum(
     {CTYPE[g.output.dtype]}* __restrict__ out, const float* __restrict__ ws, const {CTYPE[a.dtype]}* __restrict__ A{rest_args}) {{
-    const long long o_lin = (long long)blockIdx.x * {WARPS} + (threadIdx.x >> 5);  // a warp a row of A
-    const int lane = threadIdx.x & 31;
+    const long long o_lin = (long long)blockIdx.x * {BLOCK // T} + threadIdx.x / {T};  // {T} threads a row of A
+    const int t = threadIdx.x % {T};
     if (o_lin >= {M}LL) return;
     float acc = 0.0f;
     {dot}
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if (lane != 0) return;
+    {fold}
     // the row's sum over the GEMM's {p.N} columns; the scalings commute with it
     const float g_sum = acc + ws[{K}];
 {pre}
@@ -188,6 +239,10 @@ def arg_order(g: OpGraph, sp: GemmSumPlan) -> list[Node]:
 def launches(g: OpGraph, sp: GemmSumPlan) -> list[tuple[str, tuple, tuple, list, Node | None]]:
     """(kernel, grid, block, tensors after its output, the node it writes; None: the output), in order."""
     p = sp.gemm
-    blocks = -(-p.K // COLS) if p.b_layout == "nk" else -(-p.K // WARPS)
-    return [("egg_wsum", (blocks + 1,), (BLOCK,), [p.b_src] + ([p.bias] if p.bias is not None else []), wsum_node(sp)),
-            ("egg_gemvsum", (-(-p.M // WARPS),), (BLOCK,), arg_order(g, sp), None)]
+    b_reads = [p.b_src] + ([p.bias] if p.bias is not None else [])
+    gemv = ("egg_gemvsum", (-(-p.M // (BLOCK // sp.row_threads)),), (BLOCK,), arg_order(g, sp), None)
+    if p.b_layout == "nk":  # partial column sums over chunks of rows, then their fold (and the bias's sum)
+        return [("egg_wsum", (-(-p.K // sp.strip), sp.splits), (BLOCK,), [p.b_src], wpart_node(sp)),
+                ("egg_wfold", (-(-p.K // BLOCK) + 1,), (BLOCK,), [wpart_node(sp)] + b_reads[1:], wsum_node(sp)),
+                gemv]
+    return [("egg_wsum", (-(-p.K // WARPS) + 1,), (BLOCK,), b_reads, wsum_node(sp)), gemv]
