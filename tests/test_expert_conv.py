@@ -338,6 +338,8 @@ def test_kernelbench_size_direct_conv_compiles_without_spills(tmp_egg):
       "torch.logsumexp(torch.mean(self.conv(x), dim=(2, 3), keepdim=True) + self.extra, dim=1) * 10.0"), True),
     # a forward 3D conv with padding and dilation, groups, summed (not averaged), negated, no keepdim
     ((3, 4, 8, 2, 1, 1, 2, 2, False, (2, 4, 4, 5, 3), "-torch.sum(self.conv(x) / 3.0, dim=(2, 3, 4))"), False),
+    # a grouped transposed 1d conv (its weight (C, OC/groups, k): the lanes' reads jump at each input channel)
+    (("T1", 4, 6, 3, 2, 1, 1, 2, True, (3, 4, 9), "torch.mean(self.conv(x), dim=2) * -2.0"), False),
     # torch.multiply (an alias) and a global average pool (a mean over the spatial dims)
     ((2, 4, 8, 3, 1, 0, 1, 1, True, (2, 4, 7, 6), "torch.nn.functional.adaptive_avg_pool2d(torch.multiply(self.conv(x), 2.0), 1)"), False),
 ])
