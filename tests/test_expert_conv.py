@@ -11,6 +11,7 @@ from agents.expert.opgraph import Unsupported, export_graph
 from agents.expert.templates import conv, direct_conv, gemm
 from runtime.compile import compile_check
 from tasks import load_task
+from tests.codegen_golden import KB
 
 TEMPLATE = """import torch
 import torch.nn as nn
@@ -340,6 +341,11 @@ def test_kernelbench_size_direct_conv_compiles_without_spills(tmp_egg):
     ((3, 4, 8, 2, 1, 1, 2, 2, False, (2, 4, 4, 5, 3), "-torch.sum(self.conv(x) / 3.0, dim=(2, 3, 4))"), False),
     # a grouped transposed 1d conv (its weight (C, OC/groups, k): the lanes' reads jump at each input channel)
     (("T1", 4, 6, 3, 2, 1, 1, 2, True, (3, 4, 9), "torch.mean(self.conv(x), dim=2) * -2.0"), False),
+    # task 77 in miniature: scaled, an eval BatchNorm (per-channel tensors from the parameters), a global mean;
+    # a stride-1 transposed conv without padding: all 125 taps share one box (the whole plane)
+    (("T3", 3, 8, 5, 1, 0, 1, 1, True, (2, 3, 4, 5, 6),
+      "torch.mean(torch.nn.functional.batch_norm(self.conv(x) * 2.0, (self.extra.flatten() * 0.1).detach(), (self.extra.flatten()"
+      " ** 2 + 0.5).detach(), self.extra.flatten(), -self.extra.flatten(), False), dim=(2, 3, 4), keepdim=True)"), False),
     # torch.multiply (an alias) and a global average pool (a mean over the spatial dims)
     ((2, 4, 8, 3, 1, 0, 1, 1, True, (2, 4, 7, 6), "torch.nn.functional.adaptive_avg_pool2d(torch.multiply(self.conv(x), 2.0), 1)"), False),
 ])
@@ -361,6 +367,24 @@ def test_a_conv_only_summed_over_its_positions_is_box_sums_of_its_input(tmp_egg,
         pytest.skip("no g++")
     err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
     assert err < 8 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None or not (KB / "level2").exists(), reason="no nvcc or no KernelBench")
+def test_kernelbench_77s_eval_batchnorm_mean_is_one_box_per_plane():
+    """Level 2 task 77 (conv_transpose3d 5x5x5, x2, BatchNorm3d in eval, global mean) at its own size: box sums
+    with a single box (125 taps > the 64 sums a thread holds, but one distinct box); compiles without spills."""
+    from agents.expert.templates import conv_sum
+    from tasks import find_task_files
+    from tests.test_expert import request
+    path = next(p for p in find_task_files([KB / "level2"]) if p.stem.startswith("77_"))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    assert fam == "conv_sum" and plan.taps == 125 and plan.boxes == 1 and len(plan.chain) == 5
+    assert conv_sum.algorithm_flops(plan) < 1e-3 * 2 * plan.conv.N * plan.conv.OC * math.prod(plan.conv.out_sp) * plan.conv.C * 125
+    pk = agent.propose(request(path)).kernels[0]
+    r = compile_check(pk.cuda_source, ["-lineinfo"], "sm_90a")
+    assert r.ok, r.log[-2000:]
+    assert all((x.spill_store_bytes, x.spill_load_bytes) == (0, 0) for x in r.resources), r.resources
 
 
 def test_a_conv_summed_after_a_nonlinear_op_keeps_its_output(tmp_egg):

@@ -3,6 +3,7 @@ matrix-vector product: planned, compiled for sm_90a, and run on the CPU emulator
 import pytest
 
 from agents.expert import ExpertAgent
+from agents.expert.opgraph import Unsupported
 from agents.expert.templates import gemm_sum
 from runtime.compile import compile_check
 from tests.test_expert_program import TEMPLATE
@@ -23,6 +24,15 @@ CASES = [
     # long rows of A (a block a row, its warps' sums through shared memory): 16-byte and scalar reads
     ("self.lin = nn.Linear(2048, 40)", "return torch.sum(self.lin(x), dim=1) / 3", "3, 2048", "nk", True),
     ("self.w = nn.Parameter(torch.randn(2050, 30))", "return torch.sum(x @ self.w, dim=1)", "3, 2050", "kn", False),
+    # affine steps constant along a row: an offset (the mean times N), a row's own value, c - v
+    ("self.lin = nn.Linear(24, 40)", "return torch.sum(0.5 - (self.lin(x) - x[:, :1]) * 2.0, dim=1)", "6, 24", "nk", True),
+    # task 51's step, a per-column tensor: the column sums weighted (here by 1), its sum added to the bias's
+    ("self.lin = nn.Linear(24, 40)\n        self.s = nn.Parameter(torch.randn(40))",
+     "return torch.mean(self.lin(x) - self.s, dim=1, keepdim=True)", "6, 24", "nk", True),
+    # per-column weights and offsets, no bias, a (K, N) weight, an eval BatchNorm-like scale and shift
+    ("self.w = nn.Parameter(torch.randn(23, 37))\n        self.a = nn.Parameter(torch.rand(37) + 0.5)\n"
+     "        self.b = nn.Parameter(torch.randn(37))",
+     "return torch.sum(-(x @ self.w) * self.a + self.b / 4.0, dim=1)", "5, 23", "kn", False),
 ]
 
 
@@ -56,15 +66,35 @@ def test_a_matmul_only_summed_over_its_columns_is_a_matrix_vector_product(tmp_eg
 
 @pytest.mark.parametrize("body", [
     "return torch.sum(torch.sigmoid(self.lin(x)), dim=1)",  # a nonlinear op between: the sum does not commute
-    "return torch.sum(self.lin(x) + 1.0, dim=1)",  # not a scaling (an offset per element)
+    "return torch.sum(self.lin(x) * x.sum() / x.numel(), dim=1)",  # a step computed by a reduction
+    "return torch.sum(self.lin(x) * torch.ones(6, 40), dim=1)",  # a tensor varying along rows and columns
     "return torch.sum(self.lin(x), dim=0)",  # over the rows, not the columns
     "y = self.lin(x)\n        return torch.sum(y, dim=1, keepdim=True) + y",  # the matmul's output is kept
 ])
 def test_a_matmul_not_only_summed_keeps_its_output(tmp_egg, body):
     path = _task(tmp_egg, "self.lin = nn.Linear(24, 40)", body, "6, 24")
     g, fam, plan = ExpertAgent()._plan(str(path))
-    assert gemm_sum.find(g) is None and fam != "gemm_sum"
+    with pytest.raises(Unsupported):
+        gemm_sum.plan_gemm_sum(g)
     assert fam == "program" and plan.stages()[0][1] == "gemm"
+
+
+def test_task_51s_shape_is_the_sums_then_a_residual_add(tmp_egg):
+    """Level 2 task 51 in miniature: (x @ W.T + bias - s).mean(1), a log-sum-exp and GELU over one value, plus x:
+    the sums (the per-column s summed with the bias), then a pointwise kernel; on the emulator vs float64."""
+    from tests import cpu_emulator
+    from tests.test_expert import request
+    path = _task(tmp_egg, "self.lin = nn.Linear(24, 24)\n        self.s = nn.Parameter(torch.randn(24))",
+                 "y = torch.mean(self.lin(x) - self.s, dim=1, keepdim=True)\n"
+                 "        y = torch.logsumexp(y, dim=1, keepdim=True)\n        return F.gelu(y) + x", "7, 24")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    assert fam == "program" and plan.stages()[0][1] == "gemm_sum" and plan.stages()[0][2].weighted
+    pk = agent.propose(request(path)).kernels[0]
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
+    assert err < 8 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
 def test_a_matmul_row_sum_leads_a_program(tmp_egg):

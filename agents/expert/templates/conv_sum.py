@@ -1,5 +1,6 @@
 """A convolution whose output is only summed (or averaged) over all its spatial positions, never kept:
-level 2's "conv, then a global average pool" with at most scalar scaling between.
+level 2's "conv, then a global average pool" with affine steps between whose tensors are constant over
+the positions (a scaling, an eval BatchNorm: templates/summed.py).
 
 Summed over the output, every tap of the kernel meets the input over a box (per dim an interval of
 input positions, from stride, padding, dilation and output_padding), so
@@ -7,8 +8,8 @@ input positions, from stride, padding, dilation and output_padding), so
     sum_o y[n, oc, o] = |out| * bias[oc] + sum_ic sum_tap W[.., tap] * boxsum(x[n, ic], tap)
 
 Two kernels: `egg_boxsum`, a block per input plane (n, ic) reading it once and summing it per tap
-(most elements lie inside every tap's box and take one add), then `egg_convsum`, a thread per (n, oc)
-contracting those sums with the weight, applying the scaling and the pointwise chain after the sum
+(most elements lie inside every tap's box and take one add), then `egg_convsum`, a warp per (n, oc)
+contracting those sums with the weight, applying the affine steps and the pointwise chain after the sum
 before its store. The conv's FLOPs and its output's write and read are gone; exact fp32."""
 from __future__ import annotations
 
@@ -18,20 +19,29 @@ from dataclasses import dataclass
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
 from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.conv import ConvPlan, plan_of
-from agents.expert.templates.summed import find_summed, summed_alone
+from agents.expert.templates.summed import find_summed, row_index, summed_alone, tensor_operands, varies_along
 
-MAX_TAPS = 64  # a thread's per-tap sums live in registers
+MAX_TAPS = 64  # distinct boxes: a thread's per-box sums live in registers
 
 
 @dataclass
 class ConvSumPlan:
     conv: ConvPlan
     reduce: Node  # the sum over the spatial dims
-    chain: list  # pw nodes from the conv to the sum, each a scaling by a constant
+    chain: list  # pw nodes from the conv to the sum, affine steps constant over the conv's positions
 
     @property
     def taps(self) -> int:
         return math.prod(self.conv.ker)
+
+    def distinct(self, d: int) -> list[tuple[int, int]]:
+        """Dim d's distinct tap boxes: taps whose boxes are equal share one sum (a stride-1 transposed
+        conv without padding: every tap's box is the whole plane)."""
+        return sorted({self.box(d, k) for k in range(self.conv.ker[d])})
+
+    @property
+    def boxes(self) -> int:  # the distinct boxes of the whole kernel: a thread's sums in registers
+        return math.prod(len(self.distinct(d)) for d in range(self.conv.nd))
 
     def box(self, d: int, k: int) -> tuple[int, int]:
         """The input positions along dim d (inclusive bounds; lo > hi: none) that tap k sends into the output."""
@@ -52,13 +62,16 @@ def find(g: OpGraph) -> tuple[Node, Node, list] | None:
 def plan_conv_sum(g: OpGraph) -> ConvSumPlan:
     cv, r, chain = summed_alone(g, find(g), "no convolution summed over its spatial dims", "conv's spatial sum")
     p = plan_of(cv)
+    if any(varies_along(c, cv.shape, range(2, len(cv.shape))) for c in tensor_operands(chain, cv)):
+        raise Unsupported("a tensor between the conv and its spatial sum that varies over the positions")
     if not p.transposed and any(s != 1 for s in p.stride):
         raise Unsupported("a strided forward conv's spatial sum (its taps meet strided sets, not boxes)")
-    if math.prod(p.ker) > MAX_TAPS:
-        raise Unsupported(f"a {p.ker} kernel: more than {MAX_TAPS} taps")
     if math.prod(g.output.shape) != p.N * p.OC:
         raise Unsupported("an output that is not one value a (image, channel)")
-    return ConvSumPlan(p, r, chain)
+    cp = ConvSumPlan(p, r, chain)
+    if cp.boxes > MAX_TAPS:
+        raise Unsupported(f"a {p.ker} kernel whose taps meet {cp.boxes} distinct boxes (at most {MAX_TAPS})")
+    return cp
 
 
 def algorithm_flops(cp: ConvSumPlan) -> float:
@@ -86,19 +99,28 @@ def render(g: OpGraph, cp: ConvSumPlan) -> str:
     for d in reversed(range(p.nd)):
         dec.append(f"const int i{d} = (int)({rest} % {p.in_sp[d]});")
         rest = f"({rest} / {p.in_sp[d]})"
-    flags = [f"const bool m{d}_{k} = i{d} >= {cp.box(d, k)[0]} && i{d} <= {cp.box(d, k)[1]};" for d in range(p.nd) for k in ks[d]]
-    taps, t = [], 0
-    for combo in _product(ks):
-        taps.append(f"if ({' && '.join(f'm{d}_{k}' for d, k in enumerate(combo))}) acc[{t}] += v;")
-        t += 1
+    dist = [cp.distinct(d) for d in range(p.nd)]
+    D = cp.boxes
+    flags = [f"const bool m{d}_{j} = i{d} >= {lo} && i{d} <= {hi};" for d in range(p.nd) for j, (lo, hi) in enumerate(dist[d])]
+    taps = [f"if ({' && '.join(f'm{d}_{j}' for d, j in enumerate(combo))}) acc[{c}] += v;"
+            for c, combo in enumerate(_product([list(range(len(x))) for x in dist]))]
+    # a tap's box: its index along each dim looked up, mixed radix over the dims' distinct boxes (first slowest)
+    tables = "".join(f"\n        const int ix{d}[{p.ker[d]}] = {{{', '.join(str(dist[d].index(cp.box(d, k))) for k in range(p.ker[d]))}}};"
+                     for d in range(p.nd))
+    kdec, rest, terms = [], "t", []
+    for d in reversed(range(p.nd)):
+        kdec.append(f"const int k{d} = {rest} % {p.ker[d]};")
+        rest = f"({rest} / {p.ker[d]})"
+        terms.append(f"ix{d}[k{d}] * {math.prod(len(x) for x in dist[d + 1:])}")
+    cmap = "\n            ".join(kdec) + f"\n            const int c = {' + '.join(terms)};"
     interior = " && ".join(f"i{d} >= {lo} && i{d} <= {hi}" for d, (lo, hi) in enumerate(inner))
     body = "\n".join("                " + x for x in dec + [f"if ({interior}) {{ tot += v; continue; }}"] + flags + taps)
     box = f"""
 extern "C" __global__ void __launch_bounds__({BOX_BLOCK}) egg_boxsum(float* __restrict__ bsum, const float* __restrict__ X) {{
     const float* xp = X + (long long)blockIdx.x * {P}LL;  // plane (n, ic)
-    float tot = 0.0f, acc[{T}];
+    float tot = 0.0f, acc[{D}];
 #pragma unroll
-    for (int t = 0; t < {T}; ++t) acc[t] = 0.0f;
+    for (int t = 0; t < {D}; ++t) acc[t] = 0.0f;
     for (long long e0 = threadIdx.x; e0 < {P}LL; e0 += {UNROLL}LL * blockDim.x) {{
         float vs[{UNROLL}];
 #pragma unroll
@@ -114,21 +136,29 @@ extern "C" __global__ void __launch_bounds__({BOX_BLOCK}) egg_boxsum(float* __re
         }}
     }}
     // the block's sums: a warp's by shuffles, then the warps' through shared memory
-    __shared__ float part[{T + 1}][{BOX_BLOCK // 32}];
+    __shared__ float part[{D + 1}][{BOX_BLOCK // 32}];
+    __shared__ float csum[{D}];
     for (int s = 16; s > 0; s >>= 1) tot += __shfl_xor_sync(0xffffffffu, tot, s);
 #pragma unroll
-    for (int t = 0; t < {T}; ++t)
+    for (int t = 0; t < {D}; ++t)
         for (int s = 16; s > 0; s >>= 1) acc[t] += __shfl_xor_sync(0xffffffffu, acc[t], s);
     if ((threadIdx.x & 31) == 0) {{
-        part[{T}][threadIdx.x >> 5] = tot;
+        part[{D}][threadIdx.x >> 5] = tot;
 #pragma unroll
-        for (int t = 0; t < {T}; ++t) part[t][threadIdx.x >> 5] = acc[t];
+        for (int t = 0; t < {D}; ++t) part[t][threadIdx.x >> 5] = acc[t];
     }}
     __syncthreads();
-    if (threadIdx.x < {T}) {{
+    if (threadIdx.x < {D}) {{
         float a = 0.0f, b = 0.0f;
-        for (int w = 0; w < {BOX_BLOCK // 32}; ++w) {{ a += part[threadIdx.x][w]; b += part[{T}][w]; }}
-        bsum[(long long)blockIdx.x * {T} + threadIdx.x] = a + b;
+        for (int w = 0; w < {BOX_BLOCK // 32}; ++w) {{ a += part[threadIdx.x][w]; b += part[{D}][w]; }}
+        csum[threadIdx.x] = a + b;
+    }}
+    __syncthreads();
+    {{  // each tap's sum: its box's{tables}
+        for (int t = threadIdx.x; t < {T}; t += blockDim.x) {{
+            {cmap}
+            bsum[(long long)blockIdx.x * {T} + t] = csum[c];
+        }}
     }}
 }}
 """
@@ -136,7 +166,8 @@ extern "C" __global__ void __launch_bounds__({BOX_BLOCK}) egg_boxsum(float* __re
     bias = p.bias
     em = Emitter(lambda n, idx: f"to_f({n.name}[{idx}])",
                  lambda n: "c_mean" if n is p.conv else ("r_val" if n is cp.reduce else None), prefix="e")
-    scaled = em.value(cp.chain[-1], "o_lin") if cp.chain else "c_mean"
+    # the chain at the (image, channel)'s first position: its tensors do not vary over the positions
+    scaled = em.value(cp.chain[-1], row_index(p.conv, range(2, p.nd + 2))) if cp.chain else "c_mean"
     pre = em.take("        ")
     v_out = em.value(g.output, "o_lin")
     post = em.take("        ")

@@ -16,9 +16,9 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import Node, OpGraph, Unsupported
+from agents.expert.opgraph import Node, OpGraph, Unsupported, _flat
 from agents.expert.templates.gemm import GemmPlan, plan_of
-from agents.expert.templates.summed import find_summed, summed_alone
+from agents.expert.templates.summed import coefficients, find_summed, row_index, summed_alone, tensor_operands, varies_along
 
 BLOCK = 256
 WARPS = BLOCK // 32
@@ -31,7 +31,14 @@ ROW_BLOCK_K = 2048  # from this K, a block a row of A in `egg_gemvsum` (a warp a
 class GemmSumPlan:
     gemm: GemmPlan
     reduce: Node  # the sum over the GEMM's columns
-    chain: list  # pw nodes from the GEMM to the sum, each a scaling by a constant
+    chain: list  # pw nodes from the GEMM to the sum, affine steps (templates/summed.py)
+    # the steps' tensors vary along the summed columns (never along the rows): a[n] weights B's column
+    # sums and b[n] adds to the bias's sum; else they are constant along a row and apply to its sum
+    weighted: bool = False
+
+    @property
+    def additive(self) -> bool:  # an offset among the steps: applied to the row's mean, times N
+        return any(n.op in ("add", "sub", "rsub") for n in self.chain)
 
     @property
     def vec_a(self) -> bool:  # A's rows and the workspace read 16 bytes at a time
@@ -69,7 +76,53 @@ def plan_gemm_sum(g: OpGraph) -> GemmSumPlan:
         raise Unsupported("a batched or transposed-A matmul's row sum")
     if math.prod(g.output.shape) != p.M:
         raise Unsupported("an output that is not one value a row of the matmul")
-    return GemmSumPlan(p, r, chain)
+    last = len(gm.shape) - 1
+    ops = tensor_operands(chain, gm)
+    if all(not varies_along(c, gm.shape, [last]) for c in ops):
+        return GemmSumPlan(p, r, chain)
+    if all(not varies_along(c, gm.shape, range(last)) for c in ops):
+        sp = GemmSumPlan(p, r, chain, weighted=True)
+        if any(_reads(c, p.a_src) for c in ops):  # the column sums' kernels do not take A
+            raise Unsupported("a per-column step computed from the matmul's input")
+        return sp
+    raise Unsupported("a tensor between the matmul and its row sum that varies along both rows and columns")
+
+
+def _reads(c: Node, leaf: Node) -> bool:
+    stack, seen = [c], set()
+    while stack:
+        x = stack.pop()
+        if x is leaf:
+            return True
+        if id(x) not in seen:
+            seen.add(id(x))
+            stack += [a for a in _flat(x.args) if isinstance(a, Node)]
+    return False
+
+
+def _loader(p: GemmPlan):
+    """Reads of a leaf in the generated kernels: A, B and the bias under their argument names."""
+    names = {id(p.a_src): "A", id(p.b_src): "B"} | ({id(p.bias): "bias"} if p.bias is not None else {})
+    return lambda n, i: f"to_f({names.get(id(n), n.name)}[{i}])"
+
+
+def coef_leaves(g: OpGraph, sp: GemmSumPlan) -> list[Node]:
+    """The leaves the weighted steps' tensors read, in the graph's order (A, B and the bias apart)."""
+    seen, stack = set(), list(tensor_operands(sp.chain, sp.gemm.gemm)) if sp.weighted else []
+    while stack:
+        x = stack.pop()
+        if id(x) not in seen:
+            seen.add(id(x))
+            stack += [a for a in _flat(x.args) if isinstance(a, Node)]
+    p = sp.gemm
+    return [t for t in g.inputs + g.params if id(t) in seen and t is not p.a_src and t is not p.b_src and t is not p.bias]
+
+
+def _coefs(sp: GemmSumPlan, idx: str, indent: str) -> tuple[str, str, str]:
+    """(statements, a, b) of the weighted steps at column `idx`."""
+    em = Emitter(_loader(sp.gemm), prefix="c")
+    a, b = coefficients(sp.chain, sp.gemm.gemm, em.value, idx)
+    return em.take(indent), a, b
 
 
 def algorithm_flops(sp: GemmSumPlan) -> float:
@@ -88,7 +141,7 @@ def wpart_node(sp: GemmSumPlan) -> Node:
     return Node(f"{sp.gemm.gemm.name}_wpart", "input", shape=(sp.splits * sp.gemm.K,), dtype="float32")
 
 
-def _wsum_kernels(sp: GemmSumPlan, bias_arg: str) -> str:
+def _wsum_kernels(sp: GemmSumPlan, bias_arg: str, coef_args: str) -> str:
     p = sp.gemm
     N, K = p.N, p.K
     b_t = CTYPE[p.b_src.dtype]
@@ -98,13 +151,17 @@ def _wsum_kernels(sp: GemmSumPlan, bias_arg: str) -> str:
         # the chunks' partial sums are folded by `egg_wfold`, whose last block sums the bias
         v, S = (4 if sp.vec_b else 1), sp.splits
         rows = -(-N // S)
+        pre, wa = "", ""
+        if sp.weighted:  # row n of B weighted by a[n]
+            pre, ca, _ = _coefs(sp, "n", "        ")
+            pre, wa = pre + f"\n        const float wa = {ca};", "wa * "
         if v == 4:
             load = f"const float4 b4 = reinterpret_cast<const float4*>(B + (long long)n * {K} + col)[0];\n" \
-                   "                acc[0] += b4.x; acc[1] += b4.y; acc[2] += b4.z; acc[3] += b4.w;"
+                   f"        acc[0] += {wa}b4.x; acc[1] += {wa}b4.y; acc[2] += {wa}b4.z; acc[3] += {wa}b4.w;"
         else:
-            load = f"acc[0] += to_f(B[(long long)n * {K} + col]);"
+            load = f"acc[0] += {wa}to_f(B[(long long)n * {K} + col]);"
         return f"""
-extern "C" __global__ void __launch_bounds__({BLOCK}) egg_wsum(float* __restrict__ part, const {b_t}* __restrict__ B) {{
+extern "C" __global__ void __launch_bounds__({BLOCK}) egg_wsum(float* __restrict__ part, const {b_t}* __restrict__ B{coef_args}) {{
     const int col = blockIdx.x * {sp.strip} + threadIdx.x * {v};
     const int n0 = blockIdx.y * {rows}, n1 = min(n0 + {rows}, {N});
     if (col >= {K}) return;
@@ -113,13 +170,14 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) egg_wsum(float* __restrict
     for (int e = 0; e < {v}; ++e) acc[e] = 0.0f;
 #pragma unroll 8
     for (int n = n0; n < n1; ++n) {{
+{pre}
         {load}
     }}
 #pragma unroll
     for (int e = 0; e < {v}; ++e) part[(long long)blockIdx.y * {K} + col + e] = acc[e];
 }}
 
-extern "C" __global__ void __launch_bounds__({BLOCK}) egg_wfold(float* __restrict__ ws, const float* __restrict__ part{bias_arg}) {{
+extern "C" __global__ void __launch_bounds__({BLOCK}) egg_wfold(float* __restrict__ ws, const float* __restrict__ part{bias_arg}{coef_args}) {{
     if (blockIdx.x == gridDim.x - 1) {{  // the last block: the bias's sum
 {_bias_sum(sp)}
         return;
@@ -133,13 +191,19 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) egg_wfold(float* __restric
 }}
 """
     # B is (K, N): row sums, a warp a row, contiguous
-    if sp.vec_b:
+    if sp.weighted:  # column n weighted by a[n]
+        pre, ca, _ = _coefs(sp, "n", "            ")
+        loop = f"""for (int n = lane; n < {N}; n += 32) {{
+{pre}
+            s += {ca} * to_f(B[(long long)k * {N} + n]);
+        }}"""
+    elif sp.vec_b:
         loop = f"""const float4* bp = reinterpret_cast<const float4*>(B + (long long)k * {N});
         for (int j = lane; j < {N // 4}; j += 32) {{ const float4 b4 = bp[j]; s += (b4.x + b4.y) + (b4.z + b4.w); }}"""
     else:
         loop = f"for (int n = lane; n < {N}; n += 32) s += to_f(B[(long long)k * {N} + n]);"
     return f"""
-extern "C" __global__ void __launch_bounds__({BLOCK}) egg_wsum(float* __restrict__ ws, const {b_t}* __restrict__ B{bias_arg}) {{
+extern "C" __global__ void __launch_bounds__({BLOCK}) egg_wsum(float* __restrict__ ws, const {b_t}* __restrict__ B{bias_arg}{coef_args}) {{
     if (blockIdx.x == gridDim.x - 1) {{  // the last block: the bias's sum
 {_bias_sum(sp)}
         return;
@@ -158,10 +222,16 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) egg_wsum(float* __restrict
 
 def _bias_sum(sp: GemmSumPlan) -> str:
     bias = sp.gemm.bias
-    if bias is None:
+    if sp.weighted:  # sum_n (a[n] bias[n] + b[n])
+        pre, ca, cb = _coefs(sp, "n", "            ")
+        term = f"{ca} * to_f(bias[n]) + {cb}" if bias is not None else cb
+        body = f"{{\n{pre}\n            s += {term};\n        }}"
+    elif bias is None:
         return f"        if (threadIdx.x == 0) ws[{sp.gemm.K}] = 0.0f;"
+    else:
+        body = "s += to_f(bias[n]);"
     return f"""        float s = 0.0f;
-        for (int n = threadIdx.x; n < {sp.gemm.N}; n += {BLOCK}) s += to_f(bias[n]);
+        for (int n = threadIdx.x; n < {sp.gemm.N}; n += {BLOCK}) {body}
         for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
         __shared__ float wsum_b[{WARPS}];
         if ((threadIdx.x & 31) == 0) wsum_b[threadIdx.x >> 5] = s;
@@ -178,10 +248,18 @@ def render(g: OpGraph, sp: GemmSumPlan) -> str:
     K, M = p.K, p.M
     a, bias = p.a_src, p.bias
     bias_arg = f", const {CTYPE[bias.dtype]}* __restrict__ bias" if bias is not None else ""
-    wsum = _wsum_kernels(sp, bias_arg)
-    em = Emitter(lambda n, idx: f"to_f({n.name}[{idx}])",
-                 lambda n: "g_sum" if n is p.gemm else ("r_val" if n is sp.reduce else None), prefix="e")
-    scaled = em.value(sp.chain[-1], "o_lin") if sp.chain else "g_sum"
+    coef_args = "".join(f", const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in coef_leaves(g, sp))
+    wsum = _wsum_kernels(sp, bias_arg, coef_args)
+    # the steps on the row's sum (linear: the chain of the sum), on its mean times N (with offsets), or
+    # already in the column sums (weighted)
+    acc_name = "g_mean" if sp.additive and not sp.weighted else "g_sum"
+    em = Emitter(_loader(p),
+                 lambda n: acc_name if n is p.gemm else ("r_val" if n is sp.reduce else None), prefix="e")
+    last = len(p.gemm.shape) - 1
+    scaled = "g_sum" if sp.weighted or not sp.chain else em.value(sp.chain[-1], row_index(p.gemm, [last]))
+    mean = ""
+    if acc_name == "g_mean":
+        scaled, mean = f"({scaled}) * {float(p.N)!r}f", f"\n    const float g_mean = g_sum / {float(p.N)!r}f;"
     pre = em.take("        ")
     v_out = em.value(g.output, "o_lin")
     post = em.take("        ")
@@ -219,8 +297,8 @@ extern "C" __global__ void __launch_bounds__({BLOCK}) egg_gemvsum(
     {dot}
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
     {fold}
-    // the row's sum over the GEMM's {p.N} columns; the scalings commute with it
-    const float g_sum = acc + ws[{K}];
+    // the row's sum over the GEMM's {p.N} columns; the affine steps apply to it
+    const float g_sum = acc + ws[{K}];{mean}
 {pre}
     const float r_val = {scaled};
 {post}
@@ -239,10 +317,11 @@ def arg_order(g: OpGraph, sp: GemmSumPlan) -> list[Node]:
 def launches(g: OpGraph, sp: GemmSumPlan) -> list[tuple[str, tuple, tuple, list, Node | None]]:
     """(kernel, grid, block, tensors after its output, the node it writes; None: the output), in order."""
     p = sp.gemm
-    b_reads = [p.b_src] + ([p.bias] if p.bias is not None else [])
+    coef = coef_leaves(g, sp)
+    b_reads = [p.b_src] + ([p.bias] if p.bias is not None else []) + coef
     gemv = ("egg_gemvsum", (-(-p.M // (BLOCK // sp.row_threads)),), (BLOCK,), arg_order(g, sp), None)
     if p.b_layout == "nk":  # partial column sums over chunks of rows, then their fold (and the bias's sum)
-        return [("egg_wsum", (-(-p.K // sp.strip), sp.splits), (BLOCK,), [p.b_src], wpart_node(sp)),
+        return [("egg_wsum", (-(-p.K // sp.strip), sp.splits), (BLOCK,), [p.b_src] + coef, wpart_node(sp)),
                 ("egg_wfold", (-(-p.K // BLOCK) + 1,), (BLOCK,), [wpart_node(sp)] + b_reads[1:], wsum_node(sp)),
                 gemv]
     return [("egg_wsum", (-(-p.K // WARPS) + 1,), (BLOCK,), b_reads, wsum_node(sp)), gemv]
