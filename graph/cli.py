@@ -155,6 +155,10 @@ def cmd_history(a) -> int:
                 print(f"      profile: {prof.summary()}")
             if ev and ev.kernel_ms:  # a program: where its time goes, kernel by kernel
                 print("      kernels: " + ", ".join(f"{k} {ms:.3f} ms" for k, ms in ev.kernel_ms.items()))
+            c = next((x for x in st.candidates if x.id == at.candidate_id), None)
+            if c is not None and c.algorithm_flops is not None and an:  # an algebraic rewrite: its own floor
+                print(f"      rewrite: {c.algorithm_flops:.3g} FLOP against the reference's {an.roofline.flops:.3g}; "
+                      f"held to a floor of {an.roofline.floor_for(c.algorithm_flops):.4f} ms")
     if st.failure:
         print(f"  failure: {st.failure}")
     if st.result:

@@ -106,3 +106,21 @@ def test_optimize_history_runs_on_cpu(tmp_path, relu_task):
     assert "cpu1" in runs.stdout and "unverified" in runs.stdout
     one_clear_line(egg("--checkpoint", cp, "optimize", relu_task, "--thread", "cpu1", env_extra=env),
                    "already exists")
+
+
+def test_history_shows_a_rewrites_own_floor(tmp_path):
+    """A matmul only summed over its columns (the gemm_sum family) declares its own FLOPs: `egg history` says
+    so, and which floor the verifier held it to."""
+    task = tmp_path / "t.py"
+    task.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                    "        super().__init__()\n        self.lin = nn.Linear(64, 96)\n    def forward(self, x):\n"
+                    "        return torch.sum(self.lin(x), dim=1, keepdim=True) * 0.5\n"
+                    "def get_inputs():\n    return [torch.randn(32, 64)]\ndef get_init_inputs():\n    return []\n")
+    cp = str(tmp_path / "c.sqlite")
+    env = {"EGG_CACHE_DIR": str(tmp_path / "cache")}
+    r = egg("--checkpoint", cp, "optimize", str(task), "--thread", "sum1", "--out", str(tmp_path / "out"),
+            "--evaluator", "compile_only", env_extra=env)
+    assert r.returncode == 0, r.stderr
+    h = egg("--checkpoint", cp, "history", "sum1", env_extra=env)
+    line = next(ln for ln in h.stdout.splitlines() if "rewrite:" in ln)
+    assert f"{96 * 64 + 2 * 32 * 64:.3g} FLOP" in line and "held to a floor of" in line
