@@ -387,8 +387,14 @@ def test_kernelbench_77s_eval_batchnorm_mean_is_one_box_per_plane():
     assert all((x.spill_store_bytes, x.spill_load_bytes) == (0, 0) for x in r.resources), r.resources
 
 
-def test_a_conv_summed_after_a_nonlinear_op_keeps_its_output(tmp_egg):
-    """A ReLU between the conv and the mean does not commute with the sum: the conv is computed."""
-    path = _task(tmp_egg, "T2", 4, 8, 3, 1, 0, 1, 1, True, (2, 4, 5, 6), "torch.mean(torch.relu(self.conv(x)), dim=(2, 3))")
+@pytest.mark.parametrize("expr", [
+    "torch.mean(torch.relu(self.conv(x)), dim=(2, 3))",  # a ReLU does not commute with the sum
+    "torch.mean(self.conv(x) * torch.ones(7, 8), dim=(2, 3))",  # a tensor shaped by the positions
+    "torch.mean(self.conv(x) * self.conv.weight[:1, :1, :1, :1], dim=(2, 3))",  # a step from the conv's weight
+    "torch.mean(self.conv(x) + x[:, :1, :1, :1], dim=(2, 3))",  # a step from the conv's input
+])
+def test_a_conv_summed_after_a_nonlinear_op_keeps_its_output(tmp_egg, expr):
+    """Steps the sum does not pull out of (or that the contraction kernel cannot read): the conv is computed."""
+    path = _task(tmp_egg, "T2", 4, 8, 3, 1, 0, 1, 1, True, (2, 4, 5, 6), expr)
     _, fam, plan = ExpertAgent()._plan(str(path))
     assert fam == "program" and plan.stages()[0][1] == "conv"

@@ -26,6 +26,8 @@ CASES = [
     ("self.w = nn.Parameter(torch.randn(2050, 30))", "return torch.sum(x @ self.w, dim=1)", "3, 2050", "kn", False),
     # affine steps constant along a row: an offset (the mean times N), a row's own value, c - v
     ("self.lin = nn.Linear(24, 40)", "return torch.sum(0.5 - (self.lin(x) - x[:, :1]) * 2.0, dim=1)", "6, 24", "nk", True),
+    # a step read from the bias (the row kernel takes it under its own name)
+    ("self.lin = nn.Linear(24, 40)", "return torch.sum(self.lin(x) * self.lin.bias[:1], dim=1)", "6, 24", "nk", True),
     # task 51's step, a per-column tensor: the column sums weighted (here by 1), its sum added to the bias's
     ("self.lin = nn.Linear(24, 40)\n        self.s = nn.Parameter(torch.randn(40))",
      "return torch.mean(self.lin(x) - self.s, dim=1, keepdim=True)", "6, 24", "nk", True),
@@ -68,6 +70,7 @@ def test_a_matmul_only_summed_over_its_columns_is_a_matrix_vector_product(tmp_eg
     "return torch.sum(torch.sigmoid(self.lin(x)), dim=1)",  # a nonlinear op between: the sum does not commute
     "return torch.sum(self.lin(x) * x.sum() / x.numel(), dim=1)",  # a step computed by a reduction
     "return torch.sum(self.lin(x) * torch.ones(6, 40), dim=1)",  # a tensor varying along rows and columns
+    "return torch.sum(self.lin(x) * self.lin.weight[:1, :1], dim=1)",  # a row step from the weight
     "return torch.sum(self.lin(x), dim=0)",  # over the rows, not the columns
     "y = self.lin(x)\n        return torch.sum(y, dim=1, keepdim=True) + y",  # the matmul's output is kept
 ])

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
 from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.conv import ConvPlan, plan_of
-from agents.expert.templates.summed import find_summed, row_index, summed_alone, tensor_operands, varies_along
+from agents.expert.templates.summed import find_summed, reads, row_index, summed_alone, tensor_operands, varies_along
 
 MAX_TAPS = 64  # distinct boxes: a thread's per-box sums live in registers
 
@@ -62,8 +62,11 @@ def find(g: OpGraph) -> tuple[Node, Node, list] | None:
 def plan_conv_sum(g: OpGraph) -> ConvSumPlan:
     cv, r, chain = summed_alone(g, find(g), "no convolution summed over its spatial dims", "conv's spatial sum")
     p = plan_of(cv)
-    if any(varies_along(c, cv.shape, range(2, len(cv.shape))) for c in tensor_operands(chain, cv)):
+    ops = tensor_operands(chain, cv)
+    if any(varies_along(c, cv.shape, range(2, len(cv.shape))) for c in ops):
         raise Unsupported("a tensor between the conv and its spatial sum that varies over the positions")
+    if any(reads(c, cv.args[0]) or reads(c, cv.args[1]) for c in ops):  # the contraction takes neither
+        raise Unsupported("a step between the conv and its spatial sum computed from the conv's input or weight")
     if not p.transposed and any(s != 1 for s in p.stride):
         raise Unsupported("a strided forward conv's spatial sum (its taps meet strided sets, not boxes)")
     if math.prod(g.output.shape) != p.N * p.OC:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
 from agents.expert.opgraph import Node, OpGraph, Unsupported, _flat
 from agents.expert.templates.gemm import GemmPlan, plan_of
-from agents.expert.templates.summed import coefficients, find_summed, row_index, summed_alone, tensor_operands, varies_along
+from agents.expert.templates.summed import coefficients, find_summed, reads, row_index, summed_alone, tensor_operands, varies_along
 
 BLOCK = 256
 WARPS = BLOCK // 32
@@ -79,30 +79,21 @@ def plan_gemm_sum(g: OpGraph) -> GemmSumPlan:
     last = len(gm.shape) - 1
     ops = tensor_operands(chain, gm)
     if all(not varies_along(c, gm.shape, [last]) for c in ops):
+        if any(reads(c, p.b_src) for c in ops):  # the row kernel does not take B
+            raise Unsupported("a per-row step computed from the matmul's weight")
         return GemmSumPlan(p, r, chain)
     if all(not varies_along(c, gm.shape, range(last)) for c in ops):
         sp = GemmSumPlan(p, r, chain, weighted=True)
-        if any(_reads(c, p.a_src) for c in ops):  # the column sums' kernels do not take A
+        if any(reads(c, p.a_src) for c in ops):  # the column sums' kernels do not take A
             raise Unsupported("a per-column step computed from the matmul's input")
         return sp
     raise Unsupported("a tensor between the matmul and its row sum that varies along both rows and columns")
 
 
-def _reads(c: Node, leaf: Node) -> bool:
-    stack, seen = [c], set()
-    while stack:
-        x = stack.pop()
-        if x is leaf:
-            return True
-        if id(x) not in seen:
-            seen.add(id(x))
-            stack += [a for a in _flat(x.args) if isinstance(a, Node)]
-    return False
-
-
-def _loader(p: GemmPlan):
-    """Reads of a leaf in the generated kernels: A, B and the bias under their argument names."""
-    names = {id(p.a_src): "A", id(p.b_src): "B"} | ({id(p.bias): "bias"} if p.bias is not None else {})
+def _loader(renamed: list[tuple[Node | None, str]]):
+    """Reads of a leaf in a generated kernel: those it takes under another argument name ((node, name))
+    by that name, the rest by their own."""
+    names = {id(n): v for n, v in renamed if n is not None}
     return lambda n, i: f"to_f({names.get(id(n), n.name)}[{i}])"
 
 
@@ -120,7 +111,7 @@ def coef_leaves(g: OpGraph, sp: GemmSumPlan) -> list[Node]:
 
 def _coefs(sp: GemmSumPlan, idx: str, indent: str) -> tuple[str, str, str]:
     """(statements, a, b) of the weighted steps at column `idx`."""
-    em = Emitter(_loader(sp.gemm), prefix="c")
+    em = Emitter(_loader([(sp.gemm.b_src, "B"), (sp.gemm.bias, "bias")]), prefix="c")
     a, b = coefficients(sp.chain, sp.gemm.gemm, em.value, idx)
     return em.take(indent), a, b
 
@@ -253,7 +244,7 @@ def render(g: OpGraph, sp: GemmSumPlan) -> str:
     # the steps on the row's sum (linear: the chain of the sum), on its mean times N (with offsets), or
     # already in the column sums (weighted)
     acc_name = "g_mean" if sp.additive and not sp.weighted else "g_sum"
-    em = Emitter(_loader(p),
+    em = Emitter(_loader([(p.a_src, "A")]),
                  lambda n: acc_name if n is p.gemm else ("r_val" if n is sp.reduce else None), prefix="e")
     last = len(p.gemm.shape) - 1
     scaled = "g_sum" if sp.weighted or not sp.chain else em.value(sp.chain[-1], row_index(p.gemm, [last]))

@@ -58,6 +58,19 @@ def tensor_operands(chain: list, heavy: Node) -> list[Node]:
     return out
 
 
+def reads(c: Node, leaf: Node) -> bool:
+    """Whether operand c is computed from `leaf`."""
+    stack, seen = [c], set()
+    while stack:
+        x = stack.pop()
+        if x is leaf:
+            return True
+        if id(x) not in seen:
+            seen.add(id(x))
+            stack += [a for a in _flat(x.args) if isinstance(a, Node)]
+    return False
+
+
 def varies_along(t: Node, shape: tuple, dims) -> bool:
     """Whether operand t, broadcast to `shape`, changes along any of `dims`."""
     pad = (1,) * (len(shape) - len(t.shape)) + tuple(t.shape)
