@@ -21,6 +21,7 @@ from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.conv import ConvPlan, plan_of
 from agents.expert.templates.summed import find_summed, reads, row_index, summed_alone, tensor_operands, varies_along
 
+PER_BOX_RATIO = 4  # taps a box at least for the weight to be summed per box first (unmeasured: RESULTS.md)
 MAX_TAPS = 64  # distinct boxes: a thread's per-box sums live in registers
 
 
@@ -42,6 +43,17 @@ class ConvSumPlan:
     @property
     def boxes(self) -> int:  # the distinct boxes of the whole kernel: a thread's sums in registers
         return math.prod(len(self.distinct(d)) for d in range(self.conv.nd))
+
+    @property
+    def per_box(self) -> bool:
+        """Far fewer boxes than taps: the weight is summed per box (`egg_wbox`, once a call rather than once
+        an image) and the contraction runs over boxes; else over taps, the weight read as it is (a third
+        launch, a few microseconds, would cost what a 2x shorter contraction saves)."""
+        return self.boxes * PER_BOX_RATIO <= self.taps
+
+    @property
+    def sums(self) -> int:  # the box sums a plane: one a box, or one a tap
+        return self.boxes if self.per_box else self.taps
 
     def box(self, d: int, k: int) -> tuple[int, int]:
         """The input positions along dim d (inclusive bounds; lo > hi: none) that tap k sends into the output."""
@@ -80,13 +92,19 @@ def plan_conv_sum(g: OpGraph) -> ConvSumPlan:
 def algorithm_flops(cp: ConvSumPlan) -> float:
     """A lower bound of its arithmetic: an add per input element, then the (image, channel) contraction."""
     p = cp.conv
-    return float(p.N * p.C * math.prod(p.in_sp) + 2 * p.N * p.OC * p.Cg * cp.taps)
+    return float(p.N * p.C * math.prod(p.in_sp) + 2 * p.N * p.OC * p.Cg * cp.sums)
 
 
 def box_node(cp: ConvSumPlan) -> Node:
-    """The per-plane, per-tap sums: (N, C, taps), fp32."""
+    """The per-plane sums, a box or a tap each: (N, C, sums), fp32."""
     p = cp.conv
-    return Node(f"{p.conv.name}_box", "input", shape=(p.N, p.C, cp.taps), dtype="float32")
+    return Node(f"{p.conv.name}_box", "input", shape=(p.N, p.C, cp.sums), dtype="float32")
+
+
+def wbox_node(cp: ConvSumPlan) -> Node:
+    """The weight summed over each box's taps: (OC, C / groups, boxes), fp32."""
+    p = cp.conv
+    return Node(f"{p.conv.name}_wbox", "input", shape=(p.OC, p.Cg, cp.boxes), dtype="float32")
 
 
 BOX_BLOCK, SUM_BLOCK, UNROLL = 256, 128, 4
@@ -116,6 +134,16 @@ def render(g: OpGraph, cp: ConvSumPlan) -> str:
         rest = f"({rest} / {p.ker[d]})"
         terms.append(f"ix{d}[k{d}] * {math.prod(len(x) for x in dist[d + 1:])}")
     cmap = "\n            ".join(kdec) + f"\n            const int c = {' + '.join(terms)};"
+    if cp.per_box:  # the boxes' sums as they are
+        tail = f"""    if (threadIdx.x < {D}) bsum[(long long)blockIdx.x * {D} + threadIdx.x] = csum[threadIdx.x];"""
+    else:
+        tail = f"""    __syncthreads();
+    {{  // each tap's sum: its box's{tables}
+        for (int t = threadIdx.x; t < {T}; t += blockDim.x) {{
+            {cmap}
+            bsum[(long long)blockIdx.x * {T} + t] = csum[c];
+        }}
+    }}"""
     interior = " && ".join(f"i{d} >= {lo} && i{d} <= {hi}" for d, (lo, hi) in enumerate(inner))
     body = "\n".join("                " + x for x in dec + [f"if ({interior}) {{ tot += v; continue; }}"] + flags + taps)
     box = f"""
@@ -156,13 +184,7 @@ extern "C" __global__ void __launch_bounds__({BOX_BLOCK}) egg_boxsum(float* __re
         for (int w = 0; w < {BOX_BLOCK // 32}; ++w) {{ a += part[threadIdx.x][w]; b += part[{D}][w]; }}
         csum[threadIdx.x] = a + b;
     }}
-    __syncthreads();
-    {{  // each tap's sum: its box's{tables}
-        for (int t = threadIdx.x; t < {T}; t += blockDim.x) {{
-            {cmap}
-            bsum[(long long)blockIdx.x * {T} + t] = csum[c];
-        }}
-    }}
+{tail}
 }}
 """
     count = math.prod(p.out_sp)
@@ -174,8 +196,9 @@ extern "C" __global__ void __launch_bounds__({BOX_BLOCK}) egg_boxsum(float* __re
     pre = em.take("        ")
     v_out = em.value(g.output, "o_lin")
     post = em.take("        ")
-    wi = (f"(((long long)grp * {p.Cg} + ic) * {p.OCg} + oc % {p.OCg}) * {T} + t" if p.transposed else
-          f"(long long)oc * {p.Cg * T} + j")
+    S = cp.sums
+    wi = (f"(long long)oc * {p.Cg * S} + j" if cp.per_box or not p.transposed else
+          f"(((long long)grp * {p.Cg} + ic) * {p.OCg} + oc % {p.OCg}) * {T} + t")
     rest_args = "".join(f", const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in arg_order(g, cp)[2:])
     # a warp an (image, channel): its lanes over the (input channel, tap) pairs, both reads contiguous (a
     # thread each left 2048 threads on the H200 at level 2 task 44's size: 0.05 ms, latency-bound)
@@ -187,11 +210,11 @@ extern "C" __global__ void __launch_bounds__({SUM_BLOCK}) egg_convsum(
     if (o_lin >= {p.N * p.OC}LL) return;
     const int oc = (int)(o_lin % {p.OC}), grp = oc / {p.OCg};
     const long long n = o_lin / {p.OC};
-    const float* bp = bsum + (n * {p.C} + (long long)grp * {p.Cg}) * {T};
+    const float* bp = bsum + (n * {p.C} + (long long)grp * {p.Cg}) * {S};
     float acc = 0.0f;
 #pragma unroll 4
-    for (int j = lane; j < {p.Cg * T}; j += 32) {{
-        {f"const int ic = j / {T}, t = j - ic * {T};" if p.transposed else ""}
+    for (int j = lane; j < {p.Cg * S}; j += 32) {{
+        {f"const int ic = j / {T}, t = j - ic * {T};" if p.transposed and not cp.per_box else ""}
         acc = fmaf(W[{wi}], bp[j], acc);
     }}
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
@@ -204,7 +227,45 @@ extern "C" __global__ void __launch_bounds__({SUM_BLOCK}) egg_convsum(
     out[o_lin] = from_f<{CTYPE[g.output.dtype]}>({v_out});
 }}
 """
-    return PRELUDE + box + contract
+    return PRELUDE + box + (_wbox(cp, dist) if cp.per_box else "") + contract
+
+
+WBOX_BLOCK = 256
+
+
+def _wbox(cp: ConvSumPlan, dist: list) -> str:
+    """`egg_wbox`: a thread per (oc, ic, box) sums the weight over the box's taps, in the contraction's layout."""
+    p, D = cp.conv, cp.boxes
+    wi = (f"(((long long)grp * {p.Cg} + ic) * {p.OCg} + oc % {p.OCg}) * {cp.taps} + t" if p.transposed else
+          f"((long long)oc * {p.Cg} + ic) * {cp.taps} + t")
+    lines, rest = [], "c"
+    for d in reversed(range(p.nd)):  # the box's index along each dim (mixed radix, the last dim fastest)
+        lines.append(f"const int j{d} = {rest} % {len(dist[d])};")
+        rest = f"({rest} / {len(dist[d])})"
+    for d in range(p.nd):
+        ix = ", ".join(str(dist[d].index(cp.box(d, k))) for k in range(p.ker[d]))
+        lines.append(f"const int ix{d}[{p.ker[d]}] = {{{ix}}};")
+    loops, close, ind = "", "", "    "
+    for d in range(p.nd):
+        loops += f"{ind}for (int k{d} = 0; k{d} < {p.ker[d]}; ++k{d}) {{\n{ind}    if (ix{d}[k{d}] != j{d}) continue;\n"
+        close = f"{ind}}}\n" + close
+        ind += "    "
+    tap = "k0"
+    for d in range(1, p.nd):
+        tap = f"({tap}) * {p.ker[d]} + k{d}"
+    body = "\n    ".join(lines)
+    return f"""
+extern "C" __global__ void __launch_bounds__({WBOX_BLOCK}) egg_wbox(float* __restrict__ wb, const float* __restrict__ W) {{
+    const long long e = (long long)blockIdx.x * blockDim.x + threadIdx.x;  // (oc, ic, box)
+    if (e >= {p.OC * p.Cg * D}LL) return;
+    const int c = (int)(e % {D}), ic = (int)((e / {D}) % {p.Cg}), oc = (int)(e / {p.Cg * D}), grp = oc / {p.OCg};
+    {body}
+    float s = 0.0f;
+{loops}{ind}const int t = {tap};
+{ind}s += W[{wi}];
+{close}    wb[e] = s;
+}}
+"""
 
 
 def _product(ks: list[list[int]]) -> list[tuple]:
@@ -217,11 +278,12 @@ def _product(ks: list[list[int]]) -> list[tuple]:
 def arg_order(g: OpGraph, cp: ConvSumPlan) -> list[Node]:
     """`egg_convsum`'s tensors after `out`: the box sums, the weight, then the other leaves it reads."""
     x, w = cp.conv.conv.args[0], cp.conv.conv.args[1]
-    return [box_node(cp), w] + [t for t in g.inputs + g.params if t is not x and t is not w]
+    return [box_node(cp), wbox_node(cp) if cp.per_box else w] + [t for t in g.inputs + g.params if t is not x and t is not w]
 
 
 def launches(g: OpGraph, cp: ConvSumPlan) -> list[tuple[str, tuple, tuple, list, Node | None]]:
     """(kernel, grid, block, tensors after its output, the node it writes; None: the output), in order."""
     p = cp.conv
-    return [("egg_boxsum", (p.N * p.C,), (BOX_BLOCK,), [p.conv.args[0]], box_node(cp)),
-            ("egg_convsum", (-(-(p.N * p.OC * 32) // SUM_BLOCK),), (SUM_BLOCK,), arg_order(g, cp), None)]
+    wbox = [("egg_wbox", (-(-(p.OC * p.Cg * cp.boxes) // WBOX_BLOCK),), (WBOX_BLOCK,), [p.conv.args[1]], wbox_node(cp))]
+    return [("egg_boxsum", (p.N * p.C,), (BOX_BLOCK,), [p.conv.args[0]], box_node(cp))] + (wbox if cp.per_box else []) + \
+        [("egg_convsum", (-(-(p.N * p.OC * 32) // SUM_BLOCK),), (SUM_BLOCK,), arg_order(g, cp), None)]
