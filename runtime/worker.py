@@ -107,7 +107,7 @@ class Worker:
         self.role = req.get("role", "candidate")
         self.tolerance = req.get("tolerance", "float64")
         self.task = load_task(req["task"])
-        self.ref = self.task.make_model(42).cuda().eval()
+        self.ref = self.task.make_model(42).cuda()  # the mode its file leaves it in, as KernelBench runs it
         self.flusher = self.flusher or L2Flusher()
         inputs = self.task.make_inputs(1, "cuda")
         torch.cuda.synchronize()
@@ -285,7 +285,7 @@ class Worker:
             ev.reason = "host code defines no ModelNew"
             return None
         torch.manual_seed(42)
-        new = env["ModelNew"](*self.task.init_inputs()).cuda().eval()
+        new = env["ModelNew"](*self.task.init_inputs()).cuda()
         ref_state = self.ref.state_dict()
         for ref_name, own in getattr(new, "PARAM_MAP", {}).items():
             dest = dict(new.named_parameters()).get(own)

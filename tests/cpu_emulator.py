@@ -303,7 +303,7 @@ def run_module(task_path, g, pk, workdir: Path, input_seed: int = 7, prepare=Non
     The reference runs in eval mode, as the verifier runs it; `prepare(model)` may set its state first."""
     from tasks import load_task
     loaded = load_task(task_path)
-    model = loaded.make_model(42).eval()
+    model = loaded.make_model(42)  # the mode its file leaves it in
     if prepare is not None:
         prepare(model)
     torch.manual_seed(4)

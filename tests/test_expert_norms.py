@@ -221,3 +221,75 @@ def test_rows_read_16_bytes_a_thread(tmp_egg, module, expr, shape):
                                tmp_egg / f"emu_{mapping}")
         err = _rel_err(got, truth)
         assert err < 8 * max(eager_err, 2 ** -24), (mapping, err, eager_err)
+
+
+BN_TEMPLATE = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = {module}
+        self.drop = nn.Dropout({p}){mode}
+    def forward(self, x):
+        return self.drop(torch.relu(self.norm(x)))
+def get_inputs():
+    return [torch.randn({shape})]
+def get_init_inputs():
+    return []
+"""
+
+
+def _bn_task(tmp, module="nn.BatchNorm2d(6)", p=0.0, mode="", shape="3, 6, 5, 7"):
+    path = tmp / "bn.py"
+    path.write_text(BN_TEMPLATE.format(module=module, p=p, mode=mode, shape=shape))
+    return path
+
+
+def test_batchnorm_follows_the_mode_the_file_leaves_it_in(tmp_egg):
+    """nn.Module starts in training mode and KernelBench's harness never calls eval(): its BatchNorm tasks
+    normalize with the batch's statistics, over the batch and positions (non-adjacent dims (0, 2, 3): a
+    reduction over (2, 3), then over 0). A file that calls eval() gets the running statistics."""
+    g = export_graph(load_task(_bn_task(tmp_egg)))
+    reds = [n for n in g.nodes if n.kind == "reduce"]
+    assert [tuple(r.dims) for r in reds] == [(2, 3), (0,), (2, 3), (0,)]
+    assert not any("running" in n.name for n in g.nodes if n.kind == "param" and _reaches(g, n))
+    g_eval = export_graph(load_task(_bn_task(tmp_egg, mode="\n        self.eval()")))
+    assert not [n for n in g_eval.nodes if n.kind == "reduce"]
+    # BatchNorm without running statistics normalizes with the batch's in either mode
+    g_nostats = export_graph(load_task(_bn_task(tmp_egg, "nn.BatchNorm2d(6, track_running_stats=False)",
+                                                mode="\n        self.eval()")))
+    assert len([n for n in g_nostats.nodes if n.kind == "reduce"]) == 4
+
+
+def _reaches(g, leaf) -> bool:
+    from agents.expert.templates.summed import reads
+    return reads(g.output, leaf)
+
+
+@pytest.mark.parametrize("mode", ["", "\n        self.eval()"], ids=["training", "eval"])
+def test_batchnorm_program_matches_a_float64_truth(tmp_egg, mode):
+    """The module as its file leaves it, on the CPU emulator against float64 in the same mode (running
+    statistics made non-trivial, so the eval form is checked against them)."""
+    from agents.expert import ExpertAgent
+    from tests.test_expert import request
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    path = _bn_task(tmp_egg, mode=mode)
+    agent = ExpertAgent()
+    g, _, _ = agent._plan(str(path))
+    k = agent.propose(request(path)).kernels[0]
+
+    def stats(model):
+        model.norm.running_mean.uniform_(-0.5, 0.5)
+        model.norm.running_var.uniform_(0.5, 2.0)
+    err, eager_err = cpu_emulator.run_module(path, g, k, tmp_egg / "emu", prepare=stats)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_dropout_in_training_mode_is_declined_and_identity_otherwise(tmp_egg):
+    from agents.expert.opgraph import Unsupported
+    with pytest.raises(Unsupported, match="dropout in training mode"):
+        export_graph(load_task(_bn_task(tmp_egg, p=0.2)))
+    for p, mode in ((0.2, "\n        self.eval()"), (0.0, "")):
+        g = export_graph(load_task(_bn_task(tmp_egg, p=p, mode=mode)))
+        assert g.output.op == "relu"

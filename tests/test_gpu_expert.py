@@ -28,8 +28,8 @@ spec.loader.exec_module(m)
 assert not any(k.split('.')[0] in ('graph', 'runtime', 'agents', 'state', 'nodes') for k in sys.modules), 'EGG imported'
 tspec = importlib.util.spec_from_file_location("task", sys.argv[2]); t = importlib.util.module_from_spec(tspec)
 tspec.loader.exec_module(t)
-torch.manual_seed(42); ref = t.Model(*t.get_init_inputs()).cuda().eval()
-new = m.ModelNew(*t.get_init_inputs()).cuda().eval()
+torch.manual_seed(42); ref = t.Model(*t.get_init_inputs()).cuda()
+new = m.ModelNew(*t.get_init_inputs()).cuda()
 sd = ref.state_dict()
 for k, v in m.ModelNew.PARAM_MAP.items():
     dict(new.named_buffers())[v].copy_(sd[k])

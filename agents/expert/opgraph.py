@@ -100,11 +100,11 @@ def export_graph(task) -> OpGraph:
 def _export_graph(task) -> OpGraph:
     try:
         with torch.device("meta"):  # no weights allocated, whatever their size
-            model = task.make_model(42).eval()
+            model = task.make_model(42)  # in the mode its file leaves it, as KernelBench's harness runs it
         ep = torch.export.export(model, tuple(task.make_inputs(1, "meta")))
     except Exception:
         try:
-            model = task.make_model(42).eval()
+            model = task.make_model(42)
             ep = torch.export.export(model, tuple(task.make_inputs(1)))
         except Exception as exc:
             raise Unsupported(f"torch.export could not trace the reference ({type(exc).__name__}: {str(exc)[:120]})") from None
@@ -116,7 +116,7 @@ def _export_graph(task) -> OpGraph:
         # value on meta: trace again on real inputs, where they are not too large to make on the CPU
         if sum(math.prod(x.shape) for x in task.make_inputs(1, "meta")) > 2 ** 28:
             raise Unsupported("a tensor constant made inside forward, on inputs too large to trace on the CPU")
-        model = task.make_model(42).eval()
+        model = task.make_model(42)
         ep = torch.export.export(model, tuple(task.make_inputs(1)))
         sig = ep.graph_signature
         consts = dict(getattr(sig, "inputs_to_lifted_tensor_constants", {}) or {})
@@ -277,6 +277,17 @@ def _dims(d, rank):
     return tuple(sorted(x % rank for x in d))
 
 
+def _runs(dims) -> list[tuple]:
+    """Sorted dims as runs of adjacent ones: (0, 2, 3) -> [(0,), (2, 3)]."""
+    runs: list[list[int]] = []
+    for d in sorted(dims):
+        if runs and runs[-1][-1] == d - 1:
+            runs[-1].append(d)
+        else:
+            runs.append([d])
+    return [tuple(r) for r in runs]
+
+
 def _rshape(shape, dims, keepdim):
     return tuple((1 if i in dims else s) for i, s in enumerate(shape) if keepdim or i not in dims)
 
@@ -315,6 +326,14 @@ class _Op:
         shape = _rshape(src.shape, dims, keepdim)
         if op in ("sum", "amax", "amin", "prod") and all(src.shape[d] == 1 for d in dims):
             return self.b.add("pw", "view", [src], shape, out_dtype)  # over one element: the value itself
+        runs = _runs(dims)
+        if op in ("sum", "amax", "amin", "prod") and len(runs) > 1:
+            # over non-adjacent dims (a BatchNorm's (0, 2, 3)): over each run of adjacent dims in turn, the
+            # last first, each a reduction the row families have
+            cur = src
+            for run in reversed(runs):
+                cur = self.red(op, cur, run, True, out_dtype)
+            return cur if keepdim else self.b.add("pw", "view", [cur], shape, out_dtype)
         return self.b.add("reduce", op, [src], shape, out_dtype, dims=dims, keepdim=keepdim)
 
     def pw(self, op, args, shape=None) -> Node:
@@ -338,6 +357,9 @@ def lowers(*names):
 
 @lowers(*IDENTITY)
 def _identity(o: _Op):
+    if o.name in ("dropout", "feature_dropout") and o.arg(2, "train", False) and float(o.arg(1, "p", 0.0) or 0.0) > 0:
+        # a module left in training mode draws a mask on every call: no kernel can be checked against it
+        raise Unsupported(f"aten::{o.name} in training mode (random draws inside forward)")
     return o.x
 
 
@@ -981,18 +1003,27 @@ def _kl_div(o: _Op):
 @lowers("batch_norm", "_native_batch_norm_legit_no_training")
 def _batch_norm(o: _Op):
     x, args = o.x, o.args
+    training = False
     if o.name == "batch_norm":
         _, w, bias, rm, rv, training, _mom, eps = args[:8]
-        if training:
-            raise Unsupported("aten::batch_norm in training mode")
     else:
         _, w, bias, rm, rv, _mom, eps = args[:7]
     cs = (1, x.shape[1]) + (1,) * (o.rank - 2)
 
     def chan(t):
         return o.pw("view", [t], cs)
-    inv = o.pw("rsqrt", [o.pw("add", [chan(rv), float(eps)], cs)], cs)
-    y = o.pw("mul", [o.pw("sub", [x, chan(rm)], x.shape), inv], x.shape)
+    if training or rm is None:  # the module as its file leaves it (nn.Module starts in training mode): the
+        # batch's statistics per channel over the batch and positions, the variance biased; the running
+        # averages it also updates are no part of the output
+        dims = (0,) + tuple(range(2, o.rank))
+        n = _count(dims, x)
+        mean = o.pw("div", [o.red("sum", x, dims, True, o.dtype), n], cs)
+        xc = o.pw("sub", [x, mean], x.shape)
+        var = o.pw("div", [o.red("sum", o.pw("mul", [xc, xc], x.shape), dims, True, o.dtype), n], cs)
+        y = o.pw("mul", [xc, o.pw("rsqrt", [o.pw("add", [var, float(eps)], cs)], cs)], x.shape)
+    else:
+        inv = o.pw("rsqrt", [o.pw("add", [chan(rv), float(eps)], cs)], cs)
+        y = o.pw("mul", [o.pw("sub", [x, chan(rm)], x.shape), inv], x.shape)
     if w is not None:
         y = o.pw("mul", [y, chan(w)], x.shape)
     if bias is not None:

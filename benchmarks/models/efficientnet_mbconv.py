@@ -16,6 +16,7 @@ class Model(nn.Module):
         self.p = nn.Conv2d(240, 40, 1, bias=False)
         self.b2 = nn.BatchNorm2d(40)
 
+        self.eval()  # inference: BatchNorm normalizes with its running statistics
     def forward(self, x):
         y = F.silu(self.b1(self.dw(F.silu(self.b0(self.e(x))))))
         s = torch.sigmoid(self.s2(F.silu(self.s1(F.adaptive_avg_pool2d(y, 1)))))

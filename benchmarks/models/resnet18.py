@@ -28,6 +28,7 @@ class Model(nn.Module):
         self.blocks = nn.Sequential(*blocks)
         self.pool = nn.AdaptiveAvgPool2d((1, 1))
         self.fc = nn.Linear(512, 1000)
+        self.eval()  # inference: BatchNorm normalizes with its running statistics
     def forward(self, x):
         x = self.blocks(self.stem(x))
         return self.fc(torch.flatten(self.pool(x), 1))
