@@ -30,7 +30,7 @@ CASES = [
     ("self.lin = nn.Linear(24, 40)\n        self.ln = nn.LayerNorm(40)", "return self.ln(torch.tanh(self.lin(x)) * 2.0)", "6, 24", "rows"),
     ("self.conv = nn.Conv2d(3, 16, 3)", "return torch.softmax(self.conv(x) + 1.0, dim=1)", "2, 3, 7, 6", "rows"),
     ("self.conv = nn.ConvTranspose2d(8, 8, 3, stride=2)\n        self.b = nn.Parameter(torch.randn(8, 1, 1))",
-     "return torch.mean(self.conv(x) * self.b, dim=(2, 3), keepdim=True)", "2, 8, 4, 5", "rows"),
+     "return torch.mean(torch.tanh(self.conv(x) * self.b), dim=(2, 3), keepdim=True)", "2, 8, 4, 5", "rows"),
     # group norm reshapes before it reduces: the cut is at the conv's own shape, the view goes second
     ("self.conv = nn.Conv2d(4, 8, 3)\n        self.gn = nn.GroupNorm(2, 8)",
      "return torch.clamp(self.gn(self.conv(x)), -0.5, 0.5)", "2, 4, 7, 7", "rows"),
@@ -49,8 +49,9 @@ CASES = [
     # KernelBench 98: a pool over a GEMM's rows (unsqueeze, pool, squeeze), then a max over them
     ("self.lin = nn.Linear(24, 32)", "y = F.avg_pool1d(self.lin(x).unsqueeze(1), 4).squeeze(1)\n"
      "        return torch.max(F.gelu(y) * 2.0, dim=1).values", "6, 24", "pool rows"),
-    # KernelBench 51: reductions over a dim of one element are the value itself; a residual add of the input
-    ("self.lin = nn.Linear(24, 24)", "y = torch.mean(self.lin(x) - 0.5, dim=1, keepdim=True)\n"
+    # KernelBench 51's tail (a ReLU in front keeps the GEMM's output; without it the sums are gemm_sum):
+    # reductions over a dim of one element are the value itself; a residual add of the input
+    ("self.lin = nn.Linear(24, 24)", "y = torch.mean(torch.relu(self.lin(x) - 0.5), dim=1, keepdim=True)\n"
      "        return F.gelu(torch.logsumexp(y, dim=1, keepdim=True)) + x", "6, 24", "rows"),
     # a pool before the convolution (KernelBench 38): the convolution is the stage the knobs tune
     ("self.conv = nn.ConvTranspose2d(4, 8, 3, stride=2)", "return torch.softmax(self.conv(F.avg_pool2d(x, 2)), dim=1)",
