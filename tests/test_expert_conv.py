@@ -372,18 +372,27 @@ def test_a_conv_only_summed_over_its_positions_is_box_sums_of_its_input(tmp_egg,
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None or not (KB / "level2").exists(), reason="no nvcc or no KernelBench")
-def test_kernelbench_77s_eval_batchnorm_mean_is_one_box_per_plane():
-    """Level 2 task 77 (conv_transpose3d 5x5x5, x2, BatchNorm3d in eval, global mean) at its own size: box sums
-    with a single box (125 taps > the 64 sums a thread holds, but one distinct box); compiles without spills."""
+def test_kernelbench_77s_batchnorm_mean_in_either_mode(tmp_egg):
+    """Level 2 task 77 (conv_transpose3d 5x5x5, x2, BatchNorm3d, global mean) at its own size. As KernelBench
+    runs it (training mode) the BatchNorm's variance needs the conv's output: a program. As an inference
+    model (its module put in eval mode) the BatchNorm is affine and the mean is box sums with a single box
+    (125 taps > the 64 sums a thread holds, but one distinct box); compiles without spills."""
     from agents.expert.templates import conv_sum
     from tasks import find_task_files
     from tests.test_expert import request
     path = next(p for p in find_task_files([KB / "level2"]) if p.stem.startswith("77_"))
     agent = ExpertAgent()
-    g, fam, plan = agent._plan(str(path))
+    _, fam, plan = agent._plan(str(path))
+    assert fam == "program" and plan.stages()[0][1] == "conv"
+    src = path.read_text()
+    anchor = "self.global_avg_pool = nn.AdaptiveAvgPool3d((1, 1, 1))"
+    assert src.count(anchor) == 1
+    inference = tmp_egg / "t77_eval.py"
+    inference.write_text(src.replace(anchor, anchor + "\n        self.eval()"))
+    g, fam, plan = agent._plan(str(inference))
     assert fam == "conv_sum" and plan.taps == 125 and plan.boxes == 1 and len(plan.chain) == 5
     assert conv_sum.algorithm_flops(plan) < 1e-3 * 2 * plan.conv.N * plan.conv.OC * math.prod(plan.conv.out_sp) * plan.conv.C * 125
-    pk = agent.propose(request(path)).kernels[0]
+    pk = agent.propose(request(inference)).kernels[0]
     r = compile_check(pk.cuda_source, ["-lineinfo"], "sm_90a")
     assert r.ok, r.log[-2000:]
     assert all((x.spill_store_bytes, x.spill_load_bytes) == (0, 0) for x in r.resources), r.resources
