@@ -7,9 +7,10 @@ input positions, from stride, padding, dilation and output_padding), so
 
     sum_o y[n, oc, o] = |out| * bias[oc] + sum_ic sum_tap W[.., tap] * boxsum(x[n, ic], tap)
 
-Two kernels: `egg_boxsum`, a block per input plane (n, ic) reading it once and summing it per tap
-(most elements lie inside every tap's box and take one add), then `egg_convsum`, a warp per (n, oc)
-contracting those sums with the weight, applying the affine steps and the pointwise chain after the sum
+Two or three kernels: `egg_boxsum`, a block per input plane (n, ic) reading it once and summing it per
+distinct box (most elements lie inside every tap's box and take one add); where a box covers 4+ taps,
+`egg_wbox` sums the weight per box; then `egg_convsum`, a warp per (n, oc) contracting the sums with the
+weight, applying the affine steps and the pointwise chain after the sum
 before its store. The conv's FLOPs and its output's write and read are gone; exact fp32."""
 from __future__ import annotations
 
@@ -67,7 +68,7 @@ class ConvSumPlan:
 
 
 def find(g: OpGraph) -> tuple[Node, Node, list] | None:
-    """(conv, sum, scalings between): a sum over all of a conv's spatial dims."""
+    """(conv, sum, affine steps between): a sum over all of a conv's spatial dims."""
     return find_summed(g, "conv", lambda cv: range(2, len(cv.shape)))
 
 
@@ -219,7 +220,7 @@ extern "C" __global__ void __launch_bounds__({SUM_BLOCK}) egg_convsum(
     }}
     for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
     if (lane != 0) return;
-    // the conv's mean over its {count} output positions; the scalings commute with it; times the count: the sum
+    // the conv's mean over its {count} output positions, the affine steps on it, times the count: the sum
     const float c_mean = acc / {float(count)!r}f{f' + to_f({bias.name}[oc])' if bias is not None else ''};
 {pre}
     const float r_val = {scaled} * {float(count)!r}f;

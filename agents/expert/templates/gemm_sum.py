@@ -1,13 +1,15 @@
 """A matmul whose output is only summed over its columns, never kept: level 2's "Gemm, scale, sum over
-the features" (tasks 14 and 18), with at most scalings between.
+the features" (tasks 14, 18 and 51), with affine steps between (templates/summed.py).
 
 Summed over n, a GEMM row is a dot product with the weight's summed columns:
 
     sum_n (A @ B + bias)[m, n] = A[m, :] . (sum_n B[:, n]) + sum_n bias[n]
 
-Two kernels: `egg_wsum` reads B once and writes its K sums over n (and the bias's sum) to a small
-workspace, then `egg_gemvsum`, a warp per row of A, takes the dot product with them and applies the
-scalings and the pointwise chain after the sum before its store. 2MNK FLOPs become one read of A and
+and with a step a[n] * v + b[n] between, the columns summed weighted by a[n] and b[n] summed with the
+bias. Two or three kernels: `egg_wsum` reads B once (an (N, K) weight by chunks of rows, folded by
+`egg_wfold`) into K sums over n and the bias's sum in a small workspace, then `egg_gemvsum`, a warp
+or a block per row of A, takes the dot product with them and applies the steps constant along a row
+and the pointwise chain after the sum before its store. 2MNK FLOPs become one read of A and
 one of B (memory-bound); exact fp32 sums on the CUDA cores. The weight is summed on every call, so a
 changed weight is seen."""
 from __future__ import annotations
@@ -65,7 +67,7 @@ class GemmSumPlan:
 
 
 def find(g: OpGraph) -> tuple[Node, Node, list] | None:
-    """(matmul, sum, scalings between): a sum over a matmul's last dim."""
+    """(matmul, sum, affine steps between): a sum over a matmul's last dim."""
     return find_summed(g, "gemm", lambda gm: (len(gm.shape) - 1,))
 
 
