@@ -139,6 +139,8 @@ def test_a_rewrite_is_held_to_its_own_floor_and_its_tuning_stages_propose_nothin
     assert roof.flops >= 2 * M * N * K and floor == pytest.approx(max(mem, pk.algorithm_flops / roof.peak_flops * 1e3))
     assert mem <= floor < roof.floor_ms and roof.floor_for(None) == roof.floor_ms
     assert roof.floor_for(1e30) == roof.floor_ms  # a declaration never raises the reference's floor
+    from agents.llm.schema import KernelDraft  # an LLM's reply has no way to lower its own floor
+    assert "algorithm_flops" not in KernelDraft.model_fields
     best = KernelCandidate(id="algorithm_design-r1-c0", stage="algorithm_design", **pk.model_dump())
     for stage in ("parallel_mapping", "tiling", "memory_optimization"):
         prop = ExpertAgent().propose(request(path, stage=stage, best=best))
