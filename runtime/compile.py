@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -76,8 +77,10 @@ def _cached(key: str) -> CompileResult | None:
 
 
 def _store(key: str, res: CompileResult) -> None:
+    # a temporary name of this writer's own: candidates verified in parallel (threads, processes) can
+    # compile the same source at once, and a shared ".tmp" was renamed away under the second writer
     f = cache_dir() / f"{key}.json"
-    tmp = f.with_suffix(".tmp")
+    tmp = f.with_name(f"{key}.{os.getpid()}.{threading.get_ident()}.tmp")
     tmp.write_text(res.model_dump_json())
     tmp.replace(f)
 

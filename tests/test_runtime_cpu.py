@@ -93,3 +93,28 @@ def test_task_loading_errors(tmp_path):
     with pytest.raises(TaskError, match="a task is a .py file"):
         load_task(tmp_path)
     assert [p.name for p in find_task_files([tmp_path])] == ["nl.py", "nm.py", "nt.py", "ok.py"]
+
+
+def test_the_compile_cache_takes_the_same_result_from_parallel_writers(tmp_path, monkeypatch):
+    """Candidates verified in parallel can compile the same source at once: every writer stores the result
+    under a temporary name of its own (a shared one was renamed away under the second writer)."""
+    import threading
+
+    from runtime import compile as comp
+    monkeypatch.setenv("EGG_CACHE_DIR", str(tmp_path))
+    res = comp.CompileResult(ok=True, backend="nvrtc", arch="sm_90a", log="", errors=[], resources=[], seconds=0.1)
+    errors = []
+
+    def write():
+        try:
+            for _ in range(50):
+                comp._store("k" * 64, res)
+        except OSError as exc:
+            errors.append(exc)
+    threads = [threading.Thread(target=write) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert comp._cached("k" * 64).ok and not list(comp.cache_dir().glob("*.tmp"))
