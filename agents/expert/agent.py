@@ -13,7 +13,7 @@ from dataclasses import replace
 from agents.expert.codegen import CLUSTER_PRELUDE, PRELUDE
 from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
 from agents.expert.templates.scan import BOOL_PRELUDE
-from agents.expert.opgraph import OpGraph, Unsupported, export_graph
+from agents.expert.opgraph import OpGraph, Unsupported, ancestors, export_graph
 from agents.expert.templates import (conv, conv_sum, direct_conv, gemm, gemm_sum, gemm_tf32, gridreduce, pointwise, pool, recurrent, rowwise,
                                     scan)
 from tasks import load_task, materialize
@@ -103,12 +103,6 @@ def gemm_path(plan, params: dict) -> str:
     if plan.dtype != "float32":
         return "mma"
     return "tf32x3" if params.get("family") == "gemm_tf32" else "simt"
-
-
-def _depends(n, target) -> bool:
-    if n is target:
-        return True
-    return any(_depends(a, target) for a in getattr(n, "args", []) if hasattr(a, "kind"))
 
 
 class ExpertAgent:
@@ -590,7 +584,7 @@ class ExpertAgent:
                                  vec=params.get("vec", 1))
             if k.cache == "cluster" and not clusters(profile):
                 raise Unsupported(f"thread-block clusters on {profile.name}")
-            if k.cache != "none" and not (plan.main is not None and _depends(plan.reductions[0].args[0], plan.main)):
+            if k.cache != "none" and not (plan.main is not None and id(plan.main) in ancestors(plan.reductions[0].args[0])):
                 raise Unsupported("nothing to cache")
             smem = rowwise.shared_bytes(plan, k)
             if smem > profile.shared_per_block_optin:

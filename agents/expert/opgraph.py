@@ -59,6 +59,18 @@ def _flat(args):
             yield a
 
 
+def ancestors(n: Node) -> set[int]:
+    """The ids of n and every node it is computed from."""
+    seen, stack = set(), [n]
+    while stack:
+        x = stack.pop()
+        if id(x) in seen:
+            continue
+        seen.add(id(x))
+        stack += [a for a in _flat(x.args) if isinstance(a, Node)]
+    return seen
+
+
 def unview(n):
     """The tensor under a chain of views (a view of a view is a view of the base); `n` itself otherwise."""
     while isinstance(n, Node) and n.kind == "pw" and n.op == "view":

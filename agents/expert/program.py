@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported, _flat, unview
+from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported, _flat, ancestors, unview
 from agents.expert.templates import conv_sum, gemm_sum
 
 PRODUCERS = ("conv", "gemm")
@@ -47,17 +47,6 @@ class Program:
         return head + [(self.second, self.fam2, self.plan2, self.second.output)]
 
 
-def _ancestors(n: Node) -> set[int]:
-    seen, stack = set(), [n]
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        stack += [a for a in _flat(x.args) if isinstance(a, Node)]
-    return seen
-
-
 def candidates(g: OpGraph) -> list[Node]:
     """Tensors to cut at, earliest first: what each heavy op after the first one reads (through any
     reshape, which goes with the reader), where it is computed."""
@@ -92,7 +81,7 @@ def candidates(g: OpGraph) -> list[Node]:
         # is more than its last reduction): the element-moving tail then reads it as an input
         hv = {id(h) for h in heavy}
         for n in g.nodes:
-            if n.kind == "pw" and n.op in REMAPS and isinstance(n.args[0], Node) and hv & _ancestors(n.args[0]):
+            if n.kind == "pw" and n.op in REMAPS and isinstance(n.args[0], Node) and hv & ancestors(n.args[0]):
                 add(n.args[0])
         # and each heavy op with its own epilogue (the pointwise ops only it feeds, e.g. a downsample
         # conv's batch norm before a residual add joins it with another branch)
@@ -113,7 +102,7 @@ def _epilogue_end(g: OpGraph, h: Node, heavy: set[int], readers: dict[int, list[
     while len(rd := readers.get(id(end), [])) == 1 and rd[0].kind == "pw" and rd[0].op not in REMAPS \
             and rd[0] is not g.output and tuple(rd[0].shape) == tuple(end.shape):
         others = [a for a in _flat(rd[0].args) if isinstance(a, Node) and a is not end]
-        if any(heavy & _ancestors(a) for a in others):
+        if any(heavy & ancestors(a) for a in others):
             break
         end = rd[0]
     return end
@@ -123,13 +112,13 @@ def cut_at(g: OpGraph, mid: Node, depth: int = 0) -> tuple[OpGraph, OpGraph] | N
     """(the graph up to `mid`, the rest with `mid` as an input), or None where the rest reads the
     first part somewhere else than at `mid` (other than pointwise values of leaves alone, such as a zero
     initial state two LSTM layers read: those both parts compute)."""
-    front = _ancestors(mid)
+    front = ancestors(mid)
     back = [n for n in g.nodes if id(n) not in front]
     reads = {id(a): a for n in back if n.kind not in LEAVES for a in _flat(n.args)
              if isinstance(a, Node) and id(a) in front and a is not mid and a.kind not in LEAVES}
     dup: set[int] = set()
     for a in reads.values():
-        anc = _ancestors(a)
+        anc = ancestors(a)
         if id(mid) in anc or any(x.kind not in LEAVES + ("pw",) for x in g.nodes if id(x) in anc):
             return None
         dup |= anc
@@ -153,7 +142,7 @@ def cut_at(g: OpGraph, mid: Node, depth: int = 0) -> tuple[OpGraph, OpGraph] | N
         nodes.append(c)
     if id(g.output) not in clone:
         return None
-    used = _ancestors(clone[id(g.output)])
+    used = ancestors(clone[id(g.output)])
     second = OpGraph(nodes=[n for n in nodes if id(n) in used],
                      inputs=[as_input] + [n for n in g.inputs if id(n) in used],
                      params=[n for n in g.params if id(n) in used], output=clone[id(g.output)],

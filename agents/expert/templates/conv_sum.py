@@ -18,9 +18,9 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import Node, OpGraph, Unsupported
+from agents.expert.opgraph import Node, OpGraph, Unsupported, ancestors
 from agents.expert.templates.conv import ConvPlan, plan_of
-from agents.expert.templates.summed import find_summed, reads, row_index, summed_alone, tensor_operands, varies_along
+from agents.expert.templates.summed import find_summed, row_index, summed_alone, tensor_operands, varies_along
 
 PER_BOX_RATIO = 4  # taps a box at least for the weight to be summed per box first (unmeasured: RESULTS.md)
 MAX_TAPS = 64  # distinct boxes: a thread's per-box sums live in registers
@@ -78,7 +78,7 @@ def plan_conv_sum(g: OpGraph) -> ConvSumPlan:
     ops = tensor_operands(chain, cv)
     if any(varies_along(c, cv.shape, range(2, len(cv.shape))) for c in ops):
         raise Unsupported("a tensor between the conv and its spatial sum that varies over the positions")
-    if any(reads(c, cv.args[0]) or reads(c, cv.args[1]) for c in ops):  # the contraction takes neither
+    if any({id(cv.args[0]), id(cv.args[1])} & ancestors(c) for c in ops):  # the contraction takes neither
         raise Unsupported("a step between the conv and its spatial sum computed from the conv's input or weight")
     if not p.transposed and any(s != 1 for s in p.stride):
         raise Unsupported("a strided forward conv's spatial sum (its taps meet strided sets, not boxes)")
@@ -126,18 +126,16 @@ def render(g: OpGraph, cp: ConvSumPlan) -> str:
     flags = [f"const bool m{d}_{j} = i{d} >= {lo} && i{d} <= {hi};" for d in range(p.nd) for j, (lo, hi) in enumerate(dist[d])]
     taps = [f"if ({' && '.join(f'm{d}_{j}' for d, j in enumerate(combo))}) acc[{c}] += v;"
             for c, combo in enumerate(_product([list(range(len(x))) for x in dist]))]
-    # a tap's box: its index along each dim looked up, mixed radix over the dims' distinct boxes (first slowest)
-    tables = "".join(f"\n        const int ix{d}[{p.ker[d]}] = {{{', '.join(str(dist[d].index(cp.box(d, k))) for k in range(p.ker[d]))}}};"
-                     for d in range(p.nd))
-    kdec, rest, terms = [], "t", []
-    for d in reversed(range(p.nd)):
-        kdec.append(f"const int k{d} = {rest} % {p.ker[d]};")
-        rest = f"({rest} / {p.ker[d]})"
-        terms.append(f"ix{d}[k{d}] * {math.prod(len(x) for x in dist[d + 1:])}")
-    cmap = "\n            ".join(kdec) + f"\n            const int c = {' + '.join(terms)};"
     if cp.per_box:  # the boxes' sums as they are
         tail = f"""    if (threadIdx.x < {D}) bsum[(long long)blockIdx.x * {D} + threadIdx.x] = csum[threadIdx.x];"""
-    else:
+    else:  # a tap's box: its index along each dim looked up, mixed radix over the dims' distinct boxes (first slowest)
+        tables = "".join("\n        " + t for t in _box_tables(cp))
+        kdec, rest, terms = [], "t", []
+        for d in reversed(range(p.nd)):
+            kdec.append(f"const int k{d} = {rest} % {p.ker[d]};")
+            rest = f"({rest} / {p.ker[d]})"
+            terms.append(f"ix{d}[k{d}] * {math.prod(len(x) for x in dist[d + 1:])}")
+        cmap = "\n            ".join(kdec) + f"\n            const int c = {' + '.join(terms)};"
         tail = f"""    __syncthreads();
     {{  // each tap's sum: its box's{tables}
         for (int t = threadIdx.x; t < {T}; t += blockDim.x) {{
@@ -234,6 +232,13 @@ extern "C" __global__ void __launch_bounds__({SUM_BLOCK}) egg_convsum(
 WBOX_BLOCK = 256
 
 
+def _box_tables(cp: ConvSumPlan) -> list[str]:
+    """Per dim d, `ix<d>`: each tap's index among the dim's distinct boxes."""
+    p = cp.conv
+    return [f"const int ix{d}[{p.ker[d]}] = {{{', '.join(str(cp.distinct(d).index(cp.box(d, k))) for k in range(p.ker[d]))}}};"
+            for d in range(p.nd)]
+
+
 def _wbox(cp: ConvSumPlan, dist: list) -> str:
     """`egg_wbox`: a thread per (oc, ic, box) sums the weight over the box's taps, in the contraction's layout."""
     p, D = cp.conv, cp.boxes
@@ -243,9 +248,7 @@ def _wbox(cp: ConvSumPlan, dist: list) -> str:
     for d in reversed(range(p.nd)):  # the box's index along each dim (mixed radix, the last dim fastest)
         lines.append(f"const int j{d} = {rest} % {len(dist[d])};")
         rest = f"({rest} / {len(dist[d])})"
-    for d in range(p.nd):
-        ix = ", ".join(str(dist[d].index(cp.box(d, k))) for k in range(p.ker[d]))
-        lines.append(f"const int ix{d}[{p.ker[d]}] = {{{ix}}};")
+    lines += _box_tables(cp)
     loops, close, ind = "", "", "    "
     for d in range(p.nd):
         loops += f"{ind}for (int k{d} = 0; k{d} < {p.ker[d]}; ++k{d}) {{\n{ind}    if (ix{d}[k{d}] != j{d}) continue;\n"

@@ -18,9 +18,9 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import Node, OpGraph, Unsupported, _flat
+from agents.expert.opgraph import Node, OpGraph, Unsupported, ancestors
 from agents.expert.templates.gemm import GemmPlan, plan_of
-from agents.expert.templates.summed import coefficients, find_summed, reads, row_index, summed_alone, tensor_operands, varies_along
+from agents.expert.templates.summed import coefficients, find_summed, row_index, summed_alone, tensor_operands, varies_along
 
 BLOCK = 256
 WARPS = BLOCK // 32
@@ -81,12 +81,12 @@ def plan_gemm_sum(g: OpGraph) -> GemmSumPlan:
     last = len(gm.shape) - 1
     ops = tensor_operands(chain, gm)
     if all(not varies_along(c, gm.shape, [last]) for c in ops):
-        if any(reads(c, p.b_src) for c in ops):  # the row kernel does not take B
+        if any(id(p.b_src) in ancestors(c) for c in ops):  # the row kernel does not take B
             raise Unsupported("a per-row step computed from the matmul's weight")
         return GemmSumPlan(p, r, chain)
     if all(not varies_along(c, gm.shape, range(last)) for c in ops):
         sp = GemmSumPlan(p, r, chain, weighted=True)
-        if any(reads(c, p.a_src) for c in ops):  # the column sums' kernels do not take A
+        if any(id(p.a_src) in ancestors(c) for c in ops):  # the column sums' kernels do not take A
             raise Unsupported("a per-column step computed from the matmul's input")
         return sp
     raise Unsupported("a tensor between the matmul and its row sum that varies along both rows and columns")
@@ -101,12 +101,7 @@ def _loader(renamed: list[tuple[Node | None, str]]):
 
 def coef_leaves(g: OpGraph, sp: GemmSumPlan) -> list[Node]:
     """The leaves the weighted steps' tensors read, in the graph's order (A, B and the bias apart)."""
-    seen, stack = set(), list(tensor_operands(sp.chain, sp.gemm.gemm)) if sp.weighted else []
-    while stack:
-        x = stack.pop()
-        if id(x) not in seen:
-            seen.add(id(x))
-            stack += [a for a in _flat(x.args) if isinstance(a, Node)]
+    seen = set().union(*(ancestors(c) for c in tensor_operands(sp.chain, sp.gemm.gemm))) if sp.weighted else set()
     p = sp.gemm
     return [t for t in g.inputs + g.params if id(t) in seen and t is not p.a_src and t is not p.b_src and t is not p.bias]
 

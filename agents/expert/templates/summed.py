@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from agents.expert.codegen import bmap, lit
-from agents.expert.opgraph import Node, OpGraph, Unsupported, _flat, check_elementwise_after
+from agents.expert.opgraph import Node, OpGraph, Unsupported, _flat, ancestors, check_elementwise_after
 
 AFFINE = ("mul", "div", "neg", "add", "sub", "rsub")  # rsub(u, w) = w - u
 
@@ -35,18 +35,10 @@ def _affine(n: Node, src: Node) -> bool:
     return _number(c) or isinstance(c, Node)
 
 
-def _leaf_computed(c: Node, heavy: Node) -> bool:
+def _leaf_computed(g: OpGraph, c: Node, heavy: Node) -> bool:
     """A tensor operand computed element by element from the leaves alone (never from the heavy node)."""
-    stack, seen = [c], set()
-    while stack:
-        x = stack.pop()
-        if id(x) in seen:
-            continue
-        seen.add(id(x))
-        if x is heavy or x.kind not in ("input", "param", "pw"):
-            return False
-        stack += [a for a in _flat(x.args) if isinstance(a, Node)]
-    return True
+    anc = ancestors(c)
+    return id(heavy) not in anc and all(x.kind in ("input", "param", "pw") for x in g.nodes if id(x) in anc)
 
 
 def tensor_operands(chain: list, heavy: Node) -> list[Node]:
@@ -56,19 +48,6 @@ def tensor_operands(chain: list, heavy: Node) -> list[Node]:
             out.append(c)
         src = n
     return out
-
-
-def reads(c: Node, leaf: Node) -> bool:
-    """Whether operand c is computed from `leaf`."""
-    stack, seen = [c], set()
-    while stack:
-        x = stack.pop()
-        if x is leaf:
-            return True
-        if id(x) not in seen:
-            seen.add(id(x))
-            stack += [a for a in _flat(x.args) if isinstance(a, Node)]
-    return False
 
 
 def varies_along(t: Node, shape: tuple, dims) -> bool:
@@ -131,7 +110,7 @@ def find_summed(g: OpGraph, kind: str, over) -> tuple[Node, Node, list] | None:
             src = prev
         if isinstance(src, Node) and src.kind == kind and len(readers.get(id(src), [])) == 1 \
                 and tuple(r.dims) == tuple(over(src)) \
-                and all(_leaf_computed(c, src) for c in tensor_operands(chain, src)):
+                and all(_leaf_computed(g, c, src) for c in tensor_operands(chain, src)):
             return src, r, chain
     return None
 
