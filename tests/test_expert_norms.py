@@ -293,3 +293,47 @@ def test_dropout_in_training_mode_is_declined_and_identity_otherwise(tmp_egg):
     for p, mode in ((0.2, "\n        self.eval()"), (0.0, "")):
         g = export_graph(load_task(_bn_task(tmp_egg, p=p, mode=mode)))
         assert g.output.op == "relu"
+
+
+@pytest.mark.parametrize("module,expr,shape,offset", [
+    ("nn.BatchNorm1d(70)", "self.norm(x)", "300, 70", 5.0),  # a GEMM+BatchNorm's statistics: a Welford pair
+    ("nn.Identity()", "torch.softmax(x, dim=0)", "130, 45", 0.0),  # an online pair, rows not a multiple of 32
+    ("nn.Identity()", "torch.sum(x, dim=1)", "3, 200, 40", 0.0),  # a plain sum over a middle dim: outer 3
+    ("nn.Identity()", "torch.argmax(x, dim=0)", "257, 33", 0.0),
+])
+def test_strided_rows_by_cols_blocks_match_a_float64_truth(tmp_egg, module, expr, shape, offset):
+    """Mapping cols: 32 strided rows a block, one a lane, the block's warps splitting each row's
+    elements and merging in shared memory in warp order, for each kind of pass (plain, argmax, Welford,
+    online); lanes past the last row only take part in the merges."""
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    g, plan, x, params, truth, eager_err = _rows_case(tmp_egg, "cols", module, expr, shape, 5,
+                                                      lambda d: torch.randn(*d) * 2.0 + offset)
+    assert plan.inner > 1
+    for block in (64, 128):
+        k = rowwise.RowKnobs(mapping="cols", block=block, waves=1)
+        src = rowwise.render(g, plan, k)
+        assert "scol[threadIdx.x]" in src
+        if "argmax" in expr:  # the emulator's buffers are float: the indices are small enough to be exact there
+            src = src.replace("long long* __restrict__ out", "float* __restrict__ out")
+        got = cpu_emulator.run(src, "egg_rows", rowwise.grid(plan, k, 2, 256), k.block, tuple(truth.shape), [x, *params],
+                               tmp_egg / f"emu_cols_{block}")
+        if "argmax" in expr:
+            assert torch.equal(got.long(), truth.long()), block
+            continue
+        err = _rel_err(got, truth)
+        assert err < 8 * max(eager_err, 2 ** -24), (block, err, eager_err)
+
+
+def test_few_strided_rows_default_to_cols_blocks():
+    """A GEMM+BatchNorm1d's statistics (KernelBench level 2 task 39: 4096 columns of 16384 rows) would give
+    a thread per column, 4096 threads on 132 SMs (7.45 ms on the H200 for 0.8 GB); many strided rows
+    (a sum over the middle dim of (128, 4096, 4095)) keep a thread each."""
+    from types import SimpleNamespace
+
+    from agents.expert.agent import cols_rows
+    h200 = SimpleNamespace(sms=132, max_threads_per_sm=2048)
+    assert cols_rows(SimpleNamespace(outer=1, R=16384, inner=4096), h200)
+    assert not cols_rows(SimpleNamespace(outer=128, R=4096, inner=4095), h200)
+    assert not cols_rows(SimpleNamespace(outer=1, R=16, inner=64), h200)  # too short to split among warps
+    assert not cols_rows(SimpleNamespace(outer=64, R=4096, inner=1), h200)  # contiguous rows

@@ -88,6 +88,14 @@ def row_cluster(plan, profile) -> int:
     return next((c for c in rowwise.CLUSTER_SIZES if rowwise.cluster_fits(plan, c, smem)), 0)
 
 
+def cols_rows(plan, profile) -> bool:
+    """Strided rows (inner > 1) too few for a thread each to fill the GPU (under a quarter of its
+    resident threads) and long enough to split among a block's warps: 32 rows a block (mapping cols)."""
+    sms = profile.sms if profile is not None else DEFAULT_SMS
+    tpsm = profile.max_threads_per_sm if profile is not None else 2048
+    return plan.inner > 1 and plan.outer * plan.inner * 4 < sms * tpsm and plan.R >= 256
+
+
 REWRITES = {"conv_sum": conv_sum.algorithm_flops, "gemm_sum": gemm_sum.algorithm_flops}
 
 
@@ -345,7 +353,10 @@ class ExpertAgent:
             if st == "parallel_mapping":
                 if plan.inner > 1:
                     out = [{**base, "mapping": "thread", "block": b} for b in (128, 256)] + \
+                          [{**base, "mapping": "cols", "block": b} for b in (256, 1024) if plan.R >= b // 32] + \
                           [{**base, "mapping": "block", "block": 256}]
+                    if base.get("mapping") == "cols":  # the cols block sizes first
+                        out.sort(key=lambda d: d["mapping"] != "cols")
                 else:
                     out = [{**base, "mapping": "block", "block": b} for b in kn["row_block"]
                            if b <= max(128, 1 << math.ceil(math.log2(max(plan.R, 32))))]
@@ -354,7 +365,7 @@ class ExpertAgent:
             elif st == "tiling":
                 out = [{**base, "waves": w} for w in kn["row_waves"]]
             elif st == "memory_optimization":
-                out = [{**base, "cache": c} for c in kn["row_cache"]]
+                out = [{**base, "cache": c} for c in kn["row_cache"]] if base.get("mapping") == "block" else []  # others cache nothing
                 if rowwise.welford_pairs(plan):  # the two-pass variance, should Welford's divides cost more
                     out.append({**base, "welford": False})
                 if plan.inner == 1:  # a register-resident row needs a block big enough: try the larger blocks too
@@ -432,6 +443,8 @@ class ExpertAgent:
             return {"family": "pointwise", "block": 256, "items": 1, "vec": pointwise.vec_width(g.output.dtype), "waves": 0}
         if fam == "rows":
             if plan.inner > 1:
+                if cols_rows(plan, prof):  # few long strided rows: a thread per row would leave the GPU idle
+                    return {"family": "rows", "mapping": "cols", "block": 1024, "cache": "none", "waves": 2}
                 return {"family": "rows", "mapping": "thread", "block": 256, "cache": "none", "waves": 8}
             # too long for one block's shared memory: a cluster holds it, where the passes are plain sums or
             # maxima (L1/L2 norms 1.24 -> 1.75x, 0.82 -> 1.18x on the H200 at 0aec91c); online softmax and
@@ -593,6 +606,8 @@ class ExpertAgent:
             launch = host.Launch("egg_rows", (rowwise.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), smem,
                                  align16=rowwise.aligned16(plan, k))
             desc = f"row program, {k.mapping} per row, block {k.block}{'' if k.cache == 'none' else f', row cached in {k.cache}'}"
+            if k.mapping == "cols":
+                desc = f"row program, 32 strided rows a block of {k.block}, its warps splitting each row and merging in shared memory"
             if k.cache == "cluster":
                 desc = (f"row program, a cluster of {k.cluster} blocks of {k.block} per row, each holding a slice of the "
                         f"row in shared memory (read once), partial results exchanged through distributed shared memory")

@@ -3,8 +3,11 @@ them (softmax, log-softmax, layer/RMS norm, L1/L2 norm, x - mean, ...).
 
 The tensor the reductions read is viewed as (outer, R, inner). A row is one (outer, inner)
 pair; each reduction is one pass over the row's R elements, and a full-size output is
-written in a last pass. Mappings: a block per row, a warp per row, or a thread per row
-(coalesced across rows when inner > 1)."""
+written in a last pass. Mappings: a block per row, a warp per row, a thread per row
+(coalesced across rows when inner > 1), or `cols`: 32 adjacent rows a block (inner > 1: one row a
+lane, so a warp reads 128 contiguous bytes), the block's warps splitting each row's R elements and
+merging through shared memory; for few long strided rows (a BatchNorm's statistics over the batch
+of a GEMM's output: 4096 rows of 16384), where a thread per row leaves the GPU nearly idle."""
 from __future__ import annotations
 
 import math
@@ -28,7 +31,7 @@ class RowPlan:
 
 @dataclass
 class RowKnobs:
-    mapping: str = "block"  # block, warp, thread
+    mapping: str = "block"  # block, warp, thread, cols
     block: int = 256
     cache: str = "none"  # keep the main input's row across passes: "smem", "regs" (ceil(R/block) values a
     # thread), or "cluster" (a slice of the row in each block of a cluster of `cluster`, read from memory once)
@@ -155,6 +158,8 @@ def _online(k: RowKnobs, ri: int, v: str, body: str, row_loop, idx: str) -> list
     sh = "__shfl_xor_sync(0xffffffffu, {}, s)"
     if k.mapping in ("block", "warp"):
         code.append("        for (int s = 16; s > 0; s >>= 1) " + online_merge(m, s, sh.format(m), sh.format(s)))
+    if k.mapping == "cols":
+        code += cols_merge([m, s], lambda a, b: online_merge(a[0], a[1], b[0], b[1]))
     if k.mapping == "block":
         code += [f"        if ((threadIdx.x & 31) == 0) {{ sred[threadIdx.x >> 5] = {m}; sred2[threadIdx.x >> 5] = {s}; }}",
                  "        __syncthreads();",
@@ -163,6 +168,20 @@ def _online(k: RowKnobs, ri: int, v: str, body: str, row_loop, idx: str) -> list
                  "        __syncthreads();"]
     code.append(f"        const float acc{ri} = {m}, acc{ri}s = {s};")
     return code
+
+
+COLS = ("scol", "scol2", "scol3")  # a cols block's merge arrays, a value per thread
+
+
+def cols_merge(vals: list[str], fold) -> list[str]:
+    """A cols block's merge: each thread's partial `vals` of its row (lane x = threadIdx.x & 31) into
+    shared arrays, then every thread folds its row's partials in warp order (the same order
+    everywhere, so the result is deterministic and every warp ends with the same)."""
+    put = " ".join(f"{a}[threadIdx.x] = {v};" for a, v in zip(COLS, vals))
+    first = " ".join(f"{v} = {a}[threadIdx.x & 31];" for a, v in zip(COLS, vals))
+    other = [f"{a}[w * 32 + (threadIdx.x & 31)]" for a in COLS[:len(vals)]]
+    return [f"        {put}", "        __syncthreads();", f"        {first}",
+            f"        for (int w = 1; w < (blockDim.x >> 5); ++w) {fold(vals, other)}", "        __syncthreads();"]
 
 
 def chan_merge(c: str, m: str, q: str, ob: str, om: str, oq: str) -> str:
@@ -203,6 +222,8 @@ def _welford(p: RowPlan, k: RowKnobs, ri: int, v: str, body: str, row_loop, idx:
         code.append("        " + welford_lanes(c, m, q))
     if k.mapping == "block":
         code += ["        " + ln for ln in welford_warps(c, m, q, ("swc", "swm", "swq"), "(blockDim.x >> 5)")]
+    if k.mapping == "cols":
+        code += cols_merge([c, m, q], lambda a, b: chan_merge(*a, *b))
     code.append(f"        const float acc{ri} = {m} * {c}, acc{ri}q = {q};")
     return code
 
@@ -323,7 +344,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
             return ([f"        #pragma unroll\n        for (int it = 0; it < {items}; ++it) {{",
                      f"            long long r = {lane} + (long long)it * {nl};",
                      f"            if (r >= {p.R}LL) break;"] + body_lines + ["        }"])
-        return [f"        for (long long r = {lane}; r < {p.R}LL; r += {nl}) {{"] + body_lines + ["        }"]
+        unroll = ["        #pragma unroll 4"] if k.mapping == "cols" else []  # loads of 4 steps in flight a thread
+        return unroll + [f"        for (long long r = {lane}; r < {p.R}LL; r += {nl}) {{"] + body_lines + ["        }"]
 
     if C:  # a cluster per row
         lane, nl, row0, rstep = "threadIdx.x", "blockDim.x", f"(blockIdx.x / {C})", f"(gridDim.x / {C})"
@@ -332,6 +354,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     elif k.mapping == "warp":
         lane, nl = "(threadIdx.x & 31)", "32"
         row0, rstep = "(blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5))", "(gridDim.x * (blockDim.x >> 5))"
+    elif k.mapping == "cols":  # the row loop runs over tiles of 32 rows (see below); a warp a row-lane
+        lane, nl, row0, rstep = "(threadIdx.x >> 5)", "(blockDim.x >> 5)", "", ""
     else:
         lane, nl = "0", "1"
         row0, rstep = "(blockIdx.x * blockDim.x + threadIdx.x)", "(gridDim.x * blockDim.x)"
@@ -373,6 +397,15 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
         code += row_loop([f"            long long i = {idx};", body, f"            {step}"])
         if k.mapping in ("block", "warp"):
             code.append(f"        for (int s = 16; s > 0; s >>= 1) {wcomb}")
+        if k.mapping == "cols":
+            if arg:
+                code += [f"        scol[threadIdx.x] = {acc}; scidx[threadIdx.x] = {ai};", "        __syncthreads();",
+                         f"        {acc} = scol[threadIdx.x & 31]; {ai} = scidx[threadIdx.x & 31];",
+                         "        for (int w = 1; w < (blockDim.x >> 5); ++w) { const int t = w * 32 + (threadIdx.x & 31); "
+                         f"if (scol[t] {better} {acc} || (scol[t] == {acc} && scidx[t] < {ai})) {{ {acc} = scol[t]; {ai} = scidx[t]; }} }}",
+                         "        __syncthreads();"]
+            else:
+                code += cols_merge([acc], lambda a, b, op=red.op: f"{a[0]} = {_combine(op, a[0], b[0])};")
         if k.mapping == "block":
             if arg:
                 code += ["        if ((threadIdx.x & 31) == 0) { sred[threadIdx.x >> 5] = " + acc + "; sidx[threadIdx.x >> 5] = " + ai + "; }",
@@ -400,8 +433,11 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     elif p.full_output:
         em = Emitter(loader(False), special, prefix="o_")
         v = em.value(out, "i")
-        parts.append("\n".join(row_loop([f"            long long i = {idx};", em.take("            "),
-                                          f"            out[i] = from_f<{CTYPE[out.dtype]}>({v});"])))
+        loop = row_loop([f"            long long i = {idx};", em.take("            "),
+                         f"            out[i] = from_f<{CTYPE[out.dtype]}>({v});"])
+        if k.mapping == "cols":  # a lane past the last row computed the last row's values only to take part in the merges
+            loop = ["        if (live) {"] + loop + ["        }"]
+        parts.append("\n".join(loop))
     else:
         if out.op in ("argmax", "argmin") and out.kind == "reduce":
             store = f"out[row] = {done[out.name]};"
@@ -411,7 +447,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
             v = em.value(out, "row")
             pre = em.take("            ")
             store = f"out[row] = from_f<{CTYPE[out.dtype]}>({v});"
-        parts.append(f"        if ({lane} == 0{' && rank == 0' if C else ''}) {{\n{pre}\n            {store}\n        }}")
+        first = f"{lane} == 0" + (" && rank == 0" if C else "") + (" && live" if k.mapping == "cols" else "")
+        parts.append(f"        if ({first}) {{\n{pre}\n            {store}\n        }}")
     shared = ""
     if k.mapping == "block":
         shared = "    __shared__ float sred[32];\n"
@@ -423,6 +460,11 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
             shared += "    __shared__ long long sidx[32];\n"
         if cache == "smem":
             shared += "    extern __shared__ float srow[];\n"
+    if k.mapping == "cols":
+        n_arr = 3 if pairs else 2 if onl else 1
+        shared = "".join(f"    __shared__ float {a}[{k.block}];\n" for a in COLS[:n_arr])
+        if any(r.op in ("argmax", "argmin") for r in p.reductions):
+            shared += f"    __shared__ long long scidx[{k.block}];\n"
     if cache == "regs":
         shared += f"    float xr[{items}];\n"
     body = "\n".join(parts)
@@ -444,6 +486,18 @@ extern "C" __global__ void __cluster_dims__({C}, 1, 1) __launch_bounds__({k.bloc
 {stage}
 {body}
         cluster_sync();  // the exchange slots are free again for the next row
+    }}
+}}
+"""
+    if k.mapping == "cols":  # every thread runs every tile (the merges' barriers): a lane past the end repeats the last row
+        return f"""{PRELUDE}
+extern "C" __global__ void __launch_bounds__({k.block}) egg_rows({args}) {{
+{shared}    for (long long tile = blockIdx.x; tile < {-(-rows // 32)}LL; tile += gridDim.x) {{
+        const long long rr = tile * 32 + (threadIdx.x & 31);
+        const bool live = rr < {rows}LL;
+        const long long row = live ? rr : {rows - 1}LL;
+        const long long o = row / {p.inner}LL, j = row % {p.inner}LL;
+{body}
     }}
 }}
 """
@@ -495,7 +549,7 @@ def grid(p: RowPlan, k: RowKnobs, sms: int, max_threads_per_sm: int) -> int:
     rows = p.outer * p.inner
     if k.cache == "cluster":  # a cluster per row, as many as fit at once times the waves
         return k.cluster * int(min(rows, max(1, sms // k.cluster) * k.waves))
-    per_block = {"block": 1, "warp": k.block // 32, "thread": k.block}[k.mapping]
+    per_block = {"block": 1, "warp": k.block // 32, "thread": k.block, "cols": 32}[k.mapping]
     need = max(1, -(-rows // per_block))
     return int(min(need, sms * max(1, max_threads_per_sm // k.block) * k.waves))
 
