@@ -91,14 +91,20 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                     "        return torch.sum(x, dim=1, keepdim=True) * 1.5\n"
                     "def get_inputs():\n    return [torch.rand(256, 2048)]\ndef get_init_inputs():\n    return []\n",
                     "column sums"),
+    # level 2 task 39's shape in miniature: a Linear, then BatchNorm1d in training mode (statistics over the batch)
+    "bn_cols": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.fc = nn.Linear(512, 2048)\n        self.bn = nn.BatchNorm1d(2048)\n"
+                "    def forward(self, x):\n        return self.bn(self.fc(x))\n"
+                "def get_inputs():\n    return [torch.randn(4096, 512)]\ndef get_init_inputs():\n    return []\n",
+                "32 strided rows"),
 }
 
 
 @pytest.mark.parametrize("name", sorted(FIRST_CANDIDATE_TASKS))
 def test_first_candidate_verifies(tmp_egg, name):
     """Split-K (4 output tiles), an L2-norm row over a cluster's shared memory (1.5 MB), the cluster
-    recurrence, a conv's spatial mean from box sums and a matmul's row sum from the weight's column sums,
-    each as the expert's first candidate: verified under the float64 rule on the H200."""
+    recurrence, a conv's spatial mean from box sums, a matmul's row sum from the weight's column sums and
+    a BatchNorm's batch statistics by 32-row blocks, each as the expert's first candidate: verified under the float64 rule on the H200."""
     src, says = FIRST_CANDIDATE_TASKS[name]
     p = tmp_egg / f"{name}.py"
     p.write_text(src)
