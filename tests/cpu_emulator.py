@@ -38,6 +38,11 @@ CPU_PRELUDE = r"""#include <barrier>
 #define __cluster_dims__(...)
 struct EmuDim { long long x = 0, y = 0, z = 0; };
 struct alignas(16) float4 { float x, y, z, w; };
+// a 16-byte access off a 16-byte boundary faults on the GPU: here it stops the run (x86 would allow it)
+template <class T, class P> inline T* emu_vec(P* p) {
+    if (reinterpret_cast<unsigned long long>(p) & 15ULL) { fprintf(stderr, "misaligned 16-byte access\n"); abort(); }
+    return reinterpret_cast<T*>(p);
+}
 static EmuDim blockDim, gridDim;
 static thread_local EmuDim threadIdx, blockIdx;
 // what each block of a running cluster has of its own (blocks of a cluster run at once; a launch
@@ -194,6 +199,7 @@ def _cpu_source(src: str) -> str:
     from agents.expert.templates.scan import BOOL_PRELUDE
     body = src.replace(PRELUDE, "").replace(BOOL_PRELUDE, "").replace(WGMMA_PRELUDE, "").replace(TF32_PRELUDE, "")
     body = body.replace(CLUSTER_PRELUDE, "")
+    body = body.replace("reinterpret_cast<const float4*>(", "emu_vec<const float4>(").replace("reinterpret_cast<float4*>(", "emu_vec<float4>(")
     # dynamic shared memory becomes one static buffer (blocks run one at a time)
     return re.sub(r"extern __shared__ (?:__align__\(\d+\) )?(\w+(?: \w+)*?) (\w+)\[\];",
                   r"\1* \2 = reinterpret_cast<\1*>(emu_dyn_smem);", body)

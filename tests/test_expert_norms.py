@@ -147,6 +147,7 @@ def test_online_softmax_one_pass_matches_a_float64_truth(tmp_egg, expr, shape, o
     ("nn.LayerNorm(280)", "self.norm(x)", "3, 280", 4),  # Welford pair
     ("nn.Identity()", "x / torch.sum(torch.abs(x), dim=1, keepdim=True)", "4, 203", 8),  # a plain sum (L1 norm)
     ("nn.Identity()", "torch.logsumexp(x, dim=1)", "3, 160", 2),  # one value a row: one block of the cluster writes it
+    ("nn.Identity()", "x - torch.mean(x, dim=1, keepdim=True)", "5, 1027", 4),  # rows off 16-byte boundaries: shifted slices
 ])
 def test_rows_cached_across_a_cluster_match_a_float64_truth(tmp_egg, module, expr, shape, C):
     """A row too long for one block's shared memory (KernelBench 23/24: 1.5 MB) split over a cluster of
@@ -160,6 +161,7 @@ def test_rows_cached_across_a_cluster_match_a_float64_truth(tmp_egg, module, exp
     k = rowwise.RowKnobs(mapping="block", block=64, cache="cluster", cluster=C, waves=1)
     src = rowwise.render(g, plan, k)
     assert f"__cluster_dims__({C}, 1, 1)" in src and "cluster_map(cx, rk)" in src
+    assert ("const int sh" in src) == (plan.R % 4 != 0 and plan.R >= 64)
     grid = rowwise.grid(plan, k, 4, 256)
     assert grid % C == 0
     got = cpu_emulator.run(src, "egg_rows", grid, k.block, tuple(truth.shape), [x, *params], tmp_egg / "emu")
@@ -204,6 +206,12 @@ def test_long_rows_default_to_a_cluster(tmp_egg):
     ("nn.Identity()", "torch.softmax(x, dim=1)", "3, 1032"),
     ("nn.LayerNorm(1024)", "self.norm(x)", "2, 1024"),
     ("nn.Identity()", "torch.sum(x * x, dim=1)", "5, 1100"),  # one value a row
+    # rows that are not whole 16-byte pieces (KernelBench L2 15: 123039): the odd elements at each end one by
+    # one, the body from the row's first 16-byte boundary (rows 0-4 start at every offset mod 4)
+    ("nn.Identity()", "torch.softmax(x, dim=1)", "5, 1031"),
+    ("nn.LayerNorm(1027)", "self.norm(x)", "4, 1027"),
+    ("nn.Identity()", "torch.sum(x * x, dim=1)", "6, 1101"),
+    ("nn.Identity()", "x - torch.mean(x, dim=1, keepdim=True)", "7, 65"),  # a body of 15 pieces at most
 ])
 def test_rows_read_16_bytes_a_thread(tmp_egg, module, expr, shape):
     """Rows over a contiguous fp32 row (KernelBench 4's matrix-vector product, 0.76x eager at 58% of the
@@ -216,7 +224,7 @@ def test_rows_read_16_bytes_a_thread(tmp_egg, module, expr, shape):
         k = rowwise.RowKnobs(mapping=mapping, block=64, waves=1, vec=4)
         assert rowwise.vectorizable(plan, k) and rowwise.aligned16(plan, k)
         src = rowwise.render(g, plan, k)
-        assert "float4 mvs[" in src
+        assert "float4 mvs[" in src and (("const long long hd" in src) == (plan.R % 4 != 0))
         got = cpu_emulator.run(src, "egg_rows", rowwise.grid(plan, k, 2, 256), k.block, tuple(truth.shape), [x, *params],
                                tmp_egg / f"emu_{mapping}")
         err = _rel_err(got, truth)

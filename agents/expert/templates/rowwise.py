@@ -243,7 +243,7 @@ def _slice(p: RowPlan, C: int) -> int:
 
 
 def _cluster_floats(p: RowPlan, C: int) -> int:
-    return _slice(p, C) + 5 * 32 + 3 * C * max(1, len(p.reductions))
+    return _slice(p, C) + (4 if _peeled(p) else 0) + 5 * 32 + 3 * C * max(1, len(p.reductions))
 
 
 def cluster_reason(p: RowPlan) -> str | None:
@@ -295,6 +295,7 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     items = -(-p.R // k.block)
     vec4 = k.vec == 4 and vectorizable(p, k)
     c4 = C > 0 and _float4_row(p)  # a cluster's slice read as float4 from shared memory
+    peel = _peeled(p) and (vec4 or C > 0)  # 16-byte reads of rows that do not start on a 16-byte boundary
     if cache == "regs" and items > 32:
         raise Unsupported("row too long to keep in registers")
     done: dict[str, str] = {}
@@ -305,7 +306,7 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     def loader(first_pass):
         def load(t, idx):
             if cache == "cluster" and t is p.main and idx == "i":  # staged before the first pass
-                return "sv[u]" if c4 else "srow[r - r0]"
+                return "sv[u]" if c4 else ("srow[r - r0 + sh]" if peel else "srow[r - r0]")
             if vec4 and t is p.main and idx == "i":
                 return "mv[u]"  # this 16-byte piece's element
             if cache != "none" and t is p.main and idx == "i":
@@ -314,8 +315,10 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
             return f"to_f({t.name}[{idx}])"
         return load
 
-    def row_loop(body_lines: list[str], tail: tuple[str, ...] = ()) -> list[str]:
-        """The loop over a row's elements; unrolled over register slots when the row lives in registers."""
+    def row_loop(body_lines: list[str], tail: tuple[str, ...] = (), scalar: list[str] | None = None) -> list[str]:
+        """The loop over a row's elements; unrolled over register slots when the row lives in registers.
+        `scalar`: the body for a peeled row's odd elements (default: `body_lines` reading the main input
+        element by element)."""
         if cache == "cluster" and c4:  # this block's slice of the row, 16 bytes of shared memory a read
             return (["        for (long long r4 = r0 + 4LL * threadIdx.x; r4 < r1; r4 += 4LL * blockDim.x) {",
                      "            const float4 sv4 = *reinterpret_cast<const float4*>(srow + (r4 - r0));",
@@ -327,6 +330,28 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
             return ["        for (long long r = r0 + threadIdx.x; r < r1; r += blockDim.x) {"] + body_lines + ["        }"]
         if vec4:  # VEC_AHEAD 16-byte pieces of the main input a thread loaded at once, then each element in turn
             A = VEC_AHEAD
+            if peel:  # the row's first elements up to a 16-byte boundary and its last odd ones, element by element,
+                # then the body from that boundary (whole 16-byte pieces)
+                lines = scalar if scalar is not None else [ln.replace("mv[u]", f"to_f({p.main.name}[i])") for ln in body_lines]
+                x = p.main.name
+                return (["        {  // hd: elements before the row's first 16-byte boundary; be: the body's end",
+                         f"        const long long hd = (4 - ((o * {p.R}LL) & 3)) & 3, be = hd + (({p.R}LL - hd) & ~3LL);",
+                         f"        for (long long e = {lane}; e < hd + {p.R}LL - be; e += {nl}) {{",
+                         "            const long long r = e < hd ? e : be + (e - hd);"] + lines + ["        }",
+                         f"        for (long long rb = hd + 4LL * {lane}; rb < be; rb += {4 * A}LL * {nl}) {{",
+                         f"            float4 mvs[{A}];",
+                         "            #pragma unroll",
+                         f"            for (int q = 0; q < {A}; ++q) {{ const long long r4 = rb + 4LL * q * {nl};"
+                         f" if (r4 < be) mvs[q] = *reinterpret_cast<const float4*>({x} + o * {p.R}LL + r4); }}",
+                         "            #pragma unroll",
+                         f"            for (int q = 0; q < {A}; ++q) {{",
+                         f"            const long long r4 = rb + 4LL * q * {nl};",
+                         "            if (r4 >= be) break;",
+                         "            const float mv[4] = {mvs[q].x, mvs[q].y, mvs[q].z, mvs[q].w};",
+                         "            #pragma unroll",
+                         "            for (int u = 0; u < 4; ++u) {",
+                         "            const long long r = r4 + u;"] + body_lines + ["            }", *tail, "            }", "        }",
+                         "        }"])
             return ([f"        for (long long rb = 4LL * {lane}; rb < {p.R}LL; rb += {4 * A}LL * {nl}) {{",
                      f"            float4 mvs[{A}];",
                      "            #pragma unroll",
@@ -427,9 +452,12 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     if p.full_output and (c4 or vec4) and out.dtype == "float32" and p.inner == 1:  # four results, one 16-byte store
         em = Emitter(loader(False), special, prefix="o_")
         v = em.value(out, "i")
+        ob = em.take("            ")
+        one = [f"            long long i = {idx};", ob.replace("mv[u]", f"to_f({p.main.name}[i])"),
+               f"            out[i] = {v.replace('mv[u]', f'to_f({p.main.name}[i])')};"]
         parts.append("\n".join(["        float4 ov4;"] + row_loop(
-            [f"            long long i = {idx};", em.take("            "), f"            (&ov4.x)[u] = {v};"],
-            (f"            *reinterpret_cast<float4*>(out + o * {p.R}LL + r4) = ov4;",))))
+            [f"            long long i = {idx};", ob, f"            (&ov4.x)[u] = {v};"],
+            (f"            *reinterpret_cast<float4*>(out + o * {p.R}LL + r4) = ov4;",), one)))
     elif p.full_output:
         em = Emitter(loader(False), special, prefix="o_")
         v = em.value(out, "i")
@@ -472,12 +500,12 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
         Rc = _slice(p, C)
         shared = (f"    extern __shared__ __align__(16) unsigned char smem[];\n"
                   f"    float* srow = reinterpret_cast<float*>(smem);  // this block's slice of the row\n"
-                  f"    float* sred = srow + {Rc}; float* sred2 = sred + 32; float* swc = sred2 + 32; float* swm = swc + 32;\n"
+                  f"    float* sred = srow + {Rc + (4 if peel else 0)}; float* sred2 = sred + 32; float* swc = sred2 + 32; float* swm = swc + 32;\n"
                   f"    float* swq = swm + 32; float* cx = swq + 32;  // cx: the blocks' partial results, exchanged\n"
                   f"    (void)sred2; (void)swc; (void)swm; (void)swq;\n"
                   f"    const unsigned rank = cluster_rank();\n"
                   f"    const long long r0 = (long long)rank * {Rc}, r1 = min({p.R}LL, r0 + {Rc});\n")
-        stage = _stage(p, Rc)
+        stage = _stage(p, Rc, peel)
         return f"""{PRELUDE}{CLUSTER_PRELUDE}
 extern "C" __global__ void __cluster_dims__({C}, 1, 1) __launch_bounds__({k.block}) egg_rows({args}) {{
 {shared}    for (long long row = {row0}; row < {rows}LL; row += {rstep}) {{
@@ -511,10 +539,24 @@ extern "C" __global__ void __launch_bounds__({k.block}) egg_rows({args}) {{
 """
 
 
-def _stage(p: RowPlan, Rc: int) -> str:
+def _stage(p: RowPlan, Rc: int, peel: bool = False) -> str:
     """The block's slice of the row into shared memory, 16 bytes a load where the row allows (the
-    host checks the input's alignment), so the row is read from memory once."""
+    host checks the input's alignment), so the row is read from memory once. `peel`: rows that do
+    not start on a 16-byte boundary: the slice sits `sh` elements into shared memory (its start's
+    offset from a boundary), so the 16-byte pieces of memory land on 16-byte pieces there too."""
     x = p.main.name
+    if peel:
+        return f"""        const int sh = (int)((o * {p.R}LL + r0) & 3);
+        {{
+            const float* src = {x} + o * {p.R}LL;
+            const long long a0 = min(r1, r0 + ((4 - sh) & 3)), a1 = a0 + ((r1 - a0) & ~3LL);
+            for (long long r = r0 + threadIdx.x; r < a0; r += blockDim.x) srow[r - r0 + sh] = src[r];
+            for (long long r = a1 + threadIdx.x; r < r1; r += blockDim.x) srow[r - r0 + sh] = src[r];
+            #pragma unroll 4
+            for (long long c = a0 + 4LL * threadIdx.x; c < a1; c += 4LL * blockDim.x)
+                *reinterpret_cast<float4*>(srow + (c - r0 + sh)) = *reinterpret_cast<const float4*>(src + c);
+        }}
+        __syncthreads();"""
     if _float4_row(p):
         return f"""        {{
             const float4* src = reinterpret_cast<const float4*>({x} + o * {p.R}LL + r0);
@@ -534,15 +576,21 @@ def _float4_row(p: RowPlan) -> bool:
     return p.main is not None and p.main.dtype == "float32" and p.R % 4 == 0
 
 
+def _peeled(p: RowPlan) -> bool:
+    """An fp32 main input whose rows are not whole 16-byte pieces (R % 4 != 0), long enough that
+    reading its body 16 bytes at a time pays for the odd elements read one by one."""
+    return p.main is not None and p.main.dtype == "float32" and p.R % 4 != 0 and p.R >= 64
+
+
 def vectorizable(p: RowPlan, k: RowKnobs) -> bool:
     """16-byte reads of the main input: a contiguous fp32 row whose length is a multiple of 4, read
     where it lies (no cache), by a block or a warp."""
-    return p.inner == 1 and _float4_row(p) and k.cache == "none" and k.mapping in ("block", "warp")
+    return p.inner == 1 and (_float4_row(p) or _peeled(p)) and k.cache == "none" and k.mapping in ("block", "warp")
 
 
 def aligned16(p: RowPlan, k: RowKnobs) -> bool:
     """Whether the kernel reads the main input 16 bytes at a time (the host then checks its alignment)."""
-    return (k.vec == 4 and vectorizable(p, k)) or (k.cache == "cluster" and _float4_row(p))
+    return (k.vec == 4 and vectorizable(p, k)) or (k.cache == "cluster" and (_float4_row(p) or _peeled(p)))
 
 
 def grid(p: RowPlan, k: RowKnobs, sms: int, max_threads_per_sm: int) -> int:
