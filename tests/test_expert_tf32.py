@@ -239,3 +239,88 @@ def test_short_k_gemms_stage_their_output_by_default(tmp_egg):
     for (sa, sb), staged in [(((32768, 64), (64, 32768)), True), (((4096, 4096), (4096, 4096)), False)]:
         g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b)", sa, sb)
         assert agent._default("gemm", g, plan, None).get("ostage", False) == staged
+
+
+PLANE_CASES = [  # expr, A shape, B shape, (BM, BN, stages, fold): B (K, N) transposed by the split, B (N, K),
+    # A (K, M), partial tiles everywhere, two warpgroups, a fused epilogue, a sum folded every tile
+    ("torch.matmul(a, b)", (70, 75), (75, 50), (64, 64, 3, 2)),
+    ("torch.relu(torch.matmul(a, b.T)) * 2.0", (130, 100), (72, 100), (128, 64, 3, 1)),
+    ("torch.matmul(a.T, b) + 1.0", (96, 40), (96, 130), (64, 128, 4, 4)),
+]
+
+
+@pytest.mark.parametrize("expr,sa,sb,knobs", PLANE_CASES)
+def test_tf32x3_from_split_planes_is_fp32_grade_on_the_cpu_emulator(tmp_egg, expr, sa, sb, knobs):
+    """3xTF32 on the warpgroup MMA from planes split once in memory: the split kernel (A and B into TF32
+    high and low planes, K-major, padded to whole tiles), then the GEMM reading four canonical tiles a
+    stage; against float64. Without the low planes the same kernel is TF32-grade, so the check can fail."""
+    import torch
+
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    g, plan = _graph_plan(tmp_egg, expr, sa, sb)
+    BM, BN, S, F = knobs
+    k = gemm.GemmKnobs(BM=BM, BN=BN, stages=S, wgmma=True, planes=True, fold=F)
+    src = gemm_tf32.render(g, plan, k)
+    torch.manual_seed(5)
+    a, b = torch.randn(*sa), torch.randn(*sb)
+    p = tmp_egg / "gp.py"
+    model = load_task(p).make_model(42)
+    want = model(a, b)
+    truth = model.double()(a.double(), b.double())
+    gx, gy, _ = gemm_tf32.grid(plan, k)
+    size = gemm_tf32.planes_node(g, plan, k).shape[0]
+
+    def run(source, tag):
+        steps = [("egg_gemm_split", gemm_tf32.split_grid(plan, k), gemm_tf32.SPLIT_BLOCK, ["P", "in0", "in1"]),
+                 ("egg_gemm", (gx, gy), k.threads(True), ["out", "P", "in0", "in1"])]
+        return cpu_emulator.run_program(source, steps, {"out": want.numel(), "P": size}, {"in0": a, "in1": b}, "out",
+                                        tmp_egg / tag).reshape(want.shape).double()
+    got = run(src, "emu")
+    scale = truth.abs().max()
+    err, eager_err = (got - truth).abs().max() / scale, (want.double() - truth).abs().max() / scale
+    assert err < 4 * max(eager_err, 2 ** -24), (err, eager_err)
+    no_lo = "\n".join(ln for ln in src.splitlines() if "(part, wg_desc(sAl_s" not in ln and "wg_desc(sBl_s" not in ln)
+    assert no_lo != src
+    got1 = run(no_lo, "emu1")
+    assert (got1 - truth).abs().max() / scale > 30 * err
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+def test_tf32x3_planes_compile_for_sm90_without_spills(tmp_egg):
+    g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b)", (4096, 4096), (4096, 4096))
+    for bn, s in ((128, 3), (64, 4)):
+        k = gemm.GemmKnobs(BM=128, BN=bn, stages=s, wgmma=True, planes=True)
+        assert gemm_tf32.shared_bytes_planes(plan, k) <= 227 * 1024
+        r = compile_check(gemm_tf32.render(g, plan, k), ["-lineinfo"], "sm_90a")
+        assert r.ok, r.log[-2000:]
+        assert all((x.spill_store_bytes, x.spill_load_bytes) == (0, 0) for x in r.resources), r.resources
+
+
+def test_planes_candidate_runs_through_its_host_code(tmp_egg):
+    """The agent's planes candidate for an nn.Linear (B = the weight, (N, K)) with its bias and ReLU: two
+    launches (the split into a workspace, then the GEMM), offered first at parallel mapping for a large
+    enough fp32 GEMM, and matching float64 through the generated host code on the CPU emulator."""
+    from agents.expert import ExpertAgent
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    p = tmp_egg / "lin.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.fc = nn.Linear(300, 260)\n"
+                 "    def forward(self, x):\n        return torch.relu(self.fc(x))\n"
+                 "def get_inputs():\n    return [torch.randn(270, 300)]\ndef get_init_inputs():\n    return []\n")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    base = agent._default(fam, g, plan, None)
+    from state import KernelCandidate
+    from tests.test_expert import PROFILE, request
+    best = KernelCandidate(id="a", stage="algorithm_design", **agent.emit(g, fam, plan, base, PROFILE).model_dump())
+    first = agent.propose(request(p, "parallel_mapping", best)).kernels[0]
+    assert first.params.get("planes") and "planes by a first kernel" in first.description
+    assert "egg_gemm_split" in first.host_code
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    k = agent.emit(g, fam, plan, first.params, load_profile("h200"))
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err < 4 * max(eager_err, 2 ** -24), (err, eager_err)

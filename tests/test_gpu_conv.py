@@ -1,6 +1,6 @@
 """On a GPU: every convolution layout of the expert (in place, channels last, phase-split transposed,
 1x1 as a GEMM, wgmma) at awkward shapes, verified by the real evaluator under the float64 rule; a fused
-level-2 chain; the 3xTF32 GEMM on wgmma; and a profiled candidate whose metrics reach `egg history`.
+level-2 chain; the 3xTF32 GEMM on wgmma (split in registers, or from planes split once in memory); and a profiled candidate whose metrics reach `egg history`.
 `pytest -m gpu`."""
 import pytest
 
@@ -96,6 +96,23 @@ def test_tf32x3_wgmma_gemm_is_fp32_grade(tmp_egg, evaluator, expr, sa, sb):
     p = tmp_egg / "g.py"
     p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb))))
     cands = _candidates(p, [{}, {"wgmma": True, "BM": 64, "BN": 64}, {"wgmma": True, "BM": 128, "BN": 128}])
+    evs = evaluator.evaluate(str(p), cands, None)
+    assert [e.verdict.value for e in evs] == ["correct"] * 3, [(e.candidate_id, e.reason) for e in evs]
+
+
+@pytest.mark.parametrize("expr,sa,sb", [("torch.matmul(a, b)", (300, 517), (517, 260)),
+                                        ("torch.relu(torch.matmul(a, b.T)) * 2.0", (130, 64), (200, 64)),
+                                        ("torch.matmul(a, b)", (4096, 4096), (4096, 4096))])
+def test_tf32x3_from_split_planes_is_fp32_grade(tmp_egg, evaluator, expr, sa, sb):
+    """3xTF32 on the warpgroup MMA from operands split once into planes (two kernels: the split, then
+    the GEMM on four canonical tiles a stage), each fold, under the float64 rule at fp32 grade; at 4096^3
+    K = 4096 checks the per-fold sums."""
+    from tests.test_expert_tf32 import TEMPLATE
+    p = tmp_egg / "g.py"
+    p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb))))
+    planes = {"wgmma": True, "planes": True, "BM": 128, "stages": 3}
+    cands = _candidates(p, [{**planes, "BN": 128, "fold": 4}, {**planes, "BN": 64, "stages": 4, "fold": 8},
+                            {**planes, "BN": 128, "fold": 1}])
     evs = evaluator.evaluate(str(p), cands, None)
     assert [e.verdict.value for e in evs] == ["correct"] * 3, [(e.candidate_id, e.reason) for e in evs]
 

@@ -88,6 +88,12 @@ def row_cluster(plan, profile) -> int:
     return next((c for c in rowwise.CLUSTER_SIZES if rowwise.cluster_fits(plan, c, smem)), 0)
 
 
+def planes_pay(plan, params: dict) -> bool:
+    """Whether the 3xTF32 GEMM's operands are worth splitting into planes first: one GEMM (no batch, no
+    split-K) big enough that one read and two writes of A and B are small beside its MMAs."""
+    return (plan.batch == 1 and params.get("splitk", 1) == 1 and min(plan.M, plan.N) >= 256 and plan.K >= 256)
+
+
 def cols_rows(plan, profile) -> bool:
     """Strided rows (inner > 1) too few for a thread each to fill the GPU (under a quarter of its
     resident threads) and long enough to split among a block's warps: 32 rows a block (mapping cols)."""
@@ -386,6 +392,8 @@ class ExpertAgent:
                     # against mma.sync's 2.61 at 4096^3 on the H200 as built (RESULTS.md), so not first
                     out += [{**base, "wgmma": True, "BM": 128, "BN": bn} for bn in (128, 64)
                             if (bn == 64 or plan.N > 64) and base.get("splitk", 1) == 1]
+                    if planes_pay(plan, base):  # first: the planes' wgmma (not yet measured against mma.sync)
+                        out.insert(0, {**base, "wgmma": True, "planes": True, "BM": 128, "BN": 128, "stages": 3, "fold": 4})
                 else:
                     out = [{**base, "BM": bm, "BN": bn, "TM": tm, "TN": tn} for bm, bn, tm, tn in kn["gemm_simt_tiles"]]
             elif st == "tiling":
@@ -402,6 +410,8 @@ class ExpertAgent:
                 if path == "mma":  # the most promising first: the budget may stop the list early
                     out = [{**base, "stages": s, "pad": p, "ldm": ld} for ld in kn["gemm_tc_ldmatrix"] + [False]
                            for p in kn["gemm_tc_pad"] for s in sorted(kn["gemm_tc_stages"], reverse=True)]
+                elif path == "tf32x3" and base.get("planes"):  # the fold (accuracy against waits), the ring's depth
+                    out = [{**base, "fold": f} for f in (8, 2)] + [{**base, "BN": 64, "stages": 4}]
                 elif path == "tf32x3":
                     out = [{**base, "stages": s, "ldm": ld} for ld in (True, False) for s in kn["gemm_tf32_stages"]]
                     if not base.get("wgmma") and base.get("splitk", 1) == 1 and g.output.dtype == "float32":
@@ -614,7 +624,7 @@ class ExpertAgent:
         else:
             path = gemm_path(plan, params)
             k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "BK", "TM", "TN", "WM", "WN", "stages", "pad", "ldm",
-                                                       "wgmma", "splitk", "ostage") if f in params})
+                                                       "wgmma", "splitk", "ostage", "planes", "fold") if f in params})
             align16 = False
             if path == "simt":
                 if k.BM % k.TM or k.BN % k.TN or k.threads(False) > 1024:
@@ -623,6 +633,7 @@ class ExpertAgent:
             else:
                 src = gemm.render_tc(g, plan, k) if path == "mma" else gemm_tf32.render(g, plan, k)
                 smem = (gemm.shared_bytes_tc(plan, k) if path == "mma" else
+                        gemm_tf32.shared_bytes_planes(plan, k) if k.planes else
                         gemm_tf32.shared_bytes_wgmma3(plan, k) if k.wgmma else gemm_tf32.shared_bytes(plan, k))
                 align16 = path == "tf32x3" and gemm_tf32.aligned16(plan, k)
                 if smem > profile.shared_per_block_optin:
@@ -637,6 +648,14 @@ class ExpertAgent:
                        + f", {k.stages}-stage cp.async ring{', ldmatrix' if k.ldm else ''}"
                        + (", output tile stored through shared memory, 16 bytes a thread" if k.ostage else "") if path == "tf32x3" else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
+            if path == "tf32x3" and k.planes:  # the operands split into planes by a first kernel, then the GEMM on them
+                planes = gemm_tf32.planes_node(g, plan, k)
+                split = host.Launch("egg_gemm_split", gemm_tf32.split_grid(plan, k), (gemm_tf32.SPLIT_BLOCK,),
+                                    gemm.arg_order(g, plan), 0)
+                main = host.Launch("egg_gemm", launch.grid, launch.block, [planes] + gemm.arg_order(g, plan), smem)
+                return src, [(split, planes), (main, None)], (
+                    desc + f", both operands split once into TF32 high and low planes by a first kernel, "
+                           f"3 MMAs a k-step from 4 tiles a stage, summed per {k.fold} k-tile(s)")
             if path == "tf32x3" and (ranges := gemm_tf32.splits(plan, k)[0]) > 1:  # partials, then their sum and the epilogue
                 part = gemm_tf32.partials_node(g, plan, k)
                 reduce = host.Launch("egg_gemm_splitk", gemm_tf32.reduce_grid(plan, sms), (gemm_tf32.REDUCE_BLOCK,),

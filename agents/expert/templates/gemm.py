@@ -49,6 +49,8 @@ class GemmKnobs:
     wgmma: bool = False  # TF32 on Hopper's warpgroup MMA: a warpgroup (128 threads) per 64 rows of the tile
     splitk: int = 1  # 3xTF32 mma.sync: K cut into this many ranges, one block each, partials summed after
     ostage: bool = False  # 3xTF32 mma.sync: the output tile through shared memory, stored 16 bytes a thread
+    planes: bool = False  # 3xTF32 wgmma (with wgmma): both operands split once into TF32 high/low planes in memory
+    fold: int = 4  # planes: k-tiles summed in their own accumulator before it is added to the total
 
     def threads(self, tc: bool) -> int:
         if tc and self.wgmma:
