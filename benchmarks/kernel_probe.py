@@ -3,7 +3,7 @@ time (median of REPS, CUDA events), error norm-wise against a float64 truth, and
 variant's Nsight Compute profile (its kernels' durations: a staged conv's staging kernels apart
 from its GEMM). Faster than a bench for learning where a family's time goes.
 
-  python3 benchmarks/kernel_probe.py TASK [--reps 20] [--ncu] [--vary '{"layout": "nchw"}' ...]
+  python3 benchmarks/kernel_probe.py TASK [--reps 20] [--ncu] [--no-compile] [--vary '{"layout": "nchw"}' ...]
 
 Each --vary is merged into the expert's default parameters for the task's heavy kernel; none: the
 default alone."""
@@ -43,6 +43,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--ncu", action="store_true")
     ap.add_argument("--vary", action="append", default=[])
+    ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (its warm-up takes tens of seconds)")
     a = ap.parse_args()
     import torch
 
@@ -66,9 +67,10 @@ def main() -> None:
         want = w.ref(*xs)
         truth = w._ref64("cuda")(*[x.double() if x.is_floating_point() else x for x in xs]).double()
         rows = [{"name": "eager", "ms": _time(lambda: w.ref(*xs), a.reps), "err": _err(want, truth)}]
-        comp = torch.compile(w.ref)
-        rows.append({"name": "torch.compile", "ms": _time(lambda: comp(*xs), a.reps), "err": _err(comp(*xs), truth)})
-    print(json.dumps(rows[-2:]), flush=True)
+        if not a.no_compile:
+            comp = torch.compile(w.ref)
+            rows.append({"name": "torch.compile", "ms": _time(lambda: comp(*xs), a.reps), "err": _err(comp(*xs), truth)})
+    print(json.dumps(rows), flush=True)
     for i, v in enumerate(a.vary or ["{}"]):
         params = {**base, **json.loads(v)}
         try:
