@@ -92,7 +92,13 @@ class Operand:
     def loader(self, threads: int, smem: str, base: str, r0: str) -> str:
         v, per = self.vec, (BK if self.kcontig else self.rows) // self.vec
         chunks = (self.rows if self.kcontig else BK) * per
-        if self.kcontig:
+        if self.kcontig and self.canon and v == 4 and per == 8 and self.rows % 8 == 0:
+            # a warp copies 8 rows x 4 pieces: its 16-byte writes cover the 32 banks 4 times (one row a core
+            # matrix row; c / 8 per row would put 8 writes on each of 16 banks)
+            rc = (f"const int r = (c & 7) + ((c >> 6) << 3), kc = ((c >> 3) & 7) * 4; const long long gr = {r0} + r, gk = k0 + kc;\n"
+                  f"                const int n = gr < {self.total} ? (int)max(0LL, min((long long){v}, {self.K} - gk)) : 0;\n"
+                  f"                const float* src = {base} + gr * {self.K}LL + gk; float* dst = {smem} + {self.at('r', 'kc')};")
+        elif self.kcontig:
             rc = (f"const int r = c / {per}, kc = (c % {per}) * {v}; const long long gr = {r0} + r, gk = k0 + kc;\n"
                   f"                const int n = gr < {self.total} ? (int)max(0LL, min((long long){v}, {self.K} - gk)) : 0;\n"
                   f"                const float* src = {base} + gr * {self.K}LL + gk; float* dst = {smem} + {self.at('r', 'kc')};")
