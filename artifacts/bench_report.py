@@ -155,13 +155,31 @@ def write_reports(res: BenchResults, out: Path, with_plot: bool = True) -> None:
         plot(res, out / "results.png")
 
 
+def _paired(ra: dict, rb: dict) -> dict:
+    """A's results keyed as B names the same task: a key of one that is a path suffix of exactly one key of
+    the other (`14_Gemm` and `level2/14_Gemm`: runs rooted at different folders) is the same task."""
+    out = {}
+    for t, r in ra.items():
+        if t in rb:
+            out[t] = r
+            continue
+        match = [u for u in rb if u not in ra and (u.endswith("/" + t) or t.endswith("/" + u))]
+        out[match[0] if len(match) == 1 else t] = r
+    return out
+
+
 def compare(a: BenchResults, b: BenchResults) -> str:
-    """What changed from run A to run B, task by task, and in the summary."""
-    ra, rb = {r.task: r for r in a.results}, {r.task: r for r in b.results}
+    """What changed from run A to run B, task by task, and in the summary (the geomeans also over the
+    tasks both verified, the like-for-like figure)."""
+    rb = {r.task: r for r in b.results}
+    ra = _paired({r.task: r for r in a.results}, rb)
     both = ra.keys() & rb.keys()
+    ok = [t for t in both if ra[t].status == rb[t].status == "verified"]
     lines = [f"A: {a.device} {a.date} {a.commit}   B: {b.device} {b.date} {b.commit}",
              f"correct: {a.summary.correct}/{a.summary.tasks} -> {b.summary.correct}/{b.summary.tasks}",
              f"geomean vs eager: {_f(a.summary.geomean_speedup_eager, 2)} -> {_f(b.summary.geomean_speedup_eager, 2)}",
+             f"geomean vs eager over the {len(ok)} task(s) verified in both: "
+             f"{_f(_geomean([ra[t].speedup_vs_eager for t in ok]), 2)} -> {_f(_geomean([rb[t].speedup_vs_eager for t in ok]), 2)}",
              f"wall time: {_f(a.wall_s, 0)} s over {a.slots} slot(s) -> {_f(b.wall_s, 0)} s over {b.slots} slot(s)"
              + (f" (B/A {b.wall_s / a.wall_s:.2f})" if a.wall_s and b.wall_s else ""),
              f"same verdict: {sum(ra[t].status == rb[t].status for t in both)}/{len(both)} tasks in both",
@@ -173,7 +191,7 @@ def compare(a: BenchResults, b: BenchResults) -> str:
         elif o.status != r.status or o.speedup_vs_eager != r.speedup_vs_eager:
             lines.append(f"{r.task:36s} {o.status:12s} {r.status:12s} {_f(o.speedup_vs_eager, 2):>9s} "
                          f"{_f(r.speedup_vs_eager, 2):>9s}")
-    for t in sorted(ra.keys() - {r.task for r in b.results}):
+    for t in sorted(ra.keys() - rb.keys()):
         lines.append(f"{t:36s} (only in A)")
     for name, run in (("A", a), ("B", b)):
         seen = [r.task for r in run.results]

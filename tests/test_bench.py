@@ -68,6 +68,11 @@ def test_bench_compare_and_bad_input(tmp_path):
     b.results[1] = b.results[1].model_copy(update={"status": "failed"})
     text = compare(a, b)
     assert "reported more than once in B: level1/00_task" in text and "same verdict: 2/3" in text
+    # a run rooted one folder up names its tasks with that folder: still the same tasks
+    up = a.model_copy(update={"results": [r.model_copy(update={"task": "suite/" + r.task}) for r in a.results]})
+    text = compare(a, up)
+    assert "same verdict: 3/3" in text and "only in A" not in text and "(new)" not in text
+    assert f"over the {a.summary.correct} task(s) verified in both: " in text
     assert BenchResults.model_validate_json((tmp_path / "a" / "results.json").read_text()).summary.correct == 2
     bad = subprocess.run([sys.executable, "-m", "graph.cli", "bench", "--compare", str(tmp_path / "nope.json"),
                           str(tmp_path / "a" / "results.json")], capture_output=True, text=True, cwd=ROOT)
