@@ -130,6 +130,10 @@ inline unsigned long long wg_desc(const float* p) {
     const unsigned long long a = (unsigned long long)((const unsigned char*)p - emu_dyn_smem);
     return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16) | ((unsigned long long)(1024 >> 4) << 32);
 }
+inline unsigned long long wg_desc_sbo(const float* p, unsigned sbo) {
+    const unsigned long long a = (unsigned long long)((const unsigned char*)p - emu_dyn_smem);
+    return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16) | ((unsigned long long)(sbo >> 4) << 32);
+}
 inline void wgmma_fence() {}
 inline void wgmma_commit() {}
 inline void wgmma_wait0() {}

@@ -241,11 +241,14 @@ def test_short_k_gemms_stage_their_output_by_default(tmp_egg):
         assert agent._default("gemm", g, plan, None).get("ostage", False) == staged
 
 
-PLANE_CASES = [  # expr, A shape, B shape, (BM, BN, stages, fold): B (K, N) transposed by the split, B (N, K),
-    # A (K, M), partial tiles everywhere, two warpgroups, a fused epilogue, a sum folded every tile
-    ("torch.matmul(a, b)", (70, 75), (75, 50), (64, 64, 3, 2)),
-    ("torch.relu(torch.matmul(a, b.T)) * 2.0", (130, 100), (72, 100), (128, 64, 3, 1)),
-    ("torch.matmul(a.T, b) + 1.0", (96, 40), (96, 130), (64, 128, 4, 4)),
+PLANE_CASES = [  # expr, A shape, B shape, (BM, BN, stages, fold, BK): B (K, N) transposed by the split, B (N, K),
+    # A (K, M), partial tiles everywhere, two warpgroups, a fused epilogue, a sum folded every tile, tiles of
+    # K 16 and 32, and 10 row tiles (a full group of 8 and a partial one in the tile order)
+    ("torch.matmul(a, b)", (70, 75), (75, 50), (64, 64, 3, 2, 32)),
+    ("torch.matmul(a, b)", (70, 75), (75, 50), (64, 64, 6, 3, 16)),
+    ("torch.relu(torch.matmul(a, b.T)) * 2.0", (130, 100), (72, 100), (128, 64, 3, 1, 16)),
+    ("torch.matmul(a.T, b) + 1.0", (96, 40), (96, 130), (64, 128, 4, 4, 32)),
+    ("torch.matmul(a, b)", (581, 40), (40, 150), (64, 64, 4, 1, 16)),
 ]
 
 
@@ -260,8 +263,8 @@ def test_tf32x3_from_split_planes_is_fp32_grade_on_the_cpu_emulator(tmp_egg, exp
     if not cpu_emulator.available():
         pytest.skip("no g++")
     g, plan = _graph_plan(tmp_egg, expr, sa, sb)
-    BM, BN, S, F = knobs
-    k = gemm.GemmKnobs(BM=BM, BN=BN, stages=S, wgmma=True, planes=True, fold=F)
+    BM, BN, S, F, BK = knobs
+    k = gemm.GemmKnobs(BM=BM, BN=BN, BK=BK, stages=S, wgmma=True, planes=True, fold=F)
     src = gemm_tf32.render(g, plan, k)
     torch.manual_seed(5)
     a, b = torch.randn(*sa), torch.randn(*sb)
@@ -281,8 +284,9 @@ def test_tf32x3_from_split_planes_is_fp32_grade_on_the_cpu_emulator(tmp_egg, exp
     scale = truth.abs().max()
     err, eager_err = (got - truth).abs().max() / scale, (want.double() - truth).abs().max() / scale
     assert err < 4 * max(eager_err, 2 ** -24), (err, eager_err)
-    no_lo = "\n".join(ln for ln in src.splitlines() if "(part, wg_desc(sAl_s" not in ln and "wg_desc(sBl_s" not in ln)
-    assert no_lo != src
+    lines = src.splitlines()
+    no_lo = "\n".join(ln for ln in lines if not ("wgmma_tf32_n" in ln and ("sAl_s" in ln or "sBl_s" in ln)))
+    assert len(no_lo.splitlines()) == len(lines) - 2 * BK // 8  # the two low-part MMAs of each k-step
     got1 = run(no_lo, "emu1")
     assert (got1 - truth).abs().max() / scale > 30 * err
 
@@ -290,8 +294,8 @@ def test_tf32x3_from_split_planes_is_fp32_grade_on_the_cpu_emulator(tmp_egg, exp
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
 def test_tf32x3_planes_compile_for_sm90_without_spills(tmp_egg):
     g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b)", (4096, 4096), (4096, 4096))
-    for bn, s in ((128, 3), (64, 4)):
-        k = gemm.GemmKnobs(BM=128, BN=bn, stages=s, wgmma=True, planes=True)
+    for bn, s, bk in ((128, 6, 16), (128, 3, 32), (64, 8, 16)):
+        k = gemm.GemmKnobs(BM=128, BN=bn, BK=bk, stages=s, wgmma=True, planes=True)
         assert gemm_tf32.shared_bytes_planes(plan, k) <= 227 * 1024
         r = compile_check(gemm_tf32.render(g, plan, k), ["-lineinfo"], "sm_90a")
         assert r.ok, r.log[-2000:]

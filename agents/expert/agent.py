@@ -393,7 +393,7 @@ class ExpertAgent:
                     out += [{**base, "wgmma": True, "BM": 128, "BN": bn} for bn in (128, 64)
                             if (bn == 64 or plan.N > 64) and base.get("splitk", 1) == 1]
                     if planes_pay(plan, base):  # first: the planes' wgmma (not yet measured against mma.sync)
-                        out.insert(0, {**base, "wgmma": True, "planes": True, "BM": 128, "BN": 128, "stages": 3, "fold": 4})
+                        out.insert(0, {**base, "wgmma": True, "planes": True, "BM": 128, "BN": 128, "BK": 16, "stages": 6, "fold": 8})
                 else:
                     out = [{**base, "BM": bm, "BN": bn, "TM": tm, "TN": tn} for bm, bn, tm, tn in kn["gemm_simt_tiles"]]
             elif st == "tiling":
@@ -410,8 +410,9 @@ class ExpertAgent:
                 if path == "mma":  # the most promising first: the budget may stop the list early
                     out = [{**base, "stages": s, "pad": p, "ldm": ld} for ld in kn["gemm_tc_ldmatrix"] + [False]
                            for p in kn["gemm_tc_pad"] for s in sorted(kn["gemm_tc_stages"], reverse=True)]
-                elif path == "tf32x3" and base.get("planes"):  # the fold (accuracy against waits), the ring's depth
-                    out = [{**base, "fold": f} for f in (8, 2)] + [{**base, "BN": 64, "stages": 4}]
+                elif path == "tf32x3" and base.get("planes"):  # the ring's tile K and depth, a narrower tile, the fold
+                    out = [{**base, "BK": 32, "stages": 3, "fold": 4}, {**base, "BN": 64, "stages": 8},
+                           {**base, "fold": 16}, {**base, "fold": 4}]
                 elif path == "tf32x3":
                     out = [{**base, "stages": s, "ldm": ld} for ld in (True, False) for s in kn["gemm_tf32_stages"]]
                     if not base.get("wgmma") and base.get("splitk", 1) == 1 and g.output.dtype == "float32":

@@ -71,31 +71,32 @@ class Operand:
     kcontig: bool
     vec: int  # floats per cp.async: 4 where the contiguous pitch is a multiple of 4, else 1
     canon: bool = False  # k-contiguous in wgmma's canonical no-swizzle layout (8-row x 16-byte core matrices)
+    bk: int = BK  # the tile's K (the planes GEMM also runs 16)
 
     @property
     def ld(self) -> int:  # padded so the 32 lanes of a fragment read hit 32 banks
-        return BK + 4 if self.kcontig else self.rows + 8
+        return self.bk + 4 if self.kcontig else self.rows + 8
 
     @property
     def elems(self) -> int:
         if self.canon:
-            return self.rows * BK
-        return self.rows * self.ld if self.kcontig else BK * self.ld
+            return self.rows * self.bk
+        return self.rows * self.ld if self.kcontig else self.bk * self.ld
 
     def at(self, r: str, k: str) -> str:
         """The shared offset of tile element (row r, k). Canonical: core matrix (r / 8, k / 4) at
-        (r / 8) * SBO + (k / 4) * LBO (SBO = BK * 8 floats, LBO = 32 floats: K-adjacent ones touch)."""
+        (r / 8) * SBO + (k / 4) * LBO (SBO = bk * 8 floats, LBO = 32 floats: K-adjacent ones touch)."""
         if self.canon:
-            return f"(({r}) >> 3) * {BK * 8} + (({k}) >> 2) * 32 + (({r}) & 7) * 4 + (({k}) & 3)"
+            return f"(({r}) >> 3) * {self.bk * 8} + (({k}) >> 2) * 32 + (({r}) & 7) * 4 + (({k}) & 3)"
         return f"({r}) * {self.ld} + ({k})" if self.kcontig else f"({k}) * {self.ld} + ({r})"
 
     def loader(self, threads: int, smem: str, base: str, r0: str) -> str:
-        v, per = self.vec, (BK if self.kcontig else self.rows) // self.vec
-        chunks = (self.rows if self.kcontig else BK) * per
-        if self.kcontig and self.canon and v == 4 and per == 8 and self.rows % 8 == 0:
+        v, per = self.vec, (self.bk if self.kcontig else self.rows) // self.vec
+        chunks = (self.rows if self.kcontig else self.bk) * per
+        if self.kcontig and self.canon and v == 4 and per in (4, 8) and self.rows % 8 == 0:
             # a warp copies 8 rows x 4 pieces: its 16-byte writes cover the 32 banks 4 times (one row a core
-            # matrix row; c / 8 per row would put 8 writes on each of 16 banks)
-            rc = (f"const int r = (c & 7) + ((c >> 6) << 3), kc = ((c >> 3) & 7) * 4; const long long gr = {r0} + r, gk = k0 + kc;\n"
+            # matrix row; c / per a row would put 8 writes on each of 16 banks)
+            rc = (f"const int r = (c & 7) + (c / {8 * per}) * 8, kc = ((c >> 3) % {per}) * 4; const long long gr = {r0} + r, gk = k0 + kc;\n"
                   f"                const int n = gr < {self.total} ? (int)max(0LL, min((long long){v}, {self.K} - gk)) : 0;\n"
                   f"                const float* src = {base} + gr * {self.K}LL + gk; float* dst = {smem} + {self.at('r', 'kc')};")
         elif self.kcontig:
@@ -230,15 +231,15 @@ def _reads(A: Operand, B: Operand, k: GemmKnobs, NI: int, split: int, rounded: b
     return a_reads, b_reads, b_step
 
 
-def _ring_head(K: int, S: int, load, ahead: int | None = None, kc: int = 0) -> str:
+def _ring_head(K: int, S: int, load, ahead: int | None = None, kc: int = 0, bk: int = BK) -> str:
     """The ring's first `ahead` (default S - 1) tiles, a commit group each (empty past the last tile).
     `kc`: split-K, this block's K range is [kb, kb + kc) (`kb` set by the kernel), k0 stays absolute."""
-    kt = f"({K} + {BK - 1}) / {BK}" if not kc else f"(int)((min({K}LL - kb, {kc}LL) + {BK - 1}) / {BK})"
+    kt = f"({K} + {bk - 1}) / {bk}" if not kc else f"(int)((min({K}LL - kb, {kc}LL) + {bk - 1}) / {bk})"
     return f"""    const int KT = {kt};
     #pragma unroll
     for (int s = 0; s < {S - 1 if ahead is None else ahead}; ++s) {{
         if (s < KT) {{
-            const long long k0 = {"kb + " if kc else ""}(long long)s * {BK};
+            const long long k0 = {"kb + " if kc else ""}(long long)s * {bk};
 {load("s")}
         }}
         cp_async_commit();
@@ -246,13 +247,13 @@ def _ring_head(K: int, S: int, load, ahead: int | None = None, kc: int = 0) -> s
 """
 
 
-def _ring_refill(S: int, load, ahead: int | None = None, kc: int = 0) -> str:
+def _ring_refill(S: int, load, ahead: int | None = None, kc: int = 0, bk: int = BK) -> str:
     """Inside step kt, after the barrier: tile kt + ahead (default S - 1) into the slot it maps to (the
     one step kt - 1 read, or with ahead S - 2 the one step kt - 2 read)."""
     return f"""        {{
             const int kn = kt + {S - 1 if ahead is None else ahead};
             if (kn < KT) {{
-                const long long k0 = {"kb + " if kc else ""}(long long)kn * {BK};
+                const long long k0 = {"kb + " if kc else ""}(long long)kn * {bk};
 {load(f"kn % {S}")}
             }}
             cp_async_commit();
@@ -483,6 +484,11 @@ WGMMA_PRELUDE = r"""__device__ __forceinline__ unsigned long long wg_desc(const 
     const unsigned long long a = (unsigned long long)__cvta_generic_to_shared(p);
     return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16) | ((unsigned long long)(1024 >> 4) << 32);
 }
+__device__ __forceinline__ unsigned long long wg_desc_sbo(const float* p, unsigned sbo) {
+    // the same with another 8-row group stride (a tile of K 16: 512 bytes)
+    const unsigned long long a = (unsigned long long)__cvta_generic_to_shared(p);
+    return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16) | ((unsigned long long)(sbo >> 4) << 32);
+}
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
@@ -630,6 +636,7 @@ def shared_bytes_wgmma3(p: GemmPlan, k: GemmKnobs) -> int:
 # step's MMAs in flight. Each `fold` k-tiles are summed in their own accumulator (the module's note on
 # the MMA's accumulation), then added to the total. The split costs one read of A and B and two writes.
 SPLIT_BLOCK = 256
+GROUP_M = 8  # the planes GEMM's row tiles a group (a wave's tiles then share their planes in L2)
 
 
 def padded(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
@@ -640,8 +647,8 @@ def padded(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
 def planes_check(p: GemmPlan, k: GemmKnobs) -> None:
     if p.batch != 1 or k.splitk != 1:
         raise Unsupported("the split planes are for one GEMM (no batch, no split-K)")
-    if BK != 32 or k.BM % 64 or k.BM > 256 or k.BN not in WGMMA_NS or k.stages < 3 or k.fold < 1:
-        raise Unsupported("wgmma tile shape (and a ring of 3 stages or more: one step's MMAs stay in flight)")
+    if k.BK not in (16, 32) or k.BM % 64 or k.BM > 256 or k.BN not in WGMMA_NS or k.stages < 3 or k.fold < 1:
+        raise Unsupported("wgmma tile shape (K 16 or 32; a ring of 3 stages or more: one step's MMAs stay in flight)")
 
 
 def planes_node(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> Node:
@@ -656,7 +663,7 @@ def split_grid(p: GemmPlan, k: GemmKnobs) -> tuple[int]:
 
 
 def shared_bytes_planes(p: GemmPlan, k: GemmKnobs) -> int:
-    return k.stages * 2 * (k.BM + k.BN) * BK * 4
+    return k.stages * 2 * (k.BM + k.BN) * k.BK * 4
 
 
 def _split_source(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
@@ -704,12 +711,14 @@ extern "C" __global__ void __launch_bounds__({SPLIT_BLOCK}) egg_gemm_split(float
 
 
 def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
-    """The split kernel, then `egg_gemm(out, P, <the GEMM's arguments>)` on the planes."""
+    """The split kernel, then `egg_gemm(out, P, <the GEMM's arguments>)` on the planes. Tiles of K = k.BK
+    (16: twice the ring's stages in the same shared memory, so the copies run further ahead of the MMAs);
+    blocks walk the output in groups of GROUP_M row tiles, so a wave's tiles share their planes in L2."""
     planes_check(p, k)
     Mp, Np, Kp = padded(p, k)
-    T, S, NI, F = k.threads(True), k.stages, k.BN // 8, k.fold
-    EA, EB = k.BM * BK, k.BN * BK
-    ops = {n: Operand(n, rows, tot, Kp, True, 4, True) for n, rows, tot in
+    T, S, NI, F, bk = k.threads(True), k.stages, k.BN // 8, k.fold, k.BK
+    EA, EB = k.BM * bk, k.BN * bk
+    ops = {n: Operand(n, rows, tot, Kp, True, 4, True, bk) for n, rows, tot in
            (("Ah", k.BM, Mp), ("Al", k.BM, Mp), ("Bh", k.BN, Np), ("Bl", k.BN, Np))}
     bases = {"Ah": "P", "Al": f"(P + {Mp * Kp}LL)", "Bh": f"(P + {2 * Mp * Kp}LL)", "Bl": f"(P + {2 * Mp * Kp + Np * Kp}LL)"}
 
@@ -717,9 +726,10 @@ def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
         return "\n".join(o.loader(T, f"s{n} + ({slot}) * {EA if n[0] == 'A' else EB}", bases[n], "m0" if n[0] == "A" else "n0")
                          for n, o in ops.items())
     args = kernel_args(g, p).split(", ", 1)
-    wg = lambda n, kk: f"wg_desc(s{n}_s + {kk * 64})"  # noqa: E731  (a k-step: two 4-wide core matrices, 64 floats)
+    wg = lambda n, kk: f"wg_desc_sbo(s{n}_s + {kk * 64}, {bk * 32})"  # noqa: E731  (a k-step: two 4-wide core matrices)
     steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {wg(a, kk)}, {wg(b, kk)});"
-                      for kk in range(BK // 8) for a, b in (("Al", "Bh"), ("Ah", "Bl"), ("Ah", "Bh")))
+                      for kk in range(bk // 8) for a, b in (("Al", "Bh"), ("Ah", "Bl"), ("Ah", "Bh")))
+    mt, nt = Mp // k.BM, Np // k.BN
     return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{_split_source(g, p, k)}
 extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const float* __restrict__ P, {args[1]}) {{
     extern __shared__ __align__(128) unsigned char smem[];
@@ -729,20 +739,23 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const floa
     float* sBl = sBh + {S * EB};
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int wg = tid >> 7, wq = (tid >> 5) & 3;  // warpgroup: 64 rows of the tile; warp in it: 16 of those
-    const long long m0 = (long long)blockIdx.x * {k.BM}, n0 = (long long)blockIdx.y * {k.BN};
+    // this block's output tile: groups of {GROUP_M} row tiles, the group's column tiles in turn
+    const int id = blockIdx.y * {mt} + blockIdx.x, gm = id / {GROUP_M * nt}, first = gm * {GROUP_M};
+    const int rows_in = min({mt} - first, {GROUP_M}), in = id % {GROUP_M * nt};
+    const long long m0 = (long long)(first + in % rows_in) * {k.BM}, n0 = (long long)(in / rows_in) * {k.BN};
     const int bz = 0;
     (void)bz;
     float acc[1][{NI}][4], part[{NI * 4}];
     #pragma unroll
     for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] = 0.0f; part[q] = 0.0f; }}
-{_ring_head(Kp, S, load, S - 2)}    for (int kt = 0; kt < KT; ++kt) {{
+{_ring_head(Kp, S, load, S - 2, bk=bk)}    for (int kt = 0; kt < KT; ++kt) {{
         cp_async_wait<{S - 3}>();
         fence_proxy_async();
         __syncthreads();
-{_ring_refill(S, load, S - 2)}        {{
+{_ring_refill(S, load, S - 2, bk=bk)}        {{
             const int sl = kt % {S};
-            const float* sAh_s = sAh + sl * {EA} + wg * {64 * BK};
-            const float* sAl_s = sAl + sl * {EA} + wg * {64 * BK};
+            const float* sAh_s = sAh + sl * {EA} + wg * {64 * bk};
+            const float* sAl_s = sAl + sl * {EA} + wg * {64 * bk};
             const float* sBh_s = sBh + sl * {EB};
             const float* sBl_s = sBl + sl * {EB};
             wgmma_fence();
