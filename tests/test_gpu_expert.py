@@ -97,6 +97,14 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                 "    def forward(self, x):\n        return self.bn(self.fc(x))\n"
                 "def get_inputs():\n    return [torch.randn(4096, 512)]\ndef get_init_inputs():\n    return []\n",
                 "32 strided rows"),
+    # rows whose starts leave 16-byte boundaries (R % 4 != 0): streamed with peeled ends, and staged in a cluster
+    "odd_rows": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                 "        return torch.softmax(x, dim=1)\ndef get_inputs():\n    return [torch.randn(64, 4099)]\n"
+                 "def get_init_inputs():\n    return []\n", "odd ends one by one"),
+    "odd_cluster": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                    "        return x / torch.sum(torch.abs(x), dim=1, keepdim=True)\n"
+                    "def get_inputs():\n    return [torch.randn(8, 65535)]\ndef get_init_inputs():\n    return []\n",
+                    "a cluster of"),
 }
 
 
@@ -104,7 +112,8 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
 def test_first_candidate_verifies(tmp_egg, name):
     """Split-K (4 output tiles), an L2-norm row over a cluster's shared memory (1.5 MB), the cluster
     recurrence, a conv's spatial mean from box sums, a matmul's row sum from the weight's column sums and
-    a BatchNorm's batch statistics by 32-row blocks, each as the expert's first candidate: verified under the float64 rule on the H200."""
+    a BatchNorm's batch statistics by 32-row blocks, rows off 16-byte boundaries (streamed and in a
+    cluster), each as the expert's first candidate: verified under the float64 rule on the H200."""
     src, says = FIRST_CANDIDATE_TASKS[name]
     p = tmp_egg / f"{name}.py"
     p.write_text(src)

@@ -617,6 +617,8 @@ class ExpertAgent:
             launch = host.Launch("egg_rows", (rowwise.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), smem,
                                  align16=rowwise.aligned16(plan, k))
             desc = f"row program, {k.mapping} per row, block {k.block}{'' if k.cache == 'none' else f', row cached in {k.cache}'}"
+            if k.vec == 4 and rowwise.vectorizable(plan, k):
+                desc += ", the main input read 16 bytes a thread" + (" (the row's odd ends one by one)" if plan.R % 4 else "")
             if k.mapping == "cols":
                 desc = f"row program, 32 strided rows a block of {k.block}, its warps splitting each row and merging in shared memory"
             if k.cache == "cluster":
