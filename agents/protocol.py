@@ -21,6 +21,7 @@ class StageRequest(BaseModel):
     attempts: list[StageAttempt]  # intra-stage: this stage's attempts so far
     best: KernelCandidate | None  # the kernel this stage starts from (None in algorithm design)
     best_profile: KernelProfile | None = None  # its Nsight Compute profile, where one was taken
+    best_kernel_ms: dict[str, float] = Field(default_factory=dict)  # its kernels' times within a call (a program's regions)
     max_candidates: int
     # a reviewer's edit: knob values to use instead of the agent's own choice (merged onto the stage's base)
     params_override: list[dict[str, Param]] | None = None

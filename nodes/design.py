@@ -38,7 +38,8 @@ def design_step(stage: str, state: RunState, runtime: Runtime[EggContext]) -> di
         return update  # verification concludes the stage with what it has
     req = StageRequest(stage=stage, round=rnd, task=state.task, analysis=state.analysis, profile=state.profile or ctx.profile,
                        design=state.design, attempts=state.stage_attempts(stage), best=best, max_candidates=limit,
-                       best_profile=state.kernel_profile(best.id if best else None))
+                       best_profile=state.kernel_profile(best.id if best else None),
+                       best_kernel_ms=(ev.kernel_ms if best and (ev := state.evaluation(best.id)) else {}))
     proposal = ctx.agent.propose(req)
     if proposal.error:
         return {**update, "failure": proposal.error}

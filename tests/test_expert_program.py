@@ -100,9 +100,7 @@ def _tiny(path: str, *subs: tuple[str, str]) -> str:
 
 
 def _run(tmp, init, body, shape):
-    import torch
 
-    from tests import cpu_emulator
     p = tmp / "p.py"
     p.write_text(TEMPLATE.format(init=init, body=body, shape=shape))
     loaded = load_task(p)
@@ -111,6 +109,14 @@ def _run(tmp, init, body, shape):
     assert fam == "program"
     tuned = plan.stages()[plan.tuned][1]
     k = _emit_tuned(agent, g, fam, plan, **({"split": 3} if tuned == "conv" else {}))  # fp32-grade: a tight check
+    return (k, *_host_run(tmp, loaded, g, k))
+
+
+def _host_run(tmp, loaded, g, k):
+    """An emitted program's launches on the CPU emulator on one input set: (eager's, its, float64's output)."""
+    import torch
+
+    from tests import cpu_emulator
     model = loaded.make_model(42)
     torch.manual_seed(8)
     (x,) = loaded.make_inputs(3)
@@ -119,7 +125,7 @@ def _run(tmp, init, body, shape):
     state = model.float().state_dict()
     tensors = {f"x{n.index}": x for n in g.inputs} | {f"self.p{n.index}": state[n.target] for n in g.params}
     got = cpu_emulator.run_host(k.cuda_source, k.host_code, tensors, tmp / "emu")
-    return k, want.double(), got.double(), truth
+    return want.double(), got.double(), truth
 
 
 @pytest.mark.parametrize("init,body,shape,second", CASES)
@@ -620,3 +626,43 @@ def test_cluster_recurrence_compiles_for_sm90(tmp_egg):
     assert r.ok, r.log[-2000:]
     rnn = [x for x in r.resources if x.name.startswith("egg_rnn")]
     assert len(rnn) == 6 and all(x.spill_store_bytes == 0 for x in rnn)
+
+
+def test_the_slowest_other_kernel_of_a_program_is_tuned_too(tmp_egg):
+    """Issue 19's region tuning: where the best program's measured per-kernel times give a kernel other
+    than the heavy one REGION_SHARE of the time or more, the stage also proposes that kernel's variants
+    (as `r<i>.<knob>` entries on the program's params), first where it took longer than the heavy one;
+    the tuned region's knobs reach its kernel, and the program still matches float64."""
+    from agents.expert.agent import REGION_SHARE
+    from state import KernelCandidate
+    from tests import cpu_emulator
+    from tests.test_expert import PROFILE, request
+    p = tmp_egg / "p.py"
+    p.write_text(TEMPLATE.format(init="self.fc = nn.Linear(64, 96)", body="return torch.softmax(self.fc(x), dim=1)",
+                                 shape="40, 64"))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "program" and [s[1] for s in plan.stages()] == ["gemm", "rows"] and plan.tuned == 0
+    best = KernelCandidate(id="a", stage="algorithm_design", **agent.propose(request(p)).kernels[0].model_dump())
+    gemm_k, rows_k = best.kernel_names
+
+    def proposed(stage, gemm_ms, rows_ms):
+        req = request(p, stage, best).model_copy(update={"best_kernel_ms": {gemm_k: gemm_ms, rows_k: rows_ms},
+                                                         "max_candidates": 50})
+        return [k.params for k in agent.propose(req).kernels]
+    heavy_only = proposed("parallel_mapping", 1.0, 0.1)  # the rows kernel takes 9%: the heavy kernel's knobs only
+    assert heavy_only and not any(k.startswith("r1.") for v in heavy_only for k in v)
+    slow_rows = proposed("parallel_mapping", 1.0, 3.0)  # the rows kernel takes 75%: its variants come first
+    assert any(k.startswith("r1.") for k in slow_rows[0]) and len(slow_rows) > len(heavy_only)
+    some = proposed("parallel_mapping", 1.0, 1.0 / (1 / REGION_SHARE - 1) + 0.01)  # at the share, behind the heavy one's
+    assert not any(k.startswith("r1.") for k in some[0]) and any(k.startswith("r1.") for k in some[-1])
+    tuned = slow_rows[0]
+    pk = agent.emit(g, fam, plan, tuned, PROFILE)
+    region = {k[3:]: v for k, v in tuned.items() if k.startswith("r1.")}
+    assert region and pk.cuda_source != agent.emit(g, fam, plan, best.params, PROFILE).cuda_source
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    want, got, truth = _host_run(tmp_egg, load_task(p), g, pk)
+    scale = truth.abs().max()
+    err, eager_err = (got - truth).abs().max() / scale, (want - truth).abs().max() / scale
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)

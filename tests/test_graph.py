@@ -96,9 +96,14 @@ def test_a_programs_time_per_kernel_reaches_the_report_and_history(tmp_egg, relu
     is in the best candidate's record, `egg history` and the report."""
     from graph.cli import main
     script = {"algorithm_design": [[{"regions": 3, "ms": 1.4}]]}
-    tid, st, _ = run(tmp_egg, relu_task, script=script)
+    tid, st, agent = run(tmp_egg, relu_task, script=script)
     ev = st.evaluation(st.design.best_id)
     assert list(ev.kernel_ms) == ["k0", "k1", "k2"] and abs(sum(ev.kernel_ms.values()) - 1.4) < 1e-9
+    # the next stages are told where the best's time went (the expert tunes a slow region; the LLM reads it)
+    later = [r for r in agent.requests if r.stage != "algorithm_design"]
+    assert later and all(r.best_kernel_ms == ev.kernel_ms for r in later)
+    from agents.llm.prompts import context_sections, render
+    assert "k1 0.400 ms" in render(context_sections(later[0], "class Model: pass"))
     report = open(st.result.report_path).read()
     assert "Where the time goes" in report and "| k0 | 0.8000 | 57% |" in report
     main(["--checkpoint", str(tmp_egg / "cp.sqlite"), "history", tid])

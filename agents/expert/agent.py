@@ -88,6 +88,9 @@ def row_cluster(plan, profile) -> int:
     return next((c for c in rowwise.CLUSTER_SIZES if rowwise.cluster_fits(plan, c, smem)), 0)
 
 
+REGION_SHARE = 0.25  # a program's non-heavy kernel taking this share of its time is tuned too
+
+
 def planes_pay(plan, params: dict) -> bool:
     """Whether the 3xTF32 GEMM's operands are worth splitting into planes first: one GEMM (no batch, no
     split-K) big enough that one read and two writes of A and B are small beside its MMAs."""
@@ -275,9 +278,16 @@ class ExpertAgent:
 
     # -- knobs per stage ----------------------------------------------------------------
     def _variants(self, req: StageRequest, fam: str, g: OpGraph, plan) -> list[dict]:
-        if fam == "program":  # the stages tune the heavy kernel; the others take their family's defaults
+        if fam == "program":  # the stages tune the heavy kernel, and the slowest other kernel where it takes
+            # REGION_SHARE of the time or more (first where it took more than the heavy one)
             sg, f, p, _ = plan.stages()[plan.tuned]
-            return self._variants(req, f, sg, p)
+            out = self._variants(req, f, sg, p)
+            per = self._stage_ms(req, plan) if req.stage != "algorithm_design" else None
+            others = [(ms, i) for i, ms in enumerate(per or []) if i != plan.tuned]
+            if others and (top := max(others))[0] >= REGION_SHARE * sum(per):
+                region = self._region_variants(req, plan, top[1])
+                out = region + out if top[0] > per[plan.tuned] else out + region
+            return out
         base = dict(req.best.params) if req.best is not None else {}
         st = req.stage
         kn = principles.knobs(st)
@@ -491,13 +501,29 @@ class ExpertAgent:
                               params=params, description=desc, family=fam, guard_policy="strict",
                               compile_options=["-lineinfo"], algorithm_flops=rewrite_flops([(fam, plan)]))
 
+    def _region_params(self, prog, i: int, params: dict, profile) -> dict:
+        """Kernel i's knobs in a program: the heavy one's are the candidate's own; another's are its
+        family's defaults with the candidate's `r<i>.<knob>` entries (region tuning) over them."""
+        if i == prog.tuned:
+            return params
+        sg, fam, plan, _ = prog.stages()[i]
+        over = {k.split(".", 1)[1]: v for k, v in params.items() if k.startswith(f"r{i}.")}
+        return {**self._default(fam, sg, plan, None, profile), **over}
+
     def _emit_program(self, g: OpGraph, prog, params: dict, profile) -> ProposedKernel:
         """The stages' kernels in one module: the heavy one with the tuned knobs, the rest with their
-        family's defaults; shared preludes once, kernel names made unique."""
-        srcs, steps, descs, names = [], [], [], []
+        family's defaults or their region's knobs; shared preludes once, kernel names made unique."""
+        srcs, steps, descs, names, _ = self._program_parts(prog, params, profile)
+        return ProposedKernel(cuda_source="\n".join(srcs), host_code=host.module_source_program(g, steps),
+                              kernel_names=names, params=params, description="; then ".join(descs),
+                              family=prog.stages()[prog.tuned][1], guard_policy="strict", compile_options=["-lineinfo"],
+                              algorithm_flops=rewrite_flops([(f, p) for _, f, p, _ in prog.stages()]))
+
+    def _program_parts(self, prog, params: dict, profile) -> tuple[list, list, list, list, list]:
+        """(sources, steps, descriptions, kernel names, the stage of each kernel name)."""
+        srcs, steps, descs, names, owner = [], [], [], [], []
         for i, (sg, fam, plan, writes) in enumerate(prog.stages()):
-            src, launches, desc = self.kernel(sg, fam, plan, params if i == prog.tuned else self._default(fam, sg, plan, None, profile),
-                                              profile)
+            src, launches, desc = self.kernel(sg, fam, plan, self._region_params(prog, i, params, profile), profile)
             for launch, node in launches:
                 if launch.kernel in names:
                     new = f"{launch.kernel}_{i}"
@@ -505,15 +531,31 @@ class ExpertAgent:
                     launch = replace(launch, kernel=new)
                 steps.append((launch, node or writes))
                 names.append(launch.kernel)
+                owner.append(i)
             for pre in (PRELUDE, WGMMA_PRELUDE, TF32_PRELUDE, BOOL_PRELUDE, CLUSTER_PRELUDE):
                 if pre in src and any(pre in s for s in srcs):
                     src = src.replace(pre, "")
             srcs.append(src)
             descs.append(desc)
-        return ProposedKernel(cuda_source="\n".join(srcs), host_code=host.module_source_program(g, steps),
-                              kernel_names=names, params=params, description="; then ".join(descs),
-                              family=prog.stages()[prog.tuned][1], guard_policy="strict", compile_options=["-lineinfo"],
-                              algorithm_flops=rewrite_flops([(f, p) for _, f, p, _ in prog.stages()]))
+        return srcs, steps, descs, names, owner
+
+    def _stage_ms(self, req: StageRequest, prog) -> list[float] | None:
+        """The best candidate's measured time a program's kernel (None where it was not measured)."""
+        if req.best is None or not req.best_kernel_ms:
+            return None
+        *_, names, owner = self._program_parts(prog, req.best.params, req.profile)
+        per = [0.0] * len(prog.stages())
+        for n, i in zip(names, owner):
+            per[i] += req.best_kernel_ms.get(n, 0.0)
+        return per if sum(per) > 0 else None
+
+    def _region_variants(self, req: StageRequest, prog, i: int) -> list[dict]:
+        """This stage's variants of kernel i (its family's knobs), as `r<i>.` entries on the best's params."""
+        sg, fam, plan, _ = prog.stages()[i]
+        cur = self._region_params(prog, i, req.best.params, req.profile)
+        sub = req.model_copy(update={"best": req.best.model_copy(update={"params": cur}), "best_kernel_ms": {}})
+        return [{**req.best.params, **{f"r{i}.{k}": v for k, v in var.items() if cur.get(k) != v}}
+                for var in self._variants(sub, fam, sg, plan) if var != cur]
 
     def _emit_grid(self, g: OpGraph, plan, params: dict, profile) -> ProposedKernel:
         sms, tpsm = profile.sms, profile.max_threads_per_sm

@@ -64,6 +64,9 @@ def context_sections(req: StageRequest, task_source: str, budget_chars: int = 24
         sections.append(("The best kernel so far (start from it)",
                          f"params={req.best.params}\n```cuda\n{req.best.cuda_source}\n```\n```python\n"
                          f"{req.best.host_code}\n```"))
+    if len(req.best_kernel_ms) > 1:
+        sections.append(("That kernel's launches, timed one by one (spend the effort where the time goes)",
+                         ", ".join(f"{k} {ms:.3f} ms" for k, ms in req.best_kernel_ms.items())))
     if req.best_profile is not None and req.best_profile.available:
         sections.append(("Nsight Compute profile of that kernel (where its time goes)",
                          req.best_profile.summary() + "\nRead it before choosing: a memory-bound kernel wants fewer or "
