@@ -540,7 +540,7 @@ class ExpertAgent:
         return srcs, steps, descs, names, owner
 
     def _stage_ms(self, req: StageRequest, prog) -> list[float] | None:
-        """The best candidate's measured time a program's kernel (None where it was not measured)."""
+        """The best candidate's measured time for each of a program's kernels (None where not measured)."""
         if req.best is None or not req.best_kernel_ms:
             return None
         *_, names, owner = self._program_parts(prog, req.best.params, req.profile)
@@ -700,7 +700,7 @@ class ExpertAgent:
                 main = host.Launch("egg_gemm", launch.grid, launch.block, [planes] + gemm.arg_order(g, plan), smem)
                 return src, [(split, planes), (main, None)], (
                     desc + f", both operands split once into TF32 high and low planes by a first kernel, "
-                           f"3 MMAs a k-step from 4 tiles a stage, summed per {k.fold} k-tile(s)")
+                           f"3 MMAs a k-step from 4 tiles of K {k.BK} a stage, summed per {k.fold} k-tile(s)")
             if path == "tf32x3" and (ranges := gemm_tf32.splits(plan, k)[0]) > 1:  # partials, then their sum and the epilogue
                 part = gemm_tf32.partials_node(g, plan, k)
                 reduce = host.Launch("egg_gemm_splitk", gemm_tf32.reduce_grid(plan, sms), (gemm_tf32.REDUCE_BLOCK,),
