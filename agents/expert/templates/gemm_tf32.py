@@ -14,6 +14,7 @@ all-positive inputs (4096^3), one accumulator over all of K drifts to 50x eager'
 total with an ordinary fp32 add; the drift then scales with the tile, not with K."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE
@@ -640,8 +641,10 @@ GROUP_M = 8  # the planes GEMM's row tiles a group (a wave's tiles then share th
 
 
 def padded(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
-    """(Mp, Np, Kp): the planes' rows and K, whole tiles."""
-    return -(-p.M // k.BM) * k.BM, -(-p.N // k.BN) * k.BN, -(-p.K // BK) * BK
+    """(Mp, Np, Kp): the planes' rows and K, whole tiles; K in whole folds too (the GEMM's k-loop runs
+    fold by fold with no test on the last tile: zeros past K add nothing)."""
+    kq = math.lcm(32, k.BK * k.fold)
+    return -(-p.M // k.BM) * k.BM, -(-p.N // k.BN) * k.BN, -(-p.K // kq) * kq
 
 
 def planes_check(p: GemmPlan, k: GemmKnobs) -> None:
@@ -748,12 +751,16 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const floa
     float acc[1][{NI}][4], part[{NI * 4}];
     #pragma unroll
     for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] = 0.0f; part[q] = 0.0f; }}
-{_ring_head(Kp, S, load, S - 2, bk=bk)}    for (int kt = 0; kt < KT; ++kt) {{
-        cp_async_wait<{S - 3}>();
-        fence_proxy_async();
-        __syncthreads();
-{_ring_refill(S, load, S - 2, bk=bk)}        {{
-            const int sl = kt % {S};
+{_ring_head(Kp, S, load, S - 2, bk=bk)}    // a fold of F k-tiles at a time, unrolled: `part` is never copied between branches while MMAs that
+    // write it are in flight (a data-dependent fold made ptxas wait for every step's MMAs: C7517)
+    for (int kg = 0; kg < KT; kg += {F}) {{
+        #pragma unroll
+        for (int f = 0; f < {F}; ++f) {{
+            const int kt = kg + f;
+            cp_async_wait<{S - 3}>();
+            fence_proxy_async();
+            __syncthreads();
+{_ring_refill(S, load, S - 2, bk=bk)}            const int sl = kt % {S};
             const float* sAh_s = sAh + sl * {EA} + wg * {64 * bk};
             const float* sAl_s = sAl + sl * {EA} + wg * {64 * bk};
             const float* sBh_s = sBh + sl * {EB};
@@ -761,13 +768,10 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const floa
             wgmma_fence();
 {steps}
             wgmma_commit();
+            if (f < {F - 1}) wgmma_wait1();
         }}
-        if ((kt + 1) % {F} == 0 || kt + 1 == KT) {{  // this accumulator's k-tiles done: into the total
-            wgmma_wait0();
-            #pragma unroll
-            for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] += part[q]; part[q] = 0.0f; }}
-        }} else {{
-            wgmma_wait1();
-        }}
+        wgmma_wait0();  // this fold's k-tiles done: into the total
+        #pragma unroll
+        for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] += part[q]; part[q] = 0.0f; }}
     }}
 {_wg_store(NI, p.M, p.N, store, "wg * 64 + wq * 16")}"""
