@@ -391,14 +391,20 @@ def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> st
             qs.append(f"                    const int q{d} = info[{1 + d}] + k{d} * {p.dil[d]};")
             conds.append(f"q{d} >= 0 && q{d} < {p.in_sp[d]}")
     off = _spatial_offset(p, lambda d: f"(t{d} / {p.stride[d]})" if p.transposed else f"q{d}")
+    if A.canon and v == 4 and T % (8 * per) == 0:
+        # a warp's 16-byte writes: 8 rows by 4 chunks, each 8 lanes on 8 rows (32 banks); 8 chunks of one row
+        # would land on 4 banks in the canonical layout (8-way conflicts)
+        chunk, row0 = f"((tid >> 3) % {per})", f"(tid & 7) + 8 * (tid / {8 * per})"
+    else:
+        chunk, row0 = f"(tid % {per})", f"tid / {per}"
     return f"""            {{
-                const int kc = (tid % {per}) * {v};
+                const int kc = {chunk} * {v};
                 const long long kk_ = k0 + kc;
                 bool k_ok = kk_ < {p.Kg}LL;
                 const int off_ = k_ok ? (int)(kk_ / {p.Cg}) : 0, ic = k_ok ? (int)(kk_ % {p.Cg}) : 0;
                 int r_ = off_;
 {chr(10).join(dec)}
-                for (int r = tid / {per}; r < {k.BM}; r += {T // per}) {{
+                for (int r = {row0}; r < {k.BM}; r += {T // per}) {{
                     const int* info = rowinfo + r * {p.nd + 2};
 {chr(10).join(qs)}
                     const bool ok = k_ok && info[0] >= 0 && {' && '.join(conds)};
