@@ -307,8 +307,9 @@ def test_tf32x3_planes_compile_for_sm90_without_spills(tmp_egg):
 
 def test_planes_candidate_runs_through_its_host_code(tmp_egg):
     """The agent's planes candidate for an nn.Linear (B = the weight, (N, K)) with its bias and ReLU: two
-    launches (the split into a workspace, then the GEMM), offered first at parallel mapping for a large
-    enough fp32 GEMM, and matching float64 through the generated host code on the CPU emulator."""
+    launches (the split into a workspace, then the GEMM), offered last at parallel mapping for a large
+    enough fp32 GEMM (it lost to mma.sync on the H200), and matching float64 through the generated host
+    code on the CPU emulator."""
     from agents.expert import ExpertAgent
     from hardware_profiles import load_profile
     from tests import cpu_emulator
@@ -323,7 +324,9 @@ def test_planes_candidate_runs_through_its_host_code(tmp_egg):
     from state import KernelCandidate
     from tests.test_expert import PROFILE, request
     best = KernelCandidate(id="a", stage="algorithm_design", **agent.emit(g, fam, plan, base, PROFILE).model_dump())
-    first = agent.propose(request(p, "parallel_mapping", best)).kernels[0]
+    offered = agent.propose(request(p, "parallel_mapping", best).model_copy(update={"max_candidates": 16})).kernels
+    assert not offered[0].params.get("planes")
+    first = offered[-1]
     assert first.params.get("planes") and "planes by a first kernel" in first.description
     assert "egg_gemm_split" in first.host_code
     if not cpu_emulator.available():
