@@ -3,7 +3,7 @@ time (median of REPS, CUDA events), error norm-wise against a float64 truth, and
 variant's Nsight Compute profile (its kernels' durations: a staged conv's staging kernels apart
 from its GEMM). Faster than a bench for learning where a family's time goes.
 
-  python3 benchmarks/kernel_probe.py TASK [--reps 20] [--ncu] [--no-compile] [--vary '{"layout": "nchw"}' ...]
+  python3 benchmarks/kernel_probe.py TASK [--reps 20] [--ncu] [--no-compile] [--dump DIR] [--vary '{"layout": "nchw"}' ...]
 
 Each --vary is merged into the expert's default parameters for the task's heavy kernel; none: the
 default alone."""
@@ -44,6 +44,8 @@ def main() -> None:
     ap.add_argument("--ncu", action="store_true")
     ap.add_argument("--vary", action="append", default=[])
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (its warm-up takes tens of seconds)")
+    ap.add_argument("--dump", help="a folder for each variant's candidate JSON (probe-I.json), which "
+                    "`ncu ... python3 -m runtime.profiler TASK probe-I.json` replays under a full profile")
     a = ap.parse_args()
     import torch
 
@@ -87,6 +89,9 @@ def main() -> None:
             rows.append({"name": v, "error": ev.reason})
             continue
         _, model = loaded
+        if a.dump:
+            Path(a.dump).mkdir(parents=True, exist_ok=True)
+            (Path(a.dump) / f"{cand.id}.json").write_text(cand.model_dump_json())
         with torch.no_grad():
             got = model(*xs)
             row = {"name": v, "desc": pk.description, "ms": _time(lambda m=model: m(*xs), a.reps), "err": _err(got, truth),
