@@ -15,6 +15,11 @@ ncu=$(python3 -c "from runtime.profiler import ncu_path; print(ncu_path())")
 timeout 150 "$ncu" --clock-control none --set full -k regex:^egg_gemm$ --launch-count 1 --print-details all \
   python3 -m runtime.profiler .kb/level1/1_Square_matrix_multiplication_.py /tmp/probe/probe-1.json > "$OUT/planes_ncu_full.txt" 2>&1
 grep -iE "bank|Throughput|Stall|Issued|Pipe|Eligible|Active Warps" "$OUT/planes_ncu_full.txt" | head -60
+# its SASS (this machine has no cuobjdump): what the k-loop issues between the MMAs
+python3 -c "
+import json; c = json.load(open('/tmp/probe/probe-1.json')); open('/tmp/probe/planes.cu', 'w').write(c['cuda_source'])" \
+  && nvcc -arch=sm_90a -cubin -lineinfo -o /tmp/probe/planes.cubin /tmp/probe/planes.cu \
+  && cuobjdump -sass /tmp/probe/planes.cubin > "$OUT/planes.sass" 2>&1; wc -l "$OUT/planes.sass"
 timeout 170 python3 -m pytest -m gpu -q -rA tests/test_gpu_expert.py -k "first_candidate and (lstm or odd or splitk)" \
   > "$OUT/gpu_tests.txt" 2>&1
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed" "$OUT/gpu_tests.txt" | tail -20
