@@ -97,7 +97,7 @@ def main() -> None:
             row = {"name": v, "desc": pk.description, "ms": _time(lambda m=model: m(*xs), a.reps), "err": _err(got, truth),
                    "regs": [(r.name, r.registers) for r in (ev.compile.resources if ev.compile else [])]}
         if a.ncu:
-            p = profile_candidate(a.task, cand)
+            p = profile_candidate(a.task, cand, prof.arch)  # sm_90a: wgmma candidates need it
             row["profile"] = p.summary()
             row["kernels"] = [f"{p.kernel}: {p.duration_ms}"] + list(p.other_kernels or [])
         rows.append(row)

@@ -13,7 +13,7 @@ grep '^{"name"' "$OUT/planes_ncu.txt" | cut -c1-3000
 # the planes GEMM under the full set, with the source counters' hottest SASS (where its warps stall)
 ncu=$(python3 -c "from runtime.profiler import ncu_path; print(ncu_path())")
 timeout 150 "$ncu" --clock-control none --set full -k regex:^egg_gemm$ --launch-count 1 --print-details all \
-  python3 -m runtime.profiler .kb/level1/1_Square_matrix_multiplication_.py /tmp/probe/probe-1.json > "$OUT/planes_ncu_full.txt" 2>&1
+  python3 -m runtime.profiler .kb/level1/1_Square_matrix_multiplication_.py /tmp/probe/probe-1.json sm_90a > "$OUT/planes_ncu_full.txt" 2>&1
 grep -iE "bank|Throughput|Stall|Issued|Pipe|Eligible|Active Warps" "$OUT/planes_ncu_full.txt" | head -60
 # its SASS (this machine has no cuobjdump): what the k-loop issues between the MMAs
 python3 -c "

@@ -721,13 +721,30 @@ def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
     Mp, Np, Kp = padded(p, k)
     T, S, NI, F, bk = k.threads(True), k.stages, k.BN // 8, k.fold, k.BK
     EA, EB = k.BM * bk, k.BN * bk
+    per = bk // 4  # 16-byte pieces a tile row
+    rs = T // per  # rows between a thread's pieces: the planes are whole tiles, so its pieces need no test
+    fast = T % (8 * per) == 0 and k.BM % rs == 0 and k.BN % rs == 0
     ops = {n: Operand(n, rows, tot, Kp, True, 4, True, bk) for n, rows, tot in
            (("Ah", k.BM, Mp), ("Al", k.BM, Mp), ("Bh", k.BN, Np), ("Bl", k.BN, Np))}
     bases = {"Ah": "P", "Al": f"(P + {Mp * Kp}LL)", "Bh": f"(P + {2 * Mp * Kp}LL)", "Bl": f"(P + {2 * Mp * Kp + Np * Kp}LL)"}
 
     def load(slot: str) -> str:
-        return "\n".join(o.loader(T, f"s{n} + ({slot}) * {EA if n[0] == 'A' else EB}", bases[n], "m0" if n[0] == "A" else "n0")
-                         for n, o in ops.items())
+        if not fast:
+            return "\n".join(o.loader(T, f"s{n} + ({slot}) * {EA if n[0] == 'A' else EB}", bases[n], "m0" if n[0] == "A" else "n0")
+                             for n, o in ops.items())
+        # a thread's pieces sit `rs` rows apart: one pointer an operand, constant steps (no bounds tests,
+        # no 64-bit index math a piece: that integer work had outweighed the MMAs on the H200)
+        return "\n".join(f"            #pragma unroll\n            for (int j = 0; j < {(k.BM if n[0] == 'A' else k.BN) // rs}; ++j)\n"
+                         f"                cp_async<16>(s{n} + ({slot}) * {EA if n[0] == 'A' else EB} + so + j * {rs * bk}, "
+                         f"g{n} + k0 + j * {rs * Kp}LL, 16);" for n in ops)
+    fast_head = (f"""    // this thread's 16-byte pieces of a tile: row pr (then every {rs} rows), k pk; a warp writes 8 rows by 4
+    // pieces, 512 bytes of core matrices in a row (no bank conflict)
+    const int pr = (tid & 7) + (tid / {8 * per}) * 8, pk = ((tid >> 3) % {per}) * 4, so = {ops["Ah"].at("pr", "pk")};
+    const float* gAh = P + (m0 + pr) * {Kp}LL + pk;
+    const float* gAl = gAh + {Mp * Kp}LL;
+    const float* gBh = P + {2 * Mp * Kp}LL + (n0 + pr) * {Kp}LL + pk;
+    const float* gBl = gBh + {Np * Kp}LL;
+""" if fast else "")
     args = kernel_args(g, p).split(", ", 1)
     wg = lambda n, kk: f"wg_desc_sbo(s{n}_s + {kk * 64}, {bk * 32})"  # noqa: E731  (a k-step: two 4-wide core matrices)
     steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {wg(a, kk)}, {wg(b, kk)});"
@@ -751,7 +768,7 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const floa
     float acc[1][{NI}][4], part[{NI * 4}];
     #pragma unroll
     for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] = 0.0f; part[q] = 0.0f; }}
-{_ring_head(Kp, S, load, S - 2, bk=bk)}    // a fold of F k-tiles at a time, unrolled: `part` is never copied between branches while MMAs that
+{fast_head}{_ring_head(Kp, S, load, S - 2, bk=bk)}    // a fold of F k-tiles at a time, unrolled: `part` is never copied between branches while MMAs that
     // write it are in flight (a data-dependent fold made ptxas wait for every step's MMAs: C7517)
     for (int kg = 0; kg < KT; kg += {F}) {{
         #pragma unroll
