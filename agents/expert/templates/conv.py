@@ -301,7 +301,8 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str = "nch
         if k.wgmma:
             if split != 1:
                 raise Unsupported("wgmma runs plain TF32 (3xTF32 stays on mma.sync)")
-            return kernel_source_wgmma("egg_conv", kernel_args(g, p), k, A, B, p.Mg, p.OCg, p.Kg, _setup_nhwc(p, k),
+            setup = _setup_nhwc(p, k) + (_gather_fast_setup(p, k, T, A) if _gather_fast(p, T, A) else "")
+            return kernel_source_wgmma("egg_conv", kernel_args(g, p), k, A, B, p.Mg, p.OCg, p.Kg, setup,
                                        _store(g, p, "nhwc"), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem))
         return kernel_source("egg_conv", kernel_args(g, p), k, A, B, p.Mg, p.OCg, p.Kg, _setup_nhwc(p, k),
                              _store(g, p, "nhwc"), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem), split=split,
@@ -377,6 +378,40 @@ def _setup_nhwc(p: ConvPlan, k: GemmKnobs) -> str:
     return "\n".join(lines)
 
 
+def _in_strides(p: ConvPlan) -> list[int]:
+    """Pixels between neighbours along each input dim (row-major spatial dims)."""
+    return [math.prod(p.in_sp[d + 1:]) for d in range(p.nd)]
+
+
+def _gather_fast(p: ConvPlan, T: int, A: Operand) -> bool:
+    """The wgmma gather's lean form: a forward conv's canonical 16-byte pieces, whole passes of the block
+    apart (so a thread's rows and k piece are fixed), an image within 32-bit offsets."""
+    per = BK // 4
+    return (A.canon and A.vec == 4 and T % (8 * per) == 0 and not p.transposed and not p.phased
+            and math.prod(p.in_sp) * p.C < 2 ** 31)
+
+
+def _gather_fast_setup(p: ConvPlan, k: GemmKnobs, T: int, A: Operand) -> str:
+    """After rowinfo: this thread's rows (every T / per from gr_) as image base pointers and window
+    origins in registers, read once (a row past the output: origin far outside, never copied), its k
+    piece gk_ and that piece's shared offset gso_."""
+    per, F = BK // 4, p.nd + 2
+    sp = _in_strides(p)
+    J = k.BM // (T // per)
+    org = " + ".join(f"(long long)info[{1 + d}] * {sp[d]}" for d in range(p.nd))
+    return f"""
+    const int gr_ = (tid & 7) + 8 * (tid / {8 * per}), gk_ = ((tid >> 3) % {per}) * 4, gso_ = {A.at('gr_', 'gk_')};
+    const float* gb_[{J}];
+    int go_[{J}][{p.nd}];
+    #pragma unroll
+    for (int j = 0; j < {J}; ++j) {{
+        const int* info = rowinfo + (gr_ + j * {T // per}) * {F};
+        gb_[j] = X + (((long long)max(info[0], 0) * {math.prod(p.in_sp)} + {org}) * {p.C} + (long long)grp * {p.Cg});
+        #pragma unroll
+        for (int d = 0; d < {p.nd}; ++d) go_[j][d] = info[0] >= 0 ? info[1 + d] : -(1 << 28);
+    }}"""
+
+
 def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> str:
     """One A tile from the channels-last input: this thread's column chunk is fixed, decoded once
     per tile into (tap, channel); its rows are every (T / chunks)-th of the tile."""
@@ -391,6 +426,25 @@ def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> st
             qs.append(f"                    const int q{d} = info[{1 + d}] + k{d} * {p.dil[d]};")
             conds.append(f"q{d} >= 0 && q{d} < {p.in_sp[d]}")
     off = _spatial_offset(p, lambda d: f"(t{d} / {p.stride[d]})" if p.transposed else f"q{d}")
+    if _gather_fast(p, T, A):
+        # the rows' image base and window origin from registers (_gather_fast_setup), the tap's offset once a
+        # tile: a piece is an add, a compare a dim and its copy
+        sp = _in_strides(p)
+        toff = " + ".join([f"k{d} * {p.dil[d] * sp[d] * p.C}" for d in range(p.nd)] + ["ic"])
+        rows = []
+        for j in range(k.BM // (T // per)):
+            inside = " && ".join(f"(unsigned)(go_[{j}][{d}] + k{d} * {p.dil[d]}) < {p.in_sp[d]}u" for d in range(p.nd))
+            rows.append(f"                {{ const bool ok = k_ok && {inside};\n"
+                        f"                  cp_async<16>({smem} + gso_ + {j * (T // per) * BK}, ok ? gb_[{j}] + toff_ : X, ok ? 16 : 0); }}")
+        return f"""            {{
+                const long long kk_ = k0 + gk_;
+                bool k_ok = kk_ < {p.Kg}LL;
+                const int off_ = k_ok ? (int)(kk_ / {p.Cg}) : 0, ic = k_ok ? (int)(kk_ % {p.Cg}) : 0;
+                int r_ = off_;
+{chr(10).join(dec)}
+                const int toff_ = {toff};
+{chr(10).join(rows)}
+            }}"""
     if A.canon and v == 4 and T % (8 * per) == 0:
         # a warp's 16-byte writes: 8 rows by 4 chunks, each 8 lanes on 8 rows (32 banks); 8 chunks of one row
         # would land on 4 banks in the canonical layout (8-way conflicts)

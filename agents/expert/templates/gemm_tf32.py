@@ -91,6 +91,40 @@ class Operand:
             return f"(({r}) >> 3) * {self.bk * 8} + (({k}) >> 2) * 32 + (({r}) & 7) * 4 + (({k}) & 3)"
         return f"({r}) * {self.ld} + ({k})" if self.kcontig else f"({k}) * {self.ld} + ({r})"
 
+    def fast(self, threads: int) -> bool:
+        """Whether `fast_setup`/`fast_loader` apply: 16-byte pieces of a canonical k-contiguous tile, each
+        thread's pieces whole passes of the block apart (the same k piece, rows `threads / per` apart)."""
+        per = self.bk // 4
+        return (self.kcontig and self.canon and self.vec == 4 and threads % (8 * per) == 0
+                and self.rows % (threads // per) == 0)
+
+    def fast_setup(self, threads: int, base: str, r0: str, tag: str) -> str:
+        """Before the ring: this thread's piece (row, k), its shared offset and one global pointer; where
+        the tile can overhang the operand's rows, a flag a piece. A warp writes 8 rows by 4 pieces, 512
+        bytes of core matrices in a row (no bank conflict)."""
+        per, rs = self.bk // 4, threads // (self.bk // 4)
+        lines = [f"    const int {tag}r = (tid & 7) + (tid / {8 * per}) * 8, {tag}k = ((tid >> 3) % {per}) * 4, "
+                 f"{tag}o = {self.at(f'{tag}r', f'{tag}k')};",
+                 f"    const float* {tag}g = {base} + ({r0} + {tag}r) * {self.K}LL + {tag}k;"]
+        if self.total % self.rows:
+            lines += [f"    const bool {tag}v{j} = {r0} + {tag}r + {j * rs} < {self.total};" for j in range(self.rows // rs)]
+        return "\n".join(lines) + "\n"
+
+    def fast_loader(self, threads: int, smem: str, base: str, tag: str) -> str:
+        """One tile at k0 from fast_setup's pointer: constant steps, no 64-bit index math a piece; tests
+        only where a row or the K tail can fall outside (one compare a piece)."""
+        per, rs = self.bk // 4, threads // (self.bk // 4)
+        out = []
+        for j in range(self.rows // rs):
+            conds = ([f"{tag}v{j}"] if self.total % self.rows else []) + ([f"k0 + {tag}k < {self.K}"] if self.K % self.bk else [])
+            src, dst = f"{tag}g + k0 + {j * rs * self.K}LL", f"{smem} + {tag}o + {j * rs * self.bk}"
+            if conds:
+                ok = " && ".join(conds)
+                out.append(f"            {{ const bool ok = {ok}; cp_async<16>({dst}, ok ? {src} : {base}, ok ? 16 : 0); }}")
+            else:
+                out.append(f"            cp_async<16>({dst}, {src}, 16);")
+        return "\n".join(out)
+
     def loader(self, threads: int, smem: str, base: str, r0: str) -> str:
         v, per = self.vec, (self.bk if self.kcontig else self.rows) // self.vec
         chunks = (self.rows if self.kcontig else self.bk) * per
@@ -510,10 +544,15 @@ def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Opera
         raise Unsupported("wgmma tile shape (and a ring of 3 stages or more: one step's MMAs stay in flight)")
     T, S, NI = k.threads(True), k.stages, k.BN // 8
 
+    fa, fb = a_loader is None and A.fast(T), b_loader is None and B.fast(T)
+
     def load(slot: str) -> str:
-        a = a_loader(f"As + ({slot}) * {A.elems}") if a_loader else A.loader(T, f"As + ({slot}) * {A.elems}", "Ab", "m0")
-        b = b_loader(f"Bs + ({slot}) * {B.elems}") if b_loader else B.loader(T, f"Bs + ({slot}) * {B.elems}", "Bb", "n0")
+        a = (a_loader(f"As + ({slot}) * {A.elems}") if a_loader else
+             A.fast_loader(T, f"As + ({slot}) * {A.elems}", "Ab", "fa_") if fa else A.loader(T, f"As + ({slot}) * {A.elems}", "Ab", "m0"))
+        b = (b_loader(f"Bs + ({slot}) * {B.elems}") if b_loader else
+             B.fast_loader(T, f"Bs + ({slot}) * {B.elems}", "Bb", "fb_") if fb else B.loader(T, f"Bs + ({slot}) * {B.elems}", "Bb", "n0"))
         return a + "\n" + b
+    fast = (A.fast_setup(T, "Ab", "m0", "fa_") if fa else "") + (B.fast_setup(T, "Bb", "n0", "fb_") if fb else "")
     # The ring runs S - 2 tiles ahead, so one step's MMAs stay in flight (wait_group 1) while the next
     # step waits for its tile: step kt refills the slot of tile kt - 2, whose MMAs every warpgroup has
     # waited for before the barrier of step kt. A landed tile is made visible to the tensor cores'
@@ -533,7 +572,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
     for (int ni = 0; ni < {NI}; ++ni)
         #pragma unroll
         for (int q = 0; q < 4; ++q) acc[0][ni][q] = 0.0f;
-{_ring_head(K, S, load, S - 2)}    for (int kt = 0; kt < KT; ++kt) {{
+{fast}{_ring_head(K, S, load, S - 2)}    for (int kt = 0; kt < KT; ++kt) {{
         cp_async_wait<{S - 3}>();
         fence_proxy_async();
         __syncthreads();
@@ -721,30 +760,19 @@ def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
     Mp, Np, Kp = padded(p, k)
     T, S, NI, F, bk = k.threads(True), k.stages, k.BN // 8, k.fold, k.BK
     EA, EB = k.BM * bk, k.BN * bk
-    per = bk // 4  # 16-byte pieces a tile row
-    rs = T // per  # rows between a thread's pieces: the planes are whole tiles, so its pieces need no test
-    fast = T % (8 * per) == 0 and k.BM % rs == 0 and k.BN % rs == 0
     ops = {n: Operand(n, rows, tot, Kp, True, 4, True, bk) for n, rows, tot in
            (("Ah", k.BM, Mp), ("Al", k.BM, Mp), ("Bh", k.BN, Np), ("Bl", k.BN, Np))}
     bases = {"Ah": "P", "Al": f"(P + {Mp * Kp}LL)", "Bh": f"(P + {2 * Mp * Kp}LL)", "Bl": f"(P + {2 * Mp * Kp + Np * Kp}LL)"}
+    # the planes are whole tiles: where a thread's pieces are whole passes apart, one pointer an operand
+    # and constant steps with no bounds test (the generic loader's integer work, 1744 IMAD and 1309 ISETP
+    # in the SASS of an unrolled fold, had outweighed the MMAs on the H200)
+    fast = all(o.fast(T) for o in ops.values())
+    r0 = {n: "m0" if n[0] == "A" else "n0" for n in ops}
 
     def load(slot: str) -> str:
-        if not fast:
-            return "\n".join(o.loader(T, f"s{n} + ({slot}) * {EA if n[0] == 'A' else EB}", bases[n], "m0" if n[0] == "A" else "n0")
-                             for n, o in ops.items())
-        # a thread's pieces sit `rs` rows apart: one pointer an operand, constant steps (no bounds tests,
-        # no 64-bit index math a piece: that integer work had outweighed the MMAs on the H200)
-        return "\n".join(f"            #pragma unroll\n            for (int j = 0; j < {(k.BM if n[0] == 'A' else k.BN) // rs}; ++j)\n"
-                         f"                cp_async<16>(s{n} + ({slot}) * {EA if n[0] == 'A' else EB} + so + j * {rs * bk}, "
-                         f"g{n} + k0 + j * {rs * Kp}LL, 16);" for n in ops)
-    fast_head = (f"""    // this thread's 16-byte pieces of a tile: row pr (then every {rs} rows), k pk; a warp writes 8 rows by 4
-    // pieces, 512 bytes of core matrices in a row (no bank conflict)
-    const int pr = (tid & 7) + (tid / {8 * per}) * 8, pk = ((tid >> 3) % {per}) * 4, so = {ops["Ah"].at("pr", "pk")};
-    const float* gAh = P + (m0 + pr) * {Kp}LL + pk;
-    const float* gAl = gAh + {Mp * Kp}LL;
-    const float* gBh = P + {2 * Mp * Kp}LL + (n0 + pr) * {Kp}LL + pk;
-    const float* gBl = gBh + {Np * Kp}LL;
-""" if fast else "")
+        return "\n".join(o.fast_loader(T, f"s{n} + ({slot}) * {o.elems}", bases[n], f"{n}_") if fast else
+                         o.loader(T, f"s{n} + ({slot}) * {o.elems}", bases[n], r0[n]) for n, o in ops.items())
+    fast_head = "".join(o.fast_setup(T, bases[n], r0[n], f"{n}_") for n, o in ops.items()) if fast else ""
     args = kernel_args(g, p).split(", ", 1)
     wg = lambda n, kk: f"wg_desc_sbo(s{n}_s + {kk * 64}, {bk * 32})"  # noqa: E731  (a k-step: two 4-wide core matrices)
     steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {wg(a, kk)}, {wg(b, kk)});"
