@@ -113,7 +113,7 @@ class Operand:
     def fast_loader(self, threads: int, smem: str, base: str, tag: str) -> str:
         """One tile at k0 from fast_setup's pointer: constant steps, no 64-bit index math a piece; tests
         only where a row or the K tail can fall outside (one compare a piece)."""
-        per, rs = self.bk // 4, threads // (self.bk // 4)
+        rs = threads // (self.bk // 4)
         out = []
         for j in range(self.rows // rs):
             conds = ([f"{tag}v{j}"] if self.total % self.rows else []) + ([f"k0 + {tag}k < {self.K}"] if self.K % self.bk else [])
