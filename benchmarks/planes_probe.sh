@@ -9,14 +9,13 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 planes='"wgmma":true,"planes":true,"BM":128'
 timeout 150 python3 benchmarks/kernel_probe.py .kb/level1/1_Square_matrix_multiplication_.py --reps 20 --no-compile \
   --vary '{}' --vary "{$planes,\"BN\":128,\"BK\":16,\"stages\":6,\"fold\":8}" \
-  --vary "{$planes,\"BN\":128,\"BK\":32,\"stages\":3,\"fold\":4}" \
-  --vary "{$planes,\"BN\":64,\"BK\":16,\"stages\":8,\"fold\":8}" 2>&1 | grep -v Warning > "$OUT/planes_probe.txt"
+  --vary "{$planes,\"BN\":128,\"BK\":32,\"stages\":3,\"fold\":4}" 2>&1 | grep -v Warning > "$OUT/planes_probe.txt"
 grep '^{"name"\|^\[' "$OUT/planes_probe.txt" | cut -c1-300
 wg='"layout":"nhwc","split":1,"wgmma":true,"BM":128,"stages":4'
 for t in level2/1_Conv2D_ReLU_BiasAdd level1/63_conv_standard_2D__square_input__square_kernel; do
   timeout 100 python3 benchmarks/kernel_probe.py .kb/$t.py --reps 20 --no-compile --vary '{}' \
-    --vary "{$wg,\"BN\":128}" --vary "{$wg,\"BN\":64}" 2>&1 | grep -v Warning >> "$OUT/conv_probe.txt"
+    --vary "{$wg,\"BN\":128}" 2>&1 | grep -v Warning >> "$OUT/conv_probe.txt"
 done
 grep '^{"name"\|^\[' "$OUT/conv_probe.txt" | cut -c1-300
-timeout 200 python3 -m pytest -m gpu -q -rA tests/test_gpu_conv.py -k "planes or awkward" > "$OUT/gpu_tests.txt" 2>&1
+timeout 150 python3 -m pytest -m gpu -q -rA tests/test_gpu_conv.py -k "planes or awkward" > "$OUT/gpu_tests.txt" 2>&1
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed" "$OUT/gpu_tests.txt" | tail -20
