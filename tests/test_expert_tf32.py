@@ -233,6 +233,32 @@ def test_output_tile_staged_through_shared_memory(tmp_egg, expr, sa, sb, knobs):
     assert (got - truth).abs().max() / scale < 4 * max((want - truth).abs().max() / scale, 2 ** -24)
 
 
+def test_product_sweeps_give_the_same_sums(tmp_egg):
+    """order "term" issues the three products as three sweeps over the warp tile (no MMA waiting on the
+    one just issued): each accumulator sees the same sums in the same order, so the emulated output is
+    bit for bit the default order's."""
+    import torch
+
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    sa, sb = (70, 96), (96, 50)
+    g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b)", sa, sb)
+    torch.manual_seed(5)
+    a, b = torch.rand(*sa), torch.rand(*sb)  # all positive: the sums' order shows
+    outs = []
+    for order in ("tile", "term"):
+        k = gemm.GemmKnobs(BM=32, BN=32, WM=2, WN=1, stages=3, order=order)
+        src = gemm_tf32.render(g, plan, k)
+        assert ("++ni) mma_tf32(part[mi][ni], al[mi], bh[ni]);" in src) == (order == "term")
+        gx, gy, gz = gemm_tf32.grid(plan, k)
+        outs.append(cpu_emulator.run(src, "egg_gemm", gx, k.threads(True), (sa[0], sb[1]), [a, b], tmp_egg / f"emu_{order}",
+                                     grid_yz=(gy, gz)))
+    truth = a.double() @ b.double()
+    assert torch.equal(outs[0], outs[1])
+    assert ((outs[1].double() - truth).abs().max() / truth.abs().max()) < 1e-6
+
+
 def test_short_k_gemms_stage_their_output_by_default(tmp_egg):
     from agents.expert import ExpertAgent
     agent = ExpertAgent()

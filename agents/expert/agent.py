@@ -599,7 +599,7 @@ class ExpertAgent:
                 f"a thread per output pixel and {k.ocb} output channels, the weight in shared memory" if k.ocb > 1 else
                 "a thread per output (narrow groups)") + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop"))
         elif fam == "conv":
-            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages", "ldm", "wgmma") if f in params})
+            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages", "ldm", "wgmma", "order") if f in params})
             layout = params.get("layout", "nchw")
             src = conv.render(g, plan, k, int(params.get("split", 1)), layout)
             smem = conv.shared_bytes(plan, k, layout)
@@ -670,7 +670,7 @@ class ExpertAgent:
         else:
             path = gemm_path(plan, params)
             k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "BK", "TM", "TN", "WM", "WN", "stages", "pad", "ldm",
-                                                       "wgmma", "splitk", "ostage", "planes", "fold") if f in params})
+                                                       "wgmma", "splitk", "ostage", "planes", "fold", "order") if f in params})
             align16 = False
             if path == "simt":
                 if k.BM % k.TM or k.BN % k.TN or k.threads(False) > 1024:
@@ -692,7 +692,8 @@ class ExpertAgent:
                     + (f", warps {k.WM}x{k.WN}, {k.stages} stage(s), pad {k.pad}{', ldmatrix' if k.ldm else ''}" if path == "mma" else
                        (f", wgmma, {k.BM // 64} warpgroup(s)" if k.wgmma else f", warps {k.WM}x{k.WN}")
                        + f", {k.stages}-stage cp.async ring{', ldmatrix' if k.ldm else ''}"
-                       + (", output tile stored through shared memory, 16 bytes a thread" if k.ostage else "") if path == "tf32x3" else
+                       + (", output tile stored through shared memory, 16 bytes a thread" if k.ostage else "")
+                       + (", each product swept over the warp tile in turn" if k.order == "term" and not k.wgmma else "") if path == "tf32x3" else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
             if path == "tf32x3" and k.planes:  # the operands split into planes by a first kernel, then the GEMM on them
                 planes = gemm_tf32.planes_node(g, plan, k)

@@ -353,6 +353,15 @@ def kernel_source(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M:
         # per-tile sum (which costs a second accumulator's registers, and with them occupancy)
         frags = f"unsigned ah[{MI}][4], bh[{NI}][2];"
         mmas = "mma_tf32(acc[mi][ni], ah[mi], bh[ni]);"
+    if split == 3 and k.order == "term":  # a sweep a product: no MMA waits on the one just issued
+        terms = ("al[mi], bh[ni]", "ah[mi], bl[ni]", "ah[mi], bh[ni]")  # small terms first
+        body = [f"for (int ni = 0; ni < {NI}; ++ni) mma_tf32(part[mi][ni], {t});" for t in terms]
+    else:
+        body = [f"for (int ni = 0; ni < {NI}; ++ni) {{\n                        {mmas}\n                    }}"]
+    sweeps = "\n".join(f"""                #pragma unroll
+                for (int mi = 0; mi < {MI}; ++mi)
+                    #pragma unroll
+                    {b}""" for b in body)
     part_init = f"""            float part[{MI}][{NI}][4];  // this tile's sum, then into the total (see the module's note)
             #pragma unroll
             for (int mi = 0; mi < {MI}; ++mi)
@@ -381,12 +390,7 @@ def kernel_source(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M:
                     const int cb = wn * {TNW} + ni * 8;
 {b_reads}
                 }}
-                #pragma unroll
-                for (int mi = 0; mi < {MI}; ++mi)
-                    #pragma unroll
-                    for (int ni = 0; ni < {NI}; ++ni) {{
-                        {mmas}
-                    }}
+{sweeps}
             }}
 {part_add}"""
     # An S-slot ring: S - 1 tiles in flight while one is computed; one barrier a step (it also frees
