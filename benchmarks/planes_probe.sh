@@ -17,5 +17,5 @@ for t in level2/1_Conv2D_ReLU_BiasAdd level1/63_conv_standard_2D__square_input__
     --vary "{$wg,\"BN\":128}" 2>&1 | grep -v Warning >> "$OUT/conv_probe.txt"
 done
 grep '^{"name"\|^\[' "$OUT/conv_probe.txt" | cut -c1-300
-timeout 150 python3 -m pytest -m gpu -q -rA tests/test_gpu_conv.py -k "planes or awkward" > "$OUT/gpu_tests.txt" 2>&1
+timeout 90 python3 -m pytest -m gpu -q -rA tests/test_gpu_conv.py -k "planes or awkward" > "$OUT/gpu_tests.txt" 2>&1
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed" "$OUT/gpu_tests.txt" | tail -20
