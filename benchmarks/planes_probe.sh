@@ -7,13 +7,13 @@ set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit 1
 planes='"wgmma":true,"planes":true,"BM":128'
-timeout 150 python3 benchmarks/kernel_probe.py .kb/level1/1_Square_matrix_multiplication_.py --reps 20 --no-compile \
-  --vary '{}' --vary '{"order":"term"}' --vary "{$planes,\"BN\":128,\"BK\":16,\"stages\":6,\"fold\":8}" \
+timeout 150 python3 benchmarks/kernel_probe.py .kb/level1/1_Square_matrix_multiplication_.py --reps 10 --no-compile \
+  --vary '{}' --vary '{"order":"term"}' \
   --vary "{$planes,\"BN\":128,\"BK\":32,\"stages\":3,\"fold\":4}" 2>&1 | grep -v Warning > "$OUT/planes_probe.txt"
 grep '^{"name"\|^\[' "$OUT/planes_probe.txt" | cut -c1-300
 wg='"layout":"nhwc","split":1,"wgmma":true,"BM":128,"stages":4'
-for t in level2/1_Conv2D_ReLU_BiasAdd level1/63_conv_standard_2D__square_input__square_kernel; do
-  timeout 100 python3 benchmarks/kernel_probe.py .kb/$t.py --reps 20 --no-compile --vary '{}' \
+for t in level2/1_Conv2D_ReLU_BiasAdd; do
+  timeout 100 python3 benchmarks/kernel_probe.py .kb/$t.py --reps 10 --no-compile --vary '{}' \
     --vary "{$wg,\"BN\":128}" 2>&1 | grep -v Warning >> "$OUT/conv_probe.txt"
 done
 grep '^{"name"\|^\[' "$OUT/conv_probe.txt" | cut -c1-300
