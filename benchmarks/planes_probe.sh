@@ -8,7 +8,8 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
   && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit 1
 planes='"wgmma":true,"planes":true,"BM":128'
 timeout 150 python3 benchmarks/kernel_probe.py .kb/level1/1_Square_matrix_multiplication_.py --reps 10 --no-compile \
-  --vary '{}' --vary '{"order":"term"}' \
+  --vary '{}' \
+  --vary "{$planes,\"BN\":128,\"BK\":32,\"stages\":3,\"fold\":4,\"swz\":true}" \
   --vary "{$planes,\"BN\":128,\"BK\":32,\"stages\":3,\"fold\":4}" 2>&1 | grep -v Warning > "$OUT/planes_probe.txt"
 grep '^{"name"\|^\[' "$OUT/planes_probe.txt" | cut -c1-300
 wg='"layout":"nhwc","split":1,"wgmma":true,"BM":128,"stages":4'

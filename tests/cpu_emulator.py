@@ -134,6 +134,10 @@ inline unsigned long long wg_desc_sbo(const float* p, unsigned sbo) {
     const unsigned long long a = (unsigned long long)((const unsigned char*)p - emu_dyn_smem);
     return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16) | ((unsigned long long)(sbo >> 4) << 32);
 }
+inline unsigned long long wg_desc_sw128(const float* p) {
+    const unsigned long long a = (unsigned long long)((const unsigned char*)p - emu_dyn_smem);
+    return ((a & 0x3FFFF) >> 4) | (1ULL << 16) | ((unsigned long long)(1024 >> 4) << 32) | (1ULL << 62);
+}
 inline void wgmma_fence() {}
 inline void wgmma_commit() {}
 inline void wgmma_wait0() {}
@@ -141,7 +145,12 @@ inline void wgmma_wait1() {}
 inline void fence_proxy_async() {}
 inline float emu_wg_el(unsigned long long d, int r, int k) {
     const unsigned long long base = (d & 0x3FFF) << 4, lbo = ((d >> 16) & 0x3FFF) << 4, sbo = ((d >> 32) & 0x3FFF) << 4;
-    float v; std::memcpy(&v, emu_dyn_smem + base + (r / 8) * sbo + (k / 4) * lbo + (r % 8) * 16 + (k % 4) * 4, 4);
+    unsigned long long at = base + (r / 8) * sbo + (k / 4) * lbo + (r % 8) * 16 + (k % 4) * 4;
+    if ((d >> 62) == 1) {  // the 128-byte swizzle: rows of 128 bytes, address bits 4-6 XORed with bits 7-9
+        at = base + (r / 8) * sbo + (r % 8) * 128 + (k / 4) * 16 + (k % 4) * 4;
+        at ^= ((at >> 7) & 7) << 4;
+    }
+    float v; std::memcpy(&v, emu_dyn_smem + at, 4);
     return emu_tf32_operand(__float_as_uint(v));
 }
 template <int N> inline void emu_wgmma(float* d, unsigned long long da, unsigned long long db) {

@@ -276,6 +276,8 @@ PLANE_CASES = [  # expr, A shape, B shape, (BM, BN, stages, fold, BK): B (K, N) 
     ("torch.matmul(a.T, b) + 1.0", (96, 40), (96, 130), (64, 128, 4, 4, 32)),
     ("torch.matmul(a, b)", (581, 40), (40, 150), (64, 64, 4, 1, 16)),
     ("torch.matmul(a, b.T)", (70, 200), (90, 200), (64, 64, 6, 4, 16)),  # K 200: padded to 256 (whole folds of 64)
+    ("torch.matmul(a, b)", (130, 100), (100, 70), (128, 64, 3, 2, 32, True)),  # the 128-byte swizzle
+    ("torch.matmul(a.T, b)", (96, 70), (96, 130), (64, 128, 3, 1, 32, True)),
 ]
 
 
@@ -290,9 +292,10 @@ def test_tf32x3_from_split_planes_is_fp32_grade_on_the_cpu_emulator(tmp_egg, exp
     if not cpu_emulator.available():
         pytest.skip("no g++")
     g, plan = _graph_plan(tmp_egg, expr, sa, sb)
-    BM, BN, S, F, BK = knobs
-    k = gemm.GemmKnobs(BM=BM, BN=BN, BK=BK, stages=S, wgmma=True, planes=True, fold=F)
+    BM, BN, S, F, BK, *swz = knobs
+    k = gemm.GemmKnobs(BM=BM, BN=BN, BK=BK, stages=S, wgmma=True, planes=True, fold=F, swz=swz == [True])
     src = gemm_tf32.render(g, plan, k)
+    assert ("wg_desc_sw128(sAh_s" in src) == k.swz
     torch.manual_seed(5)
     a, b = torch.randn(*sa), torch.randn(*sb)
     p = tmp_egg / "gp.py"

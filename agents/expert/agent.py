@@ -422,7 +422,8 @@ class ExpertAgent:
                     out = [{**base, "stages": s, "pad": p, "ldm": ld} for ld in kn["gemm_tc_ldmatrix"] + [False]
                            for p in kn["gemm_tc_pad"] for s in sorted(kn["gemm_tc_stages"], reverse=True)]
                 elif path == "tf32x3" and base.get("planes"):  # the ring's tile K and depth, a narrower tile, the fold
-                    out = [{**base, "BK": 32, "stages": 3, "fold": 4}, {**base, "BN": 64, "stages": 8},
+                    out = [{**base, "BK": 32, "stages": 3, "fold": 4, "swz": True}, {**base, "BK": 32, "stages": 3, "fold": 4},
+                           {**base, "BN": 64, "stages": 8},
                            {**base, "fold": 16}, {**base, "fold": 4}]
                 elif path == "tf32x3":
                     out = [{**base, "stages": s, "ldm": ld} for ld in (True, False) for s in kn["gemm_tf32_stages"]]
@@ -670,7 +671,7 @@ class ExpertAgent:
         else:
             path = gemm_path(plan, params)
             k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "BK", "TM", "TN", "WM", "WN", "stages", "pad", "ldm",
-                                                       "wgmma", "splitk", "ostage", "planes", "fold", "order") if f in params})
+                                                       "wgmma", "splitk", "ostage", "planes", "fold", "order", "swz") if f in params})
             align16 = False
             if path == "simt":
                 if k.BM % k.TM or k.BN % k.TN or k.threads(False) > 1024:
@@ -702,7 +703,7 @@ class ExpertAgent:
                 main = host.Launch("egg_gemm", launch.grid, launch.block, [planes] + gemm.arg_order(g, plan), smem)
                 return src, [(split, planes), (main, None)], (
                     desc + f", both operands split once into TF32 high and low planes by a first kernel, "
-                           f"3 MMAs a k-step from 4 tiles of K {k.BK} a stage, summed per {k.fold} k-tile(s)")
+                           f"3 MMAs a k-step from 4 tiles of K {k.BK} a stage{' (128-byte swizzle)' if k.swz else ''}, summed per {k.fold} k-tile(s)")
             if path == "tf32x3" and (ranges := gemm_tf32.splits(plan, k)[0]) > 1:  # partials, then their sum and the epilogue
                 part = gemm_tf32.partials_node(g, plan, k)
                 reduce = host.Launch("egg_gemm_splitk", gemm_tf32.reduce_grid(plan, sms), (gemm_tf32.REDUCE_BLOCK,),

@@ -73,6 +73,7 @@ class Operand:
     vec: int  # floats per cp.async: 4 where the contiguous pitch is a multiple of 4, else 1
     canon: bool = False  # k-contiguous in wgmma's canonical no-swizzle layout (8-row x 16-byte core matrices)
     bk: int = BK  # the tile's K (the planes GEMM also runs 16)
+    swz: bool = False  # canonical in the 128-byte swizzle (bk 32): piece c of row r at piece c ^ (r % 8)
 
     @property
     def ld(self) -> int:  # padded so the 32 lanes of a fragment read hit 32 banks
@@ -87,6 +88,8 @@ class Operand:
     def at(self, r: str, k: str) -> str:
         """The shared offset of tile element (row r, k). Canonical: core matrix (r / 8, k / 4) at
         (r / 8) * SBO + (k / 4) * LBO (SBO = bk * 8 floats, LBO = 32 floats: K-adjacent ones touch)."""
+        if self.canon and self.swz:  # 8-row atoms of 1 KB, a row's 16-byte pieces XORed with the row
+            return f"(({r}) >> 3) * 256 + (({r}) & 7) * 32 + (((({k}) >> 2) ^ (({r}) & 7)) << 2) + (({k}) & 3)"
         if self.canon:
             return f"(({r}) >> 3) * {self.bk * 8} + (({k}) >> 2) * 32 + (({r}) & 7) * 4 + (({k}) & 3)"
         return f"({r}) * {self.ld} + ({k})" if self.kcontig else f"({k}) * {self.ld} + ({r})"
@@ -528,6 +531,11 @@ __device__ __forceinline__ unsigned long long wg_desc_sbo(const float* p, unsign
     const unsigned long long a = (unsigned long long)__cvta_generic_to_shared(p);
     return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16) | ((unsigned long long)(sbo >> 4) << 32);
 }
+__device__ __forceinline__ unsigned long long wg_desc_sw128(const float* p) {
+    // K-major in the 128-byte swizzle: 8-row atoms 1024 bytes apart (SBO), layout type 1 (bits 62-63)
+    const unsigned long long a = (unsigned long long)__cvta_generic_to_shared(p);
+    return ((a & 0x3FFFF) >> 4) | (1ULL << 16) | ((unsigned long long)(1024 >> 4) << 32) | (1ULL << 62);
+}
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
@@ -693,6 +701,8 @@ def padded(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
 def planes_check(p: GemmPlan, k: GemmKnobs) -> None:
     if p.batch != 1 or k.splitk != 1:
         raise Unsupported("the split planes are for one GEMM (no batch, no split-K)")
+    if k.swz and k.BK != 32:
+        raise Unsupported("the 128-byte swizzle holds a tile row of K 32")
     if k.BK not in (16, 32) or k.BM % 64 or k.BM > 256 or k.BN not in WGMMA_NS or k.stages < 3 or k.fold < 1:
         raise Unsupported("wgmma tile shape (K 16 or 32; a ring of 3 stages or more: one step's MMAs stay in flight)")
 
@@ -764,7 +774,7 @@ def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
     Mp, Np, Kp = padded(p, k)
     T, S, NI, F, bk = k.threads(True), k.stages, k.BN // 8, k.fold, k.BK
     EA, EB = k.BM * bk, k.BN * bk
-    ops = {n: Operand(n, rows, tot, Kp, True, 4, True, bk) for n, rows, tot in
+    ops = {n: Operand(n, rows, tot, Kp, True, 4, True, bk, k.swz) for n, rows, tot in
            (("Ah", k.BM, Mp), ("Al", k.BM, Mp), ("Bh", k.BN, Np), ("Bl", k.BN, Np))}
     bases = {"Ah": "P", "Al": f"(P + {Mp * Kp}LL)", "Bh": f"(P + {2 * Mp * Kp}LL)", "Bl": f"(P + {2 * Mp * Kp + Np * Kp}LL)"}
     # the planes are whole tiles: where a thread's pieces are whole passes apart, one pointer an operand
@@ -778,13 +788,16 @@ def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
                          o.loader(T, f"s{n} + ({slot}) * {o.elems}", bases[n], r0[n]) for n, o in ops.items())
     fast_head = "".join(o.fast_setup(T, bases[n], r0[n], f"{n}_") for n, o in ops.items()) if fast else ""
     args = kernel_args(g, p).split(", ", 1)
-    wg = lambda n, kk: f"wg_desc_sbo(s{n}_s + {kk * 64}, {bk * 32})"  # noqa: E731  (a k-step: two 4-wide core matrices)
+    if k.swz:  # a k-step is 32 bytes along the swizzled row: the hardware applies the XOR to the address
+        wg = lambda n, kk: f"wg_desc_sw128(s{n}_s + {kk * 8})"  # noqa: E731
+    else:  # a k-step: two 4-wide core matrices
+        wg = lambda n, kk: f"wg_desc_sbo(s{n}_s + {kk * 64}, {bk * 32})"  # noqa: E731
     steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {wg(a, kk)}, {wg(b, kk)});"
                       for kk in range(bk // 8) for a, b in (("Al", "Bh"), ("Ah", "Bl"), ("Ah", "Bh")))
     mt, nt = Mp // k.BM, Np // k.BN
     return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{_split_source(g, p, k)}
 extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const float* __restrict__ P, {args[1]}) {{
-    extern __shared__ __align__(128) unsigned char smem[];
+    extern __shared__ __align__(1024) unsigned char smem[];
     float* sAh = reinterpret_cast<float*>(smem);
     float* sAl = sAh + {S * EA};
     float* sBh = sAl + {S * EA};
