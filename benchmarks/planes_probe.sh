@@ -15,7 +15,7 @@ grep '^{"name"\|^\[' "$OUT/planes_probe.txt" | cut -c1-300
 wg='"layout":"nhwc","split":1,"wgmma":true,"BM":128,"stages":4'
 for t in level2/1_Conv2D_ReLU_BiasAdd; do
   timeout 100 python3 benchmarks/kernel_probe.py .kb/$t.py --reps 10 --no-compile --vary '{}' \
-    --vary "{$wg,\"BN\":128}" 2>&1 | grep -v Warning >> "$OUT/conv_probe.txt"
+    --vary "{$wg,\"BN\":128}" --vary "{$wg,\"BN\":128,\"swz\":true}" 2>&1 | grep -v Warning >> "$OUT/conv_probe.txt"
 done
 grep '^{"name"\|^\[' "$OUT/conv_probe.txt" | cut -c1-300
 timeout 90 python3 -m pytest -m gpu -q -rA tests/test_gpu_conv.py -k "planes or awkward" > "$OUT/gpu_tests.txt" 2>&1

@@ -352,6 +352,8 @@ class ExpertAgent:
                 out = [{**base, "BM": bm, "BN": bn} for bm, bn in kn["gemm_tf32_tiles"]]
             elif st == "memory_optimization":  # the ring's depth, and the other layout (staging vs in place)
                 out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"] if s >= 3 or not base.get("wgmma")]
+                if base.get("wgmma"):  # first: the tiles in wgmma's 128-byte swizzle (not yet measured)
+                    out.insert(0, {**base, "swz": not base.get("swz", False)})
                 out += [{**base, "ldm": True}] + [{**base, "layout": lay} for lay in conv.LAYOUTS if lay != base.get("layout", "nchw")]
         elif fam == "recurrent":
             if st == "parallel_mapping":  # threads a block; with clusters, also half the cluster and no cluster
@@ -600,7 +602,7 @@ class ExpertAgent:
                 f"a thread per output pixel and {k.ocb} output channels, the weight in shared memory" if k.ocb > 1 else
                 "a thread per output (narrow groups)") + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop"))
         elif fam == "conv":
-            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages", "ldm", "wgmma", "order") if f in params})
+            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages", "ldm", "wgmma", "order", "swz") if f in params})
             layout = params.get("layout", "nchw")
             src = conv.render(g, plan, k, int(params.get("split", 1)), layout)
             smem = conv.shared_bytes(plan, k, layout)
@@ -612,7 +614,7 @@ class ExpertAgent:
                     f"({'3xTF32' if params.get('split') == 3 else 'TF32'} {'wgmma' if k.wgmma else 'mma.sync'}), "
                     f"tile {k.BM} pixels x {k.BN} channels, "
                     f"{'wgmma, ' + str(k.BM // 64) + ' warpgroup(s)' if k.wgmma else f'warps {k.WM}x{k.WN}'}, {k.stages}-stage cp.async ring"
-                    f"{', ldmatrix' if k.ldm else ''}")
+                    f"{', ldmatrix' if k.ldm else ''}{', 128-byte swizzle' if k.wgmma and k.swz else ''}")
             if layout == "nhwc":
                 pre = [(host.Launch(name, grid, block, reads, 0), writes)
                        for name, grid, block, reads, writes in conv.staging(plan)]

@@ -156,8 +156,9 @@ def operands(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> tuple[Operand, 
         return (Operand("A", k.BM, S, p.Cg, False, 4 if S % 4 == 0 else 1),
                 Operand("B", k.BN, p.OCg, p.Cg, True, 4 if p.Cg % 4 == 0 else 1))
     if layout == "nhwc":  # both k-contiguous: A rows are pixels' channel runs, B the staged weight
-        a = Operand("A", k.BM, p.Mg, p.Kg, True, 4 if p.Cg % 4 == 0 else 1, k.wgmma)
-        return a, Operand("B", k.BN, p.OCg, p.Kg, True, 4 if p.Kg % 4 == 0 else 1, k.wgmma)
+        sw = k.wgmma and k.swz  # wgmma's 128-byte swizzle (the K tile is 32: a tile row is 128 bytes)
+        a = Operand("A", k.BM, p.Mg, p.Kg, True, 4 if p.Cg % 4 == 0 else 1, k.wgmma, BK, sw)
+        return a, Operand("B", k.BN, p.OCg, p.Kg, True, 4 if p.Kg % 4 == 0 else 1, k.wgmma, BK, sw)
     a = Operand("A", k.BM, p.M, p.K, False, 1)  # gathered: k rows of BM pixels, pixels contiguous
     b = Operand("B", k.BN, p.OCg, p.K, True, 1 if p.transposed or p.K % 4 else 4)
     return a, b

@@ -556,6 +556,10 @@ def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Opera
         raise Unsupported("wgmma tile shape (and a ring of 3 stages or more: one step's MMAs stay in flight)")
     T, S, NI = k.threads(True), k.stages, k.BN // 8
 
+    if A.swz != B.swz:
+        raise Unsupported("both tiles swizzled or neither")
+    # a k-step: 32 bytes along a swizzled row (the hardware XORs the address), else two core matrices
+    desc = (lambda t: f"wg_desc_sw128({t} + kk)") if A.swz else (lambda t: f"wg_desc({t} + kk * 8)")  # noqa: E731
     fa, fb = a_loader is None and A.fast(T), b_loader is None and B.fast(T)
 
     def load(slot: str) -> str:
@@ -571,7 +575,7 @@ def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Opera
     # async proxy by each copying thread (fence.proxy.async) before the barrier.
     return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}
 extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
-    extern __shared__ __align__(128) unsigned char smem[];
+    extern __shared__ __align__({1024 if A.swz else 128}) unsigned char smem[];
     float* As = reinterpret_cast<float*>(smem);
     float* Bs = As + {S} * {A.elems};
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -594,7 +598,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
             wgmma_fence();
             #pragma unroll
             for (int kk = 0; kk < {BK}; kk += 8)
-                wgmma_tf32_n{k.BN}(&acc[0][0][0], wg_desc(As_s + kk * 8), wg_desc(Bs_s + kk * 8));
+                wgmma_tf32_n{k.BN}(&acc[0][0][0], {desc("As_s")}, {desc("Bs_s")});
             wgmma_commit();
             wgmma_wait1();
         }}
