@@ -145,10 +145,12 @@ inline void wgmma_wait1() {}
 inline void fence_proxy_async() {}
 inline float emu_wg_el(unsigned long long d, int r, int k) {
     const unsigned long long base = (d & 0x3FFF) << 4, lbo = ((d >> 16) & 0x3FFF) << 4, sbo = ((d >> 32) & 0x3FFF) << 4;
-    unsigned long long at = base + (r / 8) * sbo + (k / 4) * lbo + (r % 8) * 16 + (k % 4) * 4;
+    unsigned long long at;
     if ((d >> 62) == 1) {  // the 128-byte swizzle: rows of 128 bytes, address bits 4-6 XORed with bits 7-9
         at = base + (r / 8) * sbo + (r % 8) * 128 + (k / 4) * 16 + (k % 4) * 4;
         at ^= ((at >> 7) & 7) << 4;
+    } else {
+        at = base + (r / 8) * sbo + (k / 4) * lbo + (r % 8) * 16 + (k % 4) * 4;
     }
     float v; std::memcpy(&v, emu_dyn_smem + at, 4);
     return emu_tf32_operand(__float_as_uint(v));

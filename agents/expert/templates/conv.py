@@ -387,9 +387,7 @@ def _in_strides(p: ConvPlan) -> list[int]:
 def _gather_fast(p: ConvPlan, T: int, A: Operand) -> bool:
     """The wgmma gather's lean form: a forward conv's canonical 16-byte pieces, whole passes of the block
     apart (so a thread's rows and k piece are fixed), an image within 32-bit offsets."""
-    per = BK // 4
-    return (A.canon and A.vec == 4 and T % (8 * per) == 0 and not p.transposed and not p.phased
-            and math.prod(p.in_sp) * p.C < 2 ** 31)
+    return A.fast(T) and not p.transposed and not p.phased and math.prod(p.in_sp) * p.C < 2 ** 31
 
 
 def _gather_fast_setup(p: ConvPlan, k: GemmKnobs, T: int, A: Operand) -> str:

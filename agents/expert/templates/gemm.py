@@ -51,7 +51,7 @@ class GemmKnobs:
     ostage: bool = False  # 3xTF32 mma.sync: the output tile through shared memory, stored 16 bytes a thread
     planes: bool = False  # 3xTF32 wgmma (with wgmma): both operands split once into TF32 high/low planes in memory
     fold: int = 4  # planes: k-tiles summed in their own accumulator before it is added to the total
-    swz: bool = False  # planes: tiles in wgmma's 128-byte swizzle (K 32: a row of a tile is 128 bytes), so the
+    swz: bool = False  # wgmma (planes GEMM, conv): tiles in the 128-byte swizzle (K 32: a row of a tile is 128 bytes), so the
     # tensor cores' reads of 8-row groups 1 KB apart spread over the banks
     order: str = "tile"  # 3xTF32 mma.sync: "term" issues each of the three products over the whole warp tile
     # in turn (consecutive MMAs write different accumulators; each accumulator's sum is the same)

@@ -94,6 +94,14 @@ class Operand:
             return f"(({r}) >> 3) * {self.bk * 8} + (({k}) >> 2) * 32 + (({r}) & 7) * 4 + (({k}) & 3)"
         return f"({r}) * {self.ld} + ({k})" if self.kcontig else f"({k}) * {self.ld} + ({r})"
 
+    def desc(self, tile: str, k: int | str) -> str:
+        """wgmma's descriptor of this canonical tile (at `tile`) from k (floats, a number or an expression)
+        on: in the swizzle k moves the start along the 128-byte row (the hardware XORs the address), else
+        by core matrices (4 k of 8 rows each: 32 floats)."""
+        if self.swz:
+            return f"wg_desc_sw128({tile} + {k})"
+        return f"wg_desc_sbo({tile} + {k * 8 if isinstance(k, int) else f'{k} * 8'}, {self.bk * 32})"
+
     def fast(self, threads: int) -> bool:
         """Whether `fast_setup`/`fast_loader` apply: 16-byte pieces of a canonical k-contiguous tile, each
         thread's pieces whole passes of the block apart (the same k piece, rows `threads / per` apart)."""
@@ -558,8 +566,6 @@ def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Opera
 
     if A.swz != B.swz:
         raise Unsupported("both tiles swizzled or neither")
-    # a k-step: 32 bytes along a swizzled row (the hardware XORs the address), else two core matrices
-    desc = (lambda t: f"wg_desc_sw128({t} + kk)") if A.swz else (lambda t: f"wg_desc({t} + kk * 8)")  # noqa: E731
     fa, fb = a_loader is None and A.fast(T), b_loader is None and B.fast(T)
 
     def load(slot: str) -> str:
@@ -598,7 +604,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
             wgmma_fence();
             #pragma unroll
             for (int kk = 0; kk < {BK}; kk += 8)
-                wgmma_tf32_n{k.BN}(&acc[0][0][0], {desc("As_s")}, {desc("Bs_s")});
+                wgmma_tf32_n{k.BN}(&acc[0][0][0], {A.desc("As_s", "kk")}, {B.desc("Bs_s", "kk")});
             wgmma_commit();
             wgmma_wait1();
         }}
@@ -792,11 +798,7 @@ def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
                          o.loader(T, f"s{n} + ({slot}) * {o.elems}", bases[n], r0[n]) for n, o in ops.items())
     fast_head = "".join(o.fast_setup(T, bases[n], r0[n], f"{n}_") for n, o in ops.items()) if fast else ""
     args = kernel_args(g, p).split(", ", 1)
-    if k.swz:  # a k-step is 32 bytes along the swizzled row: the hardware applies the XOR to the address
-        wg = lambda n, kk: f"wg_desc_sw128(s{n}_s + {kk * 8})"  # noqa: E731
-    else:  # a k-step: two 4-wide core matrices
-        wg = lambda n, kk: f"wg_desc_sbo(s{n}_s + {kk * 64}, {bk * 32})"  # noqa: E731
-    steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {wg(a, kk)}, {wg(b, kk)});"
+    steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {ops[a].desc(f's{a}_s', kk * 8)}, {ops[b].desc(f's{b}_s', kk * 8)});"
                       for kk in range(bk // 8) for a, b in (("Al", "Bh"), ("Ah", "Bl"), ("Ah", "Bh")))
     mt, nt = Mp // k.BM, Np // k.BN
     return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{_split_source(g, p, k)}
