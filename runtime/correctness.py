@@ -19,7 +19,9 @@ truth varies rejected.
 """
 from __future__ import annotations
 
+import copy
 import math
+import types
 from dataclasses import dataclass
 
 import torch
@@ -30,6 +32,27 @@ FLOOR_NORM_EPS = 2.0  # the floors, in units of the output dtype's epsilon
 FLOOR_MAX_EPS = 4.0
 KERNELBENCH_TOL = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 1e-2, torch.float64: 1e-4}
 CHUNK = 1 << 22  # elements per comparison chunk at most: 32 MiB a float64 temporary
+
+
+def copy_model(model: torch.nn.Module) -> torch.nn.Module:
+    """A deep copy whose functions stored on its modules close over the copy's own objects: deepcopy
+    shares functions, so minGPT's `self.mlpf = lambda x: m.c_proj(...)` (KernelBench level 3, 44) in the
+    copy called the original's layers, and converting the copy to float64 broke it."""
+    memo: dict = {}
+    new = copy.deepcopy(model, memo)
+    for m in new.modules():
+        for k, v in list(vars(m).items()):
+            if isinstance(v, types.FunctionType) and v.__closure__:
+                cells = []
+                for c in v.__closure__:
+                    try:
+                        cells.append(types.CellType(memo.get(id(c.cell_contents), c.cell_contents)))
+                    except ValueError:  # an empty cell
+                        cells.append(types.CellType())
+                f = types.FunctionType(v.__code__, v.__globals__, v.__name__, v.__defaults__, tuple(cells))
+                f.__kwdefaults__ = v.__kwdefaults__
+                setattr(m, k, f)
+    return new
 
 
 def in_float64(model: torch.nn.Module, device=None) -> torch.nn.Module:

@@ -25,7 +25,7 @@ import torch
 
 from runtime import guard
 from runtime.compile import load_module
-from runtime.correctness import (EPS, as_list, in_float64, check_structure, degenerate_input, error_stats, exact_equal,
+from runtime.correctness import (EPS, as_list, copy_model, in_float64, check_structure, degenerate_input, error_stats, exact_equal,
                                  float64_rule, kernelbench_allclose, relative_diff)
 from runtime.host_policy import BANNED_CALLS, IMPORTS, PolicyError, Snapshot, check_host_code
 from runtime.kernel_api import KernelAPI
@@ -228,7 +228,7 @@ class Worker:
         if self.ref64 is None or next(iter(self.ref64.parameters()), torch.empty(0, device=device)).device.type != device:
             self.ref64 = None
             torch.cuda.empty_cache()
-            self.ref64 = in_float64(copy.deepcopy(self.ref), device)
+            self.ref64 = in_float64(copy_model(self.ref), device)
         return self.ref64
 
     def _truth(self, inputs: list) -> tuple[list | None, str]:

@@ -8,7 +8,6 @@ machine with no GPU (float32 tensors; inline PTX only where it stands behind a f
 GPU's verifier stays the judge; this catches a wrong window or a lost carry early."""
 from __future__ import annotations
 
-import copy
 import re
 import shutil
 import subprocess
@@ -18,7 +17,7 @@ import numpy as np
 import torch
 
 from agents.expert.codegen import PRELUDE
-from runtime.correctness import in_float64
+from runtime.correctness import copy_model, in_float64
 from tasks import tensor_attribute
 
 CPU_PRELUDE = r"""#include <barrier>
@@ -333,7 +332,7 @@ def run_module(task_path, g, pk, workdir: Path, input_seed: int = 7, prepare=Non
         want = model(*xs)
         state = dict(model.state_dict())
         state.update({n.target: tensor_attribute(model, n.target) for n in g.params if n.target not in state})
-        truth = in_float64(copy.deepcopy(model))(*[x.double() if x.is_floating_point() else x for x in xs])
+        truth = in_float64(copy_model(model))(*[x.double() if x.is_floating_point() else x for x in xs])
     tensors = {f"x{n.index}": xs[n.index] for n in g.inputs} | {f"self.p{n.index}": state[n.target] for n in g.params}
     got = run_host(pk.cuda_source, pk.host_code, tensors, workdir).double()
     scale = truth.abs().max()

@@ -118,3 +118,29 @@ def test_the_float64_truth_casts_tensor_attributes_too():
     m64 = in_float64(M())
     assert m64.h0.dtype == torch.float64 and m64.lin.weight.dtype == torch.float64
     assert m64(torch.randn(2, 4, dtype=torch.float64)).dtype == torch.float64
+
+
+def test_the_float64_truth_copies_functions_that_close_over_the_model():
+    """minGPT's block (KernelBench level 3, 44) keeps `self.mlpf = lambda x: m.c_proj(m.c_fc(x))` over its
+    own ModuleDict: a plain deepcopy shares the lambda, so the float64 copy called the float32 layers."""
+    import torch
+
+    from runtime.correctness import copy_model, in_float64
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.mlp = torch.nn.ModuleDict({"fc": torch.nn.Linear(4, 8), "proj": torch.nn.Linear(8, 4)})
+            m = self.mlp
+            self.mlpf = lambda x: m.proj(torch.relu(m.fc(x)))
+
+        def forward(self, x):
+            return x + self.mlpf(x)
+
+    torch.manual_seed(0)
+    model = Block()
+    x = torch.randn(3, 4)
+    truth = in_float64(copy_model(model))(x.double())
+    assert truth.dtype == torch.float64
+    assert model.mlp.fc.weight.dtype == torch.float32  # the original is untouched
+    assert torch.allclose(truth.float(), model(x), atol=1e-5)

@@ -3,6 +3,7 @@ family, and at each stage proposes variants of that stage's own knobs only."""
 from __future__ import annotations
 
 import math
+import sys
 
 from agents import principles
 from agents.protocol import Proposal, ProposedKernel, StageRequest
@@ -127,6 +128,8 @@ class ExpertAgent:
 
     def __init__(self):
         self._graphs: dict[str, OpGraph | Unsupported] = {}
+        self._failed: dict = {}  # graph structure -> (depth, why): programs' rests found unplannable
+        self._plans: dict[str, tuple | Unsupported] = {}  # task file -> (family, plan)
 
     def graph(self, path: str) -> OpGraph:
         if path not in self._graphs:
@@ -141,8 +144,17 @@ class ExpertAgent:
 
     def _plan(self, path: str):
         g = self.graph(path)
-        fam, plan = self.plan_graph(g)
-        return g, fam, plan
+        if path not in self._plans:  # planned once a task: a whole network's plan takes seconds, and every stage asks
+            # a program's planner recurses once a kernel (three frames each): a whole network's hundreds
+            sys.setrecursionlimit(max(sys.getrecursionlimit(), 8 * program.MAX_STAGES))
+            try:
+                self._plans[path] = self.plan_graph(g)
+            except Unsupported as exc:
+                self._plans[path] = exc
+        got = self._plans[path]
+        if isinstance(got, Unsupported):
+            raise got
+        return (g, *got)
 
     def plan_graph(self, g: OpGraph, single: bool = False, depth: int = 0):
         """(family, plan) of an op graph; one that one kernel cannot finish becomes a program of several
@@ -175,7 +187,7 @@ class ExpertAgent:
                     return "direct_conv", p
             if single or not program.candidates(g):
                 raise
-            return "program", program.plan_program(g, self.plan_graph, depth)
+            return "program", program.plan_program(g, self.plan_graph, depth, self._failed)
 
     def precheck(self, path: str) -> str | None:
         """Why the expert cannot cover this task (None when it can): asked before baselines are timed."""

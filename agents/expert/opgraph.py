@@ -47,6 +47,21 @@ class OpGraph:
     # the kernel is specialised to the value, as it is to the shapes (the host code checks both)
     scalars: list = field(default_factory=list)
 
+    def structure(self) -> tuple:
+        """The graph up to node names (which come from a process-wide counter): two graphs with equal
+        structures plan alike. A program's planner remembers the rests it failed on by it."""
+        pos = {id(n): i for i, n in enumerate(self.nodes)}
+
+        def enc(a):
+            if isinstance(a, (list, tuple)):
+                return (type(a).__name__, tuple(enc(x) for x in a))
+            if isinstance(a, Node):
+                return ("node", pos.get(id(a), a.name))
+            return repr(a)
+        return (tuple((n.kind, n.op, tuple(n.shape), n.dtype, n.index, n.target, tuple(n.dims), n.keepdim, n.reverse,
+                       repr(sorted(n.attrs.items())), enc(n.args)) for n in self.nodes),
+                enc(self.inputs), enc(self.params), enc(self.output), repr(self.scalars))
+
     def consumers(self, n: Node) -> list[Node]:
         return [m for m in self.nodes if any(a is n for a in _flat(m.args))]
 

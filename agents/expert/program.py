@@ -15,7 +15,69 @@ PRODUCERS = ("conv", "gemm")
 HEAVY = ("conv", "gemm", "pool", "reduce", "scan", "rnn")
 LEAVES = ("input", "param")
 SINGLE = ("conv", "gemm", "pool", "rows", "pointwise", "scan", "direct_conv", "recurrent", "conv_sum", "gemm_sum")  # no workspace
-MAX_STAGES = 64  # a transformer block is a dozen regions, a VGG-16 two dozen
+MAX_STAGES = 1024  # a transformer block is a dozen regions, a VGG-16 two dozen, a ResNet-101 trained-mode
+# (batch statistics) several hundred
+
+
+class Bits:
+    """One graph's ancestor sets as bit masks over its node list (which is in topological order), built in
+    one pass: a program's planner asks for hundreds of cuts a level, each an ancestor set and the
+    readers across it, and set-of-ids walks made a ResNet-101 take minutes."""
+
+    def __init__(self, g: OpGraph):
+        self.nodes = g.nodes
+        self.pos = {id(n): i for i, n in enumerate(g.nodes)}
+        self.anc, self.args, self.outside = [], [], {}
+        self.leaves = self.impure = self.heavy = self.producers = 0
+        for i, n in enumerate(g.nodes):
+            a = anc = 0
+            for x in _flat(n.args):
+                j = self.pos.get(id(x)) if isinstance(x, Node) else None
+                if j is None:  # a constant, or a leaf outside the list (see `of`)
+                    if isinstance(x, Node):
+                        self.outside.setdefault(i, []).append(id(x))
+                    continue
+                if j >= i:
+                    raise ValueError("op graph not in topological order")
+                a |= 1 << j
+                anc |= self.anc[j]
+            self.args.append(a)
+            self.anc.append(anc | (1 << i))
+            bit = 1 << i
+            if n.kind in LEAVES:
+                self.leaves |= bit
+            elif n.kind != "pw":
+                self.impure |= bit
+            if n.kind in HEAVY:
+                self.heavy |= bit
+            if n.kind in PRODUCERS:
+                self.producers |= bit
+
+    def of(self, n: Node) -> int:
+        """`n`'s ancestors; none for a leaf outside the node list (a cut's rest lists a parameter that both
+        parts read among its params, not its nodes)."""
+        i = self.pos.get(id(n))
+        if i is None:
+            assert n.kind in LEAVES, n
+            return 0
+        return self.anc[i]
+
+    def members(self, mask: int) -> set[int]:
+        """The ids of the nodes in `mask`, and of the leaves outside the list they read."""
+        ids = set()
+        for i, n in enumerate(self.nodes):
+            if mask >> i & 1:
+                ids.add(id(n))
+                ids.update(self.outside.get(i, ()))
+        return ids
+
+
+def bits(g: OpGraph) -> Bits:
+    """`g`'s masks, built once a graph (a graph is not changed after it is made)."""
+    b = g.__dict__.get("_bits")
+    if b is None or b.nodes is not g.nodes or len(b.pos) != len(g.nodes):
+        b = g.__dict__["_bits"] = Bits(g)
+    return b
 
 
 @dataclass
@@ -41,16 +103,19 @@ class Program:
 
     def stages(self) -> list[tuple[OpGraph, str, object, Node]]:
         """(graph, family, plan, the node it writes) per kernel, in launch order."""
-        head = [(self.first, self.fam1, self.plan1, self.mid_input)]
-        if self.fam2 == "program":
-            return head + self.plan2.stages()
-        return head + [(self.second, self.fam2, self.plan2, self.second.output)]
+        out, p = [], self
+        while True:  # a loop, not recursion: a whole network is hundreds of links
+            out.append((p.first, p.fam1, p.plan1, p.mid_input))
+            if p.fam2 != "program":
+                return out + [(p.second, p.fam2, p.plan2, p.second.output)]
+            p = p.plan2
 
 
 def candidates(g: OpGraph) -> list[Node]:
     """Tensors to cut at, earliest first: what each heavy op after the first one reads (through any
     reshape, which goes with the reader), where it is computed."""
     heavy = [n for n in g.nodes if n.kind in HEAVY]
+    B = bits(g)
     out, seen = [], set()
 
     def add(mid):
@@ -79,9 +144,8 @@ def candidates(g: OpGraph) -> list[Node]:
         add(heavy[-1])
         # and what a slice, concatenation or permutation after a heavy op reads (a softmax's result, which
         # is more than its last reduction): the element-moving tail then reads it as an input
-        hv = {id(h) for h in heavy}
         for n in g.nodes:
-            if n.kind == "pw" and n.op in REMAPS and isinstance(n.args[0], Node) and hv & ancestors(n.args[0]):
+            if n.kind == "pw" and n.op in REMAPS and isinstance(n.args[0], Node) and B.heavy & B.of(n.args[0]):
                 add(n.args[0])
         # and each heavy op with its own epilogue (the pointwise ops only it feeds, e.g. a downsample
         # conv's batch norm before a residual add joins it with another branch)
@@ -90,11 +154,11 @@ def candidates(g: OpGraph) -> list[Node]:
             for a in {id(a): a for a in _flat(n.args) if isinstance(a, Node)}.values():
                 readers.setdefault(id(a), []).append(n)
         for h in heavy:
-            add(_epilogue_end(g, h, hv, readers))
+            add(_epilogue_end(g, h, B, readers))
     return out
 
 
-def _epilogue_end(g: OpGraph, h: Node, heavy: set[int], readers: dict[int, list[Node]]) -> Node:
+def _epilogue_end(g: OpGraph, h: Node, B: Bits, readers: dict[int, list[Node]]) -> Node:
     """The last node of the pointwise chain after `h` that reads no other computed tensor: each link the
     only reader of the one before it (`readers`: each node's, by id), of the same shape (no broadcast
     growing it), its other operands leaves or their pointwise functions."""
@@ -102,7 +166,7 @@ def _epilogue_end(g: OpGraph, h: Node, heavy: set[int], readers: dict[int, list[
     while len(rd := readers.get(id(end), [])) == 1 and rd[0].kind == "pw" and rd[0].op not in REMAPS \
             and rd[0] is not g.output and tuple(rd[0].shape) == tuple(end.shape):
         others = [a for a in _flat(rd[0].args) if isinstance(a, Node) and a is not end]
-        if any(heavy & ancestors(a) for a in others):
+        if any(B.heavy & B.of(a) for a in others):
             break
         end = rd[0]
     return end
@@ -112,17 +176,22 @@ def cut_at(g: OpGraph, mid: Node, depth: int = 0) -> tuple[OpGraph, OpGraph] | N
     """(the graph up to `mid`, the rest with `mid` as an input), or None where the rest reads the
     first part somewhere else than at `mid` (other than pointwise values of leaves alone, such as a zero
     initial state two LSTM layers read: those both parts compute)."""
-    front = ancestors(mid)
-    back = [n for n in g.nodes if id(n) not in front]
-    reads = {id(a): a for n in back if n.kind not in LEAVES for a in _flat(n.args)
-             if isinstance(a, Node) and id(a) in front and a is not mid and a.kind not in LEAVES}
-    dup: set[int] = set()
-    for a in reads.values():
-        anc = ancestors(a)
-        if id(mid) in anc or any(x.kind not in LEAVES + ("pw",) for x in g.nodes if id(x) in anc):
+    B = bits(g)
+    i = B.pos[id(mid)]
+    fmask = B.anc[i]
+    back_reads = 0
+    for j, n in enumerate(g.nodes):
+        if not fmask >> j & 1 and n.kind not in LEAVES:
+            back_reads |= B.args[j]
+    reads = back_reads & fmask & ~B.leaves & ~(1 << i)
+    dmask = 0
+    while reads:
+        k = (reads & -reads).bit_length() - 1
+        reads &= reads - 1
+        if B.anc[k] >> i & 1 or B.anc[k] & B.impure:
             return None
-        dup |= anc
-    back = [n for n in g.nodes if id(n) not in front or id(n) in dup]
+        dmask |= B.anc[k]
+    front, dup = B.members(fmask), B.members(dmask)
     first = OpGraph(nodes=[n for n in g.nodes if id(n) in front], inputs=[n for n in g.inputs if id(n) in front],
                     params=[n for n in g.params if id(n) in front], output=mid, aten_ops=g.aten_ops, scalars=g.scalars)
     # a fixed name: node names come from a process-wide counter, the generated code must not
@@ -159,12 +228,27 @@ def cut(g: OpGraph) -> tuple[OpGraph, OpGraph, Node] | None:
     return None
 
 
-def plan_program(g: OpGraph, plan_graph, depth: int = 0) -> Program:
+def plan_program(g: OpGraph, plan_graph, depth: int = 0, failed: dict | None = None) -> Program:
     """`plan_graph(g) -> (family, plan)` is the agent's own planner (which comes back here for a
-    graph one kernel cannot do). The first part must be one kernel; the rest may be cut again."""
+    graph one kernel cannot do). The first part must be one kernel; the rest may be cut again.
+    `failed` (structure -> (depth, why)) holds the rests found unplannable at a depth: the search backs
+    off a failed rest and tries a later cut, and without it a network's repeated blocks made that
+    exponential (a trained-mode ResNet-18 did not finish in minutes)."""
+    failed = {} if failed is None else failed
     if depth >= MAX_STAGES - 1:
         raise Unsupported(f"more than {MAX_STAGES} kernels")
-    why, fallback = "no tensor to cut at", None
+    key = g.structure()
+    if key in failed and failed[key][0] <= depth:
+        raise Unsupported(failed[key][1])
+    try:
+        return _plan_program(g, plan_graph, depth)
+    except Unsupported as exc:
+        failed[key] = (depth, str(exc))
+        raise
+
+
+def _plan_program(g: OpGraph, plan_graph, depth: int) -> Program:
+    why = "no tensor to cut at"
     mids = candidates(g)
     for fam_sum, find in (("conv_sum", conv_sum.find), ("gemm_sum", gemm_sum.find)):
         if find(g) is None:  # a conv or matmul only summed (no output kept): first the cut that keeps them together
@@ -181,25 +265,44 @@ def plan_program(g: OpGraph, plan_graph, depth: int = 0) -> Program:
                         return Program(c[0], c[1], mid, fam1, plan1, fam2, plan2)
             except Unsupported:
                 continue
+    deferred = []  # cuts whose first kernel is pointwise alone: that front belongs fused into its reader
     for mid in mids:
+        if (bits(g).of(mid) & bits(g).producers).bit_count() >= 2:
+            continue  # no single kernel holds two convolutions or matmuls: the first part cannot be one
         c = cut_at(g, mid, depth)
         if c is None:
             continue
         first, second = c
         try:
             fam1, plan1 = plan_graph(first, single=True)
-            fam2, plan2 = plan_graph(second, depth=depth + 1)
         except Unsupported as exc:
             why = str(exc)
             continue
-        if fam1 not in SINGLE or fam2 not in SINGLE + ("program",):
-            why = f"a {fam1} kernel then a {fam2} kernel"
+        if fam1 not in SINGLE:
+            why = f"a {fam1} kernel first"
             continue
-        prog = Program(first, second, mid, fam1, plan1, fam2, plan2)
-        if fam1 == "pointwise":  # a front of pointwise ops alone belongs fused into its reader: a later cut, if any
-            fallback = fallback or prog
+        if fam1 == "pointwise":  # a later cut, if any; its rest is planned only if none comes
+            deferred.append((first, second, mid, fam1, plan1))
             continue
-        return prog
-    if fallback is not None:
-        return fallback
+        prog = _rest(first, second, mid, fam1, plan1, plan_graph, depth)
+        if isinstance(prog, Program):
+            return prog
+        why = prog
+    for d in deferred:
+        prog = _rest(*d, plan_graph, depth)
+        if isinstance(prog, Program):
+            return prog
+        why = prog
     raise Unsupported(f"no way to split it into kernels the expert has ({why})")
+
+
+def _rest(first, second, mid, fam1, plan1, plan_graph, depth) -> Program | str:
+    """The program of this cut, with its rest planned (why not, where it cannot be)."""
+    try:
+        fam2, plan2 = plan_graph(second, depth=depth + 1)
+    except Unsupported as exc:
+        return str(exc)
+    if fam2 not in SINGLE + ("program",):
+        return f"a {fam1} kernel then a {fam2} kernel"
+    return Program(first, second, mid, fam1, plan1, fam2, plan2)
+
