@@ -287,6 +287,13 @@ def test_bundled_models_partition_into_regions(name):
      "x = self.patch(x).flatten(2).transpose(1, 2)\n"
      "        x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1) + self.pos\n"
      "        return self.head(self.block(x)[:, 0])", "2, 3, 16, 16", True),
+    # a NetVLAD pooling (KernelBench level 3, 46-47): a matmul of the reshaped input (read in place), batch
+    # statistics over its rows, a softmax, soft-assignment sums, a batched matmul and two L2 normalizations
+    ("self.w = nn.Parameter(torch.randn(8, 6) * 0.3)\n        self.bn = nn.BatchNorm1d(6)\n"
+     "        self.c2 = nn.Parameter(torch.randn(1, 8, 4) * 0.3)",
+     "b, n, d = x.shape\n        a = torch.softmax(self.bn(x.reshape(-1, d) @ self.w), dim=1)[:, :4].reshape(b, n, 4)\n"
+     "        v = torch.bmm(a.transpose(1, 2), x).transpose(1, 2) - a.sum(1, keepdim=True) * self.c2\n"
+     "        return F.normalize(F.normalize(v).flatten(1))", "2, 6, 8", False),
 ])
 def test_small_models_match_a_float64_truth_on_the_cpu_emulator(tmp_egg, init, body, shape, tf32):
 

@@ -82,8 +82,11 @@ def plan_of(gm: Node) -> GemmPlan:
             gm.op != "linear" and (a.op == "transpose2d" or b.op == "transpose2d"):
         return _plan_transposed(gm, a, b)
     a_src = a
-    while gm.op == "linear" and a_src.kind == "pw" and a_src.op == "view":  # a reshape of a contiguous input:
-        a_src = a_src.args[0]  # the same (M, K) rows in memory, whatever its leading dims
+    # a reshape of a contiguous input that keeps its rows (K, the last dim): the same (M, K) rows in memory,
+    # whatever its leading dims (NetVLAD's x.view(-1, D) @ clusters)
+    while a_src.kind == "pw" and a_src.op == "view" and (
+            gm.op == "linear" or len(a.shape) == 2 and a_src.args[0].shape[-1:] == a.shape[-1:]):
+        a_src = a_src.args[0]
     if a_src.kind not in ("input", "param") or b.kind not in ("input", "param"):
         raise Unsupported("a matmul whose operands are computed (a prologue)")
     if a.dtype != b.dtype or a.dtype not in ("float32", "bfloat16", "float16"):
@@ -101,7 +104,7 @@ def plan_of(gm: Node) -> GemmPlan:
         (M, K), (K2, N) = a.shape, b.shape
         if K != K2:
             raise Unsupported(f"matmul of shapes {a.shape} x {b.shape}")
-        return GemmPlan(gm, 1, M, N, K, "kn", False, False, None, a.dtype)
+        return GemmPlan(gm, 1, M, N, K, "kn", False, False, None, a.dtype, a_src=a_src)
     if len(a.shape) == 3 and len(b.shape) == 3 and a.shape[0] == b.shape[0]:
         return GemmPlan(gm, a.shape[0], a.shape[1], b.shape[2], a.shape[2], "kn", True, True, None, a.dtype)
     if len(a.shape) >= 3 and len(b.shape) == 2:  # (B, ..., M, K) @ (K, N): one big M
