@@ -701,4 +701,9 @@ def test_a_trained_mode_resnet18_plans_as_a_program_of_over_a_hundred_kernels_in
     fams = [f for _, f, _, _ in plan.stages()]
     assert fam == "program" and fams.count("conv") == 20
     assert len(fams) > 64 and took < 60, (len(fams), took)
+    # the repeated blocks' kernels (same shapes) are compiled once and launched again
+    k = _emit_tuned(agent, g, fam, plan)
+    distinct = set(k.kernel_names)
+    assert k.host_code.count("egg.launch(") == len(k.kernel_names) > 1.5 * len(distinct)
+    assert all(k.cuda_source.count(f" {n}(") == 1 for n in distinct)
 

@@ -3,7 +3,9 @@ family, and at each stage proposes variants of that stage's own knobs only."""
 from __future__ import annotations
 
 import math
+import re
 import sys
+from collections import Counter
 
 from agents import principles
 from agents.protocol import Proposal, ProposedKernel, StageRequest
@@ -121,6 +123,15 @@ def gemm_path(plan, params: dict) -> str:
     if plan.dtype != "float32":
         return "mma"
     return "tf32x3" if params.get("family") == "gemm_tf32" else "simt"
+
+
+def _canonical(src: str, leaves: list) -> str:
+    """A kernel source with its tensors' names (egg_mid3, p_layer1_0_conv1_weight, ...) as their positions
+    among the stage's inputs: two stages whose kernels differ in nothing else are one kernel launched
+    twice (arguments are positional)."""
+    for k, n in enumerate(leaves):
+        src = re.sub(rf"\b{re.escape(n.name)}\b", f"egg_leaf{k}", src)
+    return src
 
 
 class ExpertAgent:
@@ -538,8 +549,19 @@ class ExpertAgent:
     def _program_parts(self, prog, params: dict, profile) -> tuple[list, list, list, list, list]:
         """(sources, steps, descriptions, kernel names, the stage of each kernel name)."""
         srcs, steps, descs, names, owner = [], [], [], [], []
+        compiled: dict[str, list[str]] = {}  # a stage's source as its family wrote it -> its launches' kernel names
         for i, (sg, fam, plan, writes) in enumerate(prog.stages()):
             src, launches, desc = self.kernel(sg, fam, plan, self._region_params(prog, i, params, profile), profile)
+            key = _canonical(src, sg.inputs + sg.params)
+            if key in compiled:  # the same kernels at the same shapes as an earlier stage (a network's repeated
+                # blocks): launched again on other tensors, compiled once (a ResNet-101 is 621 launches)
+                for (launch, node), name in zip(launches, compiled[key]):
+                    steps.append((replace(launch, kernel=name), node or writes))
+                    names.append(name)
+                    owner.append(i)
+                descs.append(desc)
+                continue
+            first = len(names)
             for launch, node in launches:
                 if launch.kernel in names:
                     new = f"{launch.kernel}_{i}"
@@ -551,6 +573,7 @@ class ExpertAgent:
             for pre in (PRELUDE, WGMMA_PRELUDE, TF32_PRELUDE, BOOL_PRELUDE, CLUSTER_PRELUDE):
                 if pre in src and any(pre in s for s in srcs):
                     src = src.replace(pre, "")
+            compiled[key] = names[first:]
             srcs.append(src)
             descs.append(desc)
         return srcs, steps, descs, names, owner
@@ -561,8 +584,9 @@ class ExpertAgent:
             return None
         *_, names, owner = self._program_parts(prog, req.best.params, req.profile)
         per = [0.0] * len(prog.stages())
+        launched = Counter(names)  # a kernel several stages launch is timed as one name: shared by launch
         for n, i in zip(names, owner):
-            per[i] += req.best_kernel_ms.get(n, 0.0)
+            per[i] += req.best_kernel_ms.get(n, 0.0) / launched[n]
         return per if sum(per) > 0 else None
 
     def _region_variants(self, req: StageRequest, prog, i: int) -> list[dict]:
