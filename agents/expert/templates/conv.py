@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from agents.expert.codegen import CTYPE, Emitter
 from agents.expert.opgraph import Node, OpGraph, Unsupported, check_elementwise_after
 from agents.expert.templates.gemm import GemmKnobs
-from agents.expert.templates.gemm_tf32 import BK, Operand, kernel_source, kernel_source_wgmma
+from agents.expert.templates.gemm_tf32 import BK, Operand, canonical_piece, kernel_source, kernel_source_wgmma
 
 MIN_GROUP_CHANNELS = 8  # narrower groups (depthwise) waste the tensor-core tile: a direct path's job
 
@@ -398,8 +398,9 @@ def _gather_fast_setup(p: ConvPlan, k: GemmKnobs, T: int, A: Operand) -> str:
     sp = _in_strides(p)
     J = k.BM // (T // per)
     org = " + ".join(f"(long long)info[{1 + d}] * {sp[d]}" for d in range(p.nd))
+    row, piece = canonical_piece("tid", per)
     return f"""
-    const int gr_ = (tid & 7) + 8 * (tid / {8 * per}), gk_ = ((tid >> 3) % {per}) * 4, gso_ = {A.at('gr_', 'gk_')};
+    const int gr_ = {row}, gk_ = {piece} * 4, gso_ = {A.at('gr_', 'gk_')};
     const float* gb_[{J}];
     int go_[{J}][{p.nd}];
     #pragma unroll
@@ -447,7 +448,7 @@ def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> st
     if A.canon and v == 4 and T % (8 * per) == 0:
         # a warp's 16-byte writes: 8 rows by 4 chunks, each 8 lanes on 8 rows (32 banks); 8 chunks of one row
         # would land on 4 banks in the canonical layout (8-way conflicts)
-        chunk, row0 = f"((tid >> 3) % {per})", f"(tid & 7) + 8 * (tid / {8 * per})"
+        row0, chunk = canonical_piece("tid", per)
     else:
         chunk, row0 = f"(tid % {per})", f"tid / {per}"
     return f"""            {{

@@ -61,6 +61,13 @@ template <int N> __device__ __forceinline__ void cp_async_wait() { asm volatile(
 """
 
 
+def canonical_piece(t: str, per: int) -> tuple[str, str]:
+    """Thread or chunk `t`'s 16-byte piece of a canonical k-contiguous tile of `per` pieces a row: (its row,
+    its piece along k). A warp writes 8 rows by 4 pieces, its 16-byte writes covering the 32 banks 4 times
+    (one row a core matrix row); `t / per` a row would put 8 writes on each of 16 banks."""
+    return f"({t} & 7) + 8 * ({t} / {8 * per})", f"(({t} >> 3) % {per})"
+
+
 @dataclass(frozen=True)
 class Operand:
     """One operand's tile in shared memory: `rows` of the block's M (A) or N (B) by BK, stored
@@ -114,7 +121,8 @@ class Operand:
         the tile can overhang the operand's rows, a flag a piece. A warp writes 8 rows by 4 pieces, 512
         bytes of core matrices in a row (no bank conflict)."""
         per, rs = self.bk // 4, threads // (self.bk // 4)
-        lines = [f"    const int {tag}r = (tid & 7) + (tid / {8 * per}) * 8, {tag}k = ((tid >> 3) % {per}) * 4, "
+        row, piece = canonical_piece("tid", per)
+        lines = [f"    const int {tag}r = {row}, {tag}k = {piece} * 4, "
                  f"{tag}o = {self.at(f'{tag}r', f'{tag}k')};",
                  f"    const float* {tag}g = {base} + ({r0} + {tag}r) * {self.K}LL + {tag}k;"]
         if self.total % self.rows:
@@ -140,9 +148,8 @@ class Operand:
         v, per = self.vec, (self.bk if self.kcontig else self.rows) // self.vec
         chunks = (self.rows if self.kcontig else self.bk) * per
         if self.kcontig and self.canon and v == 4 and per in (4, 8) and self.rows % 8 == 0:
-            # a warp copies 8 rows x 4 pieces: its 16-byte writes cover the 32 banks 4 times (one row a core
-            # matrix row; c / per a row would put 8 writes on each of 16 banks)
-            rc = (f"const int r = (c & 7) + (c / {8 * per}) * 8, kc = ((c >> 3) % {per}) * 4; const long long gr = {r0} + r, gk = k0 + kc;\n"
+            row, piece = canonical_piece("c", per)
+            rc = (f"const int r = {row}, kc = {piece} * 4; const long long gr = {r0} + r, gk = k0 + kc;\n"
                   f"                const int n = gr < {self.total} ? (int)max(0LL, min((long long){v}, {self.K} - gk)) : 0;\n"
                   f"                const float* src = {base} + gr * {self.K}LL + gk; float* dst = {smem} + {self.at('r', 'kc')};")
         elif self.kcontig:
