@@ -103,3 +103,22 @@ def test_no_compile_reaches_the_baseline_worker(tmp_path, monkeypatch):
     assert SandboxWorker("t.py", role="baseline", compile_baseline=False)._setup_payload()["compile"] is False
     assert SandboxWorker("t.py")._setup_payload()["compile"] is True
     assert main(["bench", str(suite), "--no-compile", "--ray"]) == 2
+
+
+def test_coverage_script_says_which_tasks_the_expert_plans(tmp_path, capsys):
+    """benchmarks/coverage.py: a covered task with its kernel count, a declined one with its reason."""
+    import json
+
+    from benchmarks import coverage
+    from tests.conftest import ROOT
+    bad = tmp_path / "randn_state.py"
+    bad.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                   "        return x + torch.randn(x.shape, device=x.device)\n"
+                   "def get_inputs():\n    return [torch.rand(4, 8)]\ndef get_init_inputs():\n    return []\n")
+    out = tmp_path / "cov.json"
+    assert coverage.main([str(ROOT / "tasks/suite/level1/01_relu.py"), str(bad), "--json", str(out)]) == 0
+    got = json.loads(out.read_text())
+    relu, rnd = got[str(ROOT / "tasks/suite/level1/01_relu.py")], got[str(bad)]
+    assert relu["ok"] and relu["kernels"] == 1 and relu["why"] is None
+    assert not rnd["ok"] and "randn" in rnd["why"]
+    assert "covered 1 of 2" in capsys.readouterr().out
