@@ -266,8 +266,9 @@ def _plan_program(g: OpGraph, plan_graph, depth: int) -> Program:
             except Unsupported:
                 continue
     deferred = []  # cuts whose first kernel is pointwise alone: that front belongs fused into its reader
+    B = bits(g)
     for mid in mids:
-        if (bits(g).of(mid) & bits(g).producers).bit_count() >= 2:
+        if (B.of(mid) & B.producers).bit_count() >= 2:
             continue  # no single kernel holds two convolutions or matmuls: the first part cannot be one
         c = cut_at(g, mid, depth)
         if c is None:
