@@ -163,6 +163,39 @@ def _emulate_simt(loaded, g, plan, a, b, tmp):
 
 
 @pytest.mark.parametrize("expr,sa,sb", [
+    # Swin's patch merging: every other row and column, four ways, concatenated on the channels
+    ("torch.cat([a[:, 0::2, 0::2, :], a[:, 1::2, 0::2, :], a[:, 0::2, 1::2, :], a[:, 1::2, 1::2, :]], -1) + b",
+     "2, 6, 8, 3", "1, 1, 1, 12"),
+    ("a[:, 1::3] * 2.0 + b", "4, 11", "4, 4"),  # a step that does not divide the length
+    # F.pad: Swin's shifted window (zeros before and after two middle dims), a value, a negative pad crops
+    ("torch.nn.functional.pad(a, [0, 0, 2, 1, 3, 0], 'constant', 0) + b", "2, 4, 5, 3", "2, 7, 8, 3"),
+    ("torch.nn.functional.pad(a, [1, -2], value=-1.5) * b", "3, 7", "3, 6"),
+    ("torch.nn.functional.pad(a, [2, 2, 0, 0, 1, 1]).sum(dim=1) + b", "2, 3, 5", "4, 9"),
+])
+def test_strided_slices_and_constant_pads_are_index_maps(tmp_egg, expr, sa, sb):
+    """Issue 19 (KernelBench level 3's Swin MLP): x[:, 0::2] and F.pad read through index maps."""
+    p = tmp_egg / "v.py"
+    p.write_text(TEMPLATE.format(expr=expr, sa=sa, sb=sb))
+    agent = ExpertAgent()
+    assert agent.precheck(str(p)) is None
+    g, fam, plan = agent._plan(str(p))
+    if fam == "pointwise":
+        return _pointwise_task_matches_eager(p, tmp_egg)
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    k = agent.emit(g, fam, plan, agent._default(fam, g, plan, None), load_profile("h200"))
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_reflected_pads_are_declined_with_the_mode(tmp_egg):
+    p = tmp_egg / "v.py"
+    p.write_text(TEMPLATE.format(expr="torch.nn.functional.pad(a, [1, 1], mode='reflect') + b", sa="3, 7", sb="3, 9"))
+    assert "reflect" in ExpertAgent().precheck(str(p))
+
+
+@pytest.mark.parametrize("expr,sa,sb", [
     ("torch.cat([a, b * 2.0], dim=1)", "4, 6, 5", "4, 3, 5"),  # along a middle dim
     ("torch.cat((a.narrow(1, 2, 3), torch.relu(b)), dim=-1)", "5, 9", "5, 4"),  # a slice, then a last-dim cat
     ("a[:, 1:4] + b.select(1, 2).unsqueeze(1)", "6, 7", "6, 3"),  # slice and select as views

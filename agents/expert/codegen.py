@@ -216,11 +216,25 @@ class Emitter:
                 e = self.value(x, f"((({idx}) / {A * B}LL) * {A * B}LL + (({idx}) % {B}LL) * {A}LL + (({idx}) / {B}LL) % {A}LL)")
             elif n.op == "full":  # zeros_like / ones_like: a constant, nothing read
                 e = lit(float(n.args[0]))
-            elif n.op == "narrow":  # a slice along dim d from `start`: same position, shifted along d
-                x, d, start = n.args
+            elif n.op == "narrow":  # a slice along dim d from `start` (every `step`-th): position j reads start + j * step
+                x, d, start = n.args[:3]
+                step = n.args[3] if len(n.args) > 3 else 1
                 R, Rx, inner = n.shape[d], x.shape[d], math.prod(n.shape[d + 1:])
-                e = self.value(x, f"((({idx}) / {R * inner}LL) * {Rx}LL + (({idx}) / {inner}LL) % {R}LL + {start}LL) "
+                j = f"(({idx}) / {inner}LL) % {R}LL" + (f" * {step}LL" if step != 1 else "")
+                e = self.value(x, f"((({idx}) / {R * inner}LL) * {Rx}LL + {j} + {start}LL) "
                                   f"* {inner}LL + ({idx}) % {inner}LL")
+            elif n.op == "pad":  # per dim, position p reads p - before inside x (clamped: every read in bounds), else the value
+                x, before, v = n.args
+                inside, terms = [], []
+                for k in range(len(n.shape)):
+                    p = f"((({idx}) / {math.prod(n.shape[k + 1:])}LL) % {n.shape[k]}LL - {before[k]}LL)"
+                    if before[k] or n.shape[k] != x.shape[k]:
+                        inside.append(f"{p} >= 0LL && {p} < {x.shape[k]}LL")
+                        p = f"min(max({p}, 0LL), {x.shape[k] - 1}LL)"
+                    if x.shape[k] > 1:
+                        terms.append(f"{p} * {math.prod(x.shape[k + 1:])}LL")
+                e = self.value(x, " + ".join(terms) if terms else "0LL")
+                e = f"(({' && '.join(inside) or 'true'}) ? {e} : {lit(float(v))})"
             elif n.op == "repeat":  # tiles: per dim, the position modulo the source's size
                 x = n.args[0]
                 xs = (1,) * (len(n.shape) - len(x.shape)) + tuple(x.shape)

@@ -249,7 +249,8 @@ def _export_graph(task) -> OpGraph:
     return OpGraph(nodes=nodes, inputs=user_inputs, params=params, output=out_node, aten_ops=aten_ops, scalars=scalars)
 
 
-REMAPS = {"narrow", "cat", "permute", "transpose2d", "gather_row", "unfold", "roll", "take_rows", "repeat"}  # index-mapped views: element i reads another index
+# index-mapped views: element i reads another index
+REMAPS = {"narrow", "pad", "cat", "permute", "transpose2d", "gather_row", "unfold", "roll", "take_rows", "repeat"}
 
 
 def check_elementwise_after(g: OpGraph, heavy: list, what: str) -> None:
@@ -666,9 +667,23 @@ def _narrow(o: _Op):
 def _slice(o: _Op):
     d = o.dim(1)
     start, step = int(o.arg(2, "start", 0) or 0), int(o.arg(4, "step", 1) or 1)
-    if step != 1:
-        raise Unsupported("aten::slice with a step")
-    return o.pw("narrow", [o.x, d, max(0, start + (o.x.shape[d] if start < 0 else 0))])
+    start = max(0, start + (o.x.shape[d] if start < 0 else 0))
+    return o.pw("narrow", [o.x, d, start] + ([step] if step != 1 else []))  # x[..., start::step, ...]
+
+
+@lowers("pad", "constant_pad_nd")
+def _pad(o: _Op):
+    """F.pad(x, pads, "constant", value): each dim's element p reads x at p - before (negative pads
+    crop), the value outside x. Pads come in (before, after) pairs from the last dim back."""
+    pads = list(o.args[1])
+    mode = o.arg(2, "mode", "constant") if o.name == "pad" else "constant"
+    if mode != "constant":
+        raise Unsupported(f"aten::pad in {mode!r} mode")
+    value = o.arg(3, "value", None) if o.name == "pad" else o.arg(2, "value", 0.0)
+    before = [0] * o.rank
+    for k in range(len(pads) // 2):
+        before[o.rank - 1 - k] = int(pads[2 * k])
+    return o.pw("pad", [o.x, before, float(value or 0.0)])
 
 
 @lowers("select")
@@ -723,9 +738,12 @@ def _full_like(o: _Op):
     return o.pw("full", [v])
 
 
-@lowers("cat", "concat")
+@lowers("cat", "concat", "stack")
 def _cat(o: _Op):
     xs = list(o.args[0])
+    if o.name == "stack":  # stack = cat of each input with a new axis of length 1 at dim
+        d = int(o.arg(1, "dim", 0) or 0) % (len(xs[0].shape) + 1)
+        xs = [o.b.add("pw", "view", [x], tuple(x.shape[:d]) + (1,) + tuple(x.shape[d:]), x.dtype) for x in xs]
     d = int(o.arg(1, "dim", 0) or 0) % len(xs[0].shape)  # o.dim reads the rank of args[0], a list here
     if len(xs) == 2 and (sc := _exclusive_scan(o.b, xs, d)) is not None:
         return sc
@@ -746,7 +764,7 @@ def _exclusive_scan(b, xs: list, d: int):
             and head.args[0] == (0.0 if sc.op == "cumsum" else 1.0)):
         return None
     nar = sc.args[0]
-    if not (isinstance(nar, Node) and nar.kind == "pw" and nar.op == "narrow" and nar.args[1] == d and nar.args[2] == 0
+    if not (isinstance(nar, Node) and nar.kind == "pw" and nar.op == "narrow" and len(nar.args) == 3 and nar.args[1] == d and nar.args[2] == 0
             and nar.args[0].shape[d] == nar.shape[d] + 1):
         return None
     x = nar.args[0]
