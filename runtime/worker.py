@@ -452,6 +452,8 @@ class Worker:
             return
         api.poison = False  # poisoning is for the correctness trials; timing measures the kernel alone
         self._time(new, ev, req, base + len(plan) + 1)
+        if api.graph_error and ev.verdict == Verdict.correct:  # timed, but not as the candidate said
+            ev.reason += f"; its CUDA graph was refused ({api.graph_error[:160]}): launched kernel by kernel"
         if ev.verdict == Verdict.correct and len(cand.kernel_names) > 1:
             ev.kernel_ms = self._kernel_times(new, api, base + len(plan) + 200)
 

@@ -142,3 +142,28 @@ def test_few_channel_conv_direct_design_verifies_beside_the_implicit_gemm(tmp_eg
     assert direct[0].verdict == Verdict.correct, (direct[0].verdict, direct[0].reason)
     assert st.result.status == "verified"
 
+
+
+def test_program_as_a_cuda_graph_verifies_beside_its_direct_launches():
+    """The bundled residual block, its launches replayed as one CUDA graph and launched one by one:
+    both verified (fresh inputs copied into the graph's buffers each call), the graph not refused."""
+    from agents.expert import ExpertAgent
+    from hardware_profiles import load_profile
+    from runtime.evaluator import GpuEvaluator
+    from state import KernelCandidate
+    path = str(SUITE / "level3" / "01_resnet_basic_block.py")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(path)
+    sg, f, pl, _ = plan.stages()[plan.tuned]
+    cands = []
+    for graph in (True, False):
+        pk = agent.emit(g, fam, plan, {**agent._default(f, sg, pl, None), "graph": graph}, load_profile("h200"))
+        cands.append(KernelCandidate(id=f"graph-{graph}", stage="algorithm_design", **pk.model_dump()))
+    ev = GpuEvaluator(arch=None, timeout_s=300, reps=20)
+    try:
+        on, off = ev.evaluate(path, cands, None)
+    finally:
+        ev.close()
+    assert on.verdict.value == "correct" and "refused" not in on.reason, on.reason
+    assert off.verdict.value == "correct", off.reason
+    print(f"graph {on.timing.median_ms:.4f} ms, direct {off.timing.median_ms:.4f} ms")

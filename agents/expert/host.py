@@ -65,13 +65,18 @@ def module_source(g: OpGraph, launch: Launch) -> str:
     return "\n".join(lines) + "\n"
 
 
-def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]]) -> str:
+def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]], graph: bool = False) -> str:
     """Host code for kernels launched in order, each writing the tensor of its node (the last one the
-    task's output); a later kernel reads an earlier one's tensor by that node's name."""
+    task's output); a later kernel reads an earlier one's tensor by that node's name. With `graph`,
+    forward checks its inputs and hands the launches (method `run_kernels`) to `egg.graphed`, which replays
+    them as one CUDA graph."""
     head = module_source(g, steps[0][0]).rsplit("        out = egg.empty", 1)[0]
     names = _host_names(g)
     dev = _device(g)
     lines = []
+    if graph:
+        xs = ", ".join(f"x{n.index}" for n in g.inputs)
+        lines += [f"        return egg.graphed(self, self.run_kernels, [{xs}])", "", f"    def run_kernels(self, {xs}):"]
     for i, (launch, node) in enumerate(steps):
         var = "out" if i == len(steps) - 1 else f"t{i}"
         lines.append(f"        {var} = egg.empty({tuple(node.shape)!r}, torch.{node.dtype}, {dev})")
