@@ -94,8 +94,8 @@ def main() -> None:
             (Path(a.dump) / f"{cand.id}.json").write_text(cand.model_dump_json())
         with torch.no_grad():
             got = model(*xs)
-            row = {"name": v, "desc": pk.description, "ms": _time(lambda m=model: m(*xs), a.reps), "err": _err(got, truth),
-                   "regs": [(r.name, r.registers) for r in (ev.compile.resources if ev.compile else [])]}
+            row = {"name": v, "ms": _time(lambda m=model: m(*xs), a.reps), "err": _err(got, truth),  # the numbers first
+                   "desc": pk.description, "regs": [(r.name, r.registers) for r in (ev.compile.resources if ev.compile else [])]}
         if a.ncu:
             p = profile_candidate(a.task, cand, prof.arch)  # sm_90a: wgmma candidates need it
             row["profile"] = p.summary()
