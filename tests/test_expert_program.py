@@ -686,12 +686,16 @@ def _trained_resnet18(tmp_egg):
     return p
 
 
-def test_a_trained_mode_resnet18_plans_as_a_program_of_over_a_hundred_kernels_in_seconds(tmp_egg):
-    """Batch statistics make each of ResNet-18's 20 BatchNorms five kernels. The planner used to stop at 64
-    kernels, and backing off that failure through every earlier cut was exponential: KernelBench's
-    9_ResNet18 did not finish planning in minutes. Now it remembers the rests it failed on and plans a
-    pointwise-first cut's rest only where no better cut comes."""
+def test_a_trained_mode_resnet18_plans_as_a_program_of_over_a_hundred_kernels_in_seconds(tmp_egg, monkeypatch):
+    """Batch statistics split over (2, 3) then 0 (channels too long to be one block's row) make each of
+    ResNet-18's 20 BatchNorms five kernels. The planner used to stop at 64 kernels, and backing off that
+    failure through every earlier cut was exponential: KernelBench's 9_ResNet18 did not finish planning in
+    minutes. Now it remembers the rests it failed on and plans a pointwise-first cut's rest only where no
+    better cut comes."""
     import time
+
+    from agents.expert import opgraph
+    monkeypatch.setattr(opgraph, "SEGMENTED_ROW_MAX", 0)  # every BatchNorm split, as at large sizes
     p = _trained_resnet18(tmp_egg)
     agent = ExpertAgent()
     t = time.monotonic()
@@ -707,3 +711,52 @@ def test_a_trained_mode_resnet18_plans_as_a_program_of_over_a_hundred_kernels_in
     assert k.host_code.count("egg.launch(") == len(k.kernel_names) > 1.5 * len(distinct)
     assert all(k.cuda_source.count(f" {n}(") == 1 for n in distinct)
 
+
+
+def test_a_trained_mode_resnet18_has_one_kernel_a_batchnorm_where_channels_fit_a_block(tmp_egg):
+    """Each channel's batch statistics as one segmented row (its batch and positions, a block holding it
+    in shared memory): mean and variance in one Welford pass, the normalize, residual add and ReLU in the
+    write pass. ResNet-18 is 39 kernels instead of 98; the block's two BatchNorms (main and downsample)
+    and their sum share one."""
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(_trained_resnet18(tmp_egg)))
+    st = plan.stages()
+    fams = [f for _, f, _, _ in st]
+    assert fam == "program" and fams.count("conv") == 20 and len(fams) == 39, fams
+    rows = [p for _, f, p, _ in st if f == "rows"]
+    assert rows and all(p.seg and p.dims == (0, 2, 3) and p.full_output for p in rows[:-1])
+    assert sum(len(p.reductions) == 4 for p in rows) == 3  # the downsampling blocks: two BatchNorms a kernel
+
+
+TRAINED_BLOCK = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.b1 = nn.BatchNorm2d(10)
+        self.b2 = nn.BatchNorm2d(10)
+        self.ds = nn.BatchNorm2d(10)
+        self.b3 = nn.BatchNorm1d(10)
+    def forward(self, x, z):
+        y = torch.relu(self.b1(x * 2.0 - 0.5))
+        y = torch.relu(self.b2(y) + self.ds(z))
+        return self.b3(y.flatten(2)) * 1.5
+def get_inputs():
+    return [torch.randn(3, 10, 5, 7) * 2.0 + 1.0, torch.randn(3, 10, 5, 7) - 3.0]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_segmented_batchnorm_rows_match_a_float64_truth(tmp_egg):
+    """BatchNorms left in training mode (odd sizes, offset inputs, a residual sum of two, a BatchNorm1d
+    over (0, 2) of a 3-D view): each channel one segmented row, on the CPU emulator against float64."""
+    p = tmp_egg / "trained_block.py"
+    p.write_text(TRAINED_BLOCK)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "program"
+    segs = [pl for _, f, pl, _ in plan.stages() if f == "rows" and pl.seg]
+    assert [pl.dims for pl in segs] == [(0, 2, 3), (0, 2, 3), (0, 2)] and len(segs[1].reductions) == 4
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)

@@ -97,6 +97,12 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                 "    def forward(self, x):\n        return self.bn(self.fc(x))\n"
                 "def get_inputs():\n    return [torch.randn(4096, 512)]\ndef get_init_inputs():\n    return []\n",
                 "32 strided rows"),
+    # level 3's trained-mode BatchNorms at ResNet-18's second stage: a channel's batch and positions one row
+    "bn_segmented": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                     "        super().__init__()\n        self.bn = nn.BatchNorm2d(64)\n"
+                     "    def forward(self, x):\n        return torch.relu(self.bn(x))\n"
+                     "def get_inputs():\n    return [torch.randn(2, 64, 56, 56)]\ndef get_init_inputs():\n    return []\n",
+                     "segment(s) of 3136"),
     # rows whose starts leave 16-byte boundaries (R % 4 != 0): streamed with peeled ends, and staged in a cluster
     "odd_rows": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
                  "        return torch.softmax(x, dim=1)\ndef get_inputs():\n    return [torch.randn(64, 4099)]\n"

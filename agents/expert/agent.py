@@ -103,6 +103,11 @@ def planes_pay(plan, params: dict) -> bool:
     return (plan.batch == 1 and params.get("splitk", 1) == 1 and min(plan.M, plan.N) >= 256 and plan.K >= 256)
 
 
+def row_cacheable(plan) -> bool:
+    """The row program reads one input (its main) in every pass: worth keeping on chip."""
+    return plan.main is not None and id(plan.main) in ancestors(plan.reductions[0].args[0])
+
+
 def cols_rows(plan, profile) -> bool:
     """Strided rows (inner > 1) too few for a thread each to fill the GPU (under a quarter of its
     resident threads) and long enough to split among a block's warps: 32 rows a block (mapping cols)."""
@@ -407,7 +412,9 @@ class ExpertAgent:
                 out = [{**base, "waves": w} for w in kn.get("scan_waves", [4, 16])]
         elif fam == "rows":
             if st == "parallel_mapping":
-                if plan.inner > 1:
+                if plan.seg:  # a segmented row: a block each, of other sizes
+                    out = [{**base, "block": b} for b in (128, 256, 512, 1024) if b != base.get("block")]
+                elif plan.inner > 1:
                     out = [{**base, "mapping": "thread", "block": b} for b in (128, 256)] + \
                           [{**base, "mapping": "cols", "block": b} for b in (256, 1024) if plan.R >= b // 32] + \
                           [{**base, "mapping": "block", "block": 256}]
@@ -505,6 +512,9 @@ class ExpertAgent:
             # the copy floor when tuned); the scalar grid-stride loop left sigmoid/GELU at 69-78% at KernelBench's sizes
             return {"family": "pointwise", "block": 256, "items": 1, "vec": pointwise.vec_width(g.output.dtype), "waves": 0}
         if fam == "rows":
+            if plan.seg:  # a BatchNorm's channel: a block a channel, the row kept in shared memory across passes
+                return {"family": "rows", "mapping": "block", "block": 512 if plan.R >= 4096 else 256 if plan.R >= 256 else 128,
+                        "cache": "smem" if row_cacheable(plan) else "none", "waves": 1}
             if plan.inner > 1:
                 if cols_rows(plan, prof):  # few long strided rows: a thread per row would leave the GPU idle
                     return {"family": "rows", "mapping": "cols", "block": 1024, "cache": "none", "waves": 2}
@@ -707,7 +717,7 @@ class ExpertAgent:
                                  vec=params.get("vec", 1))
             if k.cache == "cluster" and not clusters(profile):
                 raise Unsupported(f"thread-block clusters on {profile.name}")
-            if k.cache != "none" and not (plan.main is not None and id(plan.main) in ancestors(plan.reductions[0].args[0])):
+            if k.cache != "none" and not row_cacheable(plan):
                 raise Unsupported("nothing to cache")
             smem = rowwise.shared_bytes(plan, k)
             if smem > profile.shared_per_block_optin:
@@ -718,6 +728,9 @@ class ExpertAgent:
             desc = f"row program, {k.mapping} per row, block {k.block}{'' if k.cache == 'none' else f', row cached in {k.cache}'}"
             if k.vec == 4 and rowwise.vectorizable(plan, k):
                 desc += ", the main input read 16 bytes a thread" + (" (the row's odd ends one by one)" if plan.R % 4 else "")
+            if plan.seg:
+                desc += (f", each row a channel's {plan.R // plan.seg} segment(s) of {plan.seg} (statistics over the batch "
+                         f"and positions in one kernel)")
             if k.mapping == "cols":
                 desc = f"row program, 32 strided rows a block of {k.block}, its warps splitting each row and merging in shared memory"
             if k.cache == "cluster":

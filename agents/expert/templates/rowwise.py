@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CLUSTER_PRELUDE, CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import Node, OpGraph, Unsupported, check_elementwise_after, unview
+from agents.expert.opgraph import Node, OpGraph, Unsupported, _runs, check_elementwise_after, segmented_row, unview
 
 
 @dataclass
@@ -27,6 +27,8 @@ class RowPlan:
     reductions: list  # Node, in order
     full_output: bool
     main: Node | None  # the input read at the row's index in every pass (candidate for caching)
+    seg: int = 0  # a segmented row (reduced over leading and trailing dims, a BatchNorm's channel): the
+    # row's elements come in runs of `seg` contiguous ones, `inner * seg` apart; row j's run starts at j * seg
 
 
 @dataclass
@@ -73,11 +75,17 @@ def plan_rows(g: OpGraph, grid_ok: bool = False) -> RowPlan:
     for r in reds:
         if tuple(r.args[0].shape) != shape or tuple(r.dims) != dims:
             raise Unsupported("reductions over different shapes or dims in one task")
+    seg = 0
     if list(dims) != list(range(dims[0], dims[-1] + 1)):
-        raise Unsupported(f"reduction over non-adjacent dims {dims}")
-    outer = math.prod(shape[: dims[0]])
-    R = math.prod(shape[dims[0]: dims[-1] + 1])
-    inner = math.prod(shape[dims[-1] + 1:])
+        runs = _runs(dims)
+        if not segmented_row(shape, runs):
+            raise Unsupported(f"reduction over non-adjacent dims {dims}")
+        seg = math.prod(shape[d] for d in runs[1])
+        outer, inner, R = 1, math.prod(shape[runs[0][-1] + 1: runs[1][0]]), math.prod(shape[d] for d in dims)
+    else:
+        outer = math.prod(shape[: dims[0]])
+        R = math.prod(shape[dims[0]: dims[-1] + 1])
+        inner = math.prod(shape[dims[-1] + 1:])
     if not grid_ok and needs_grid(outer, R, inner):
         raise Unsupported(f"a reduction of {R} elements into {outer * inner} output(s) (needs a grid-level reduction)")
     out = g.output
@@ -93,7 +101,7 @@ def plan_rows(g: OpGraph, grid_ok: bool = False) -> RowPlan:
     if any(r.op in ("argmax", "argmin") for r in reds) and not (len(reds) == 1 and out is reds[0]):
         raise Unsupported("argmax/argmin inside a larger expression")
     mains = [t for t in g.inputs if tuple(t.shape) == shape]
-    return RowPlan(shape, dims, outer, R, inner, reds, full, mains[0] if len(mains) == 1 else None)
+    return RowPlan(shape, dims, outer, R, inner, reds, full, mains[0] if len(mains) == 1 else None, seg)
 
 
 def welford_pairs(p: RowPlan) -> dict[int, int]:
@@ -385,6 +393,10 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
         lane, nl = "0", "1"
         row0, rstep = "(blockIdx.x * blockDim.x + threadIdx.x)", "(gridDim.x * blockDim.x)"
     idx = f"((o * {p.R}LL + r) * {p.inner}LL + j)"
+    if p.seg:
+        if k.mapping != "block":
+            raise Unsupported("a segmented row (a BatchNorm's channel) is read by a block")
+        idx = f"((r / {p.seg}LL) * {p.inner * p.seg}LL + j * {p.seg}LL + r % {p.seg}LL)"
     parts = []
     pairs = welford_pairs(p) if k.welford else {}
     onl = online_pairs(p) if k.online else {}
