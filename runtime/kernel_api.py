@@ -128,7 +128,7 @@ class KernelAPI:
         launches go to torch's current stream, which inside the capture is the capturing one)."""
         graph = torch.cuda.CUDAGraph()
         before = self.launches
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):  # other threads' CUDA calls are theirs
             out = run(*static)
         self.launches = before  # captured, not run
         return graph.replay, out
