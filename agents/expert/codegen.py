@@ -171,6 +171,9 @@ def bmap(src_shape: tuple, dst_shape: tuple, idx: str) -> str:
     return "(" + " + ".join(terms) + ")"
 
 
+LONG_INDEX = 400  # characters of an index expression past which the emitter binds it to a variable
+
+
 class Emitter:
     """Emits `float vN = ...;` statements for node values at linear indices.
 
@@ -187,6 +190,14 @@ class Emitter:
     def value(self, n: Node, idx: str) -> str:
         if isinstance(n, (int, float, bool)):
             return lit(n)
+        if len(idx) > LONG_INDEX:  # an index map's index of an index map's...: named once, or a chain of
+            # concatenations (a stack of 256 steps) grows its text threefold a link
+            name = self.cache.get(("index", idx))
+            if name is None:
+                self.count += 1
+                name = self.cache[("index", idx)] = f"{self.prefix}i{self.count}"
+                self.lines.append(f"const long long {name} = {idx};")
+            idx = name
         key = (n.name, idx)
         if key in self.cache:
             return self.cache[key]

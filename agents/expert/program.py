@@ -98,11 +98,21 @@ class Program:
     @property
     def tuned(self) -> int:
         """The stage the stages' knobs tune: the first convolution or GEMM (the heavy kernel), else the first."""
-        fams = [s[1] for s in self.stages()]
-        return next((i for i, f in enumerate(fams) if f in PRODUCERS), 0)
+        got = self.__dict__.get("_tuned")
+        if got is None:
+            fams = [s[1] for s in self.stages()]
+            got = self.__dict__["_tuned"] = next((i for i, f in enumerate(fams) if f in PRODUCERS), 0)
+        return got
 
     def stages(self) -> list[tuple[OpGraph, str, object, Node]]:
-        """(graph, family, plan, the node it writes) per kernel, in launch order."""
+        """(graph, family, plan, the node it writes) per kernel, in launch order (listed once: a program
+        is not changed after it is planned, and emitting asks for every kernel's stage)."""
+        got = self.__dict__.get("_stages")
+        if got is None:
+            got = self.__dict__["_stages"] = self._list_stages()
+        return list(got)
+
+    def _list_stages(self) -> list[tuple[OpGraph, str, object, Node]]:
         out, p = [], self
         while True:  # a loop, not recursion: a whole network is hundreds of links
             out.append((p.first, p.fam1, p.plan1, p.mid_input))
