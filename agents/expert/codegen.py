@@ -268,13 +268,24 @@ class Emitter:
                 j, rest = f"(({idx}) % {size}LL)", f"(({idx}) / {size}LL)"
                 i, o = f"(({rest} / {inner}LL) % {nwin}LL)", f"({rest} / {inner * nwin}LL)"
                 e = self.value(x, f"(({o} * {Sx}LL + {i} * {step}LL + {j}) * {inner}LL + {rest} % {inner}LL)")
-            elif n.op == "cat":  # two tensors along d; both read in bounds (clamped), the position picks one
+            elif n.op == "cat":  # two tensors along d: the position picks one, and only its side is read (a
+                # DenseNet's 49-way concatenation, nested pairwise, would otherwise read all 49 an element);
+                # both sides' indices stay in bounds (clamped) all the same
                 a, b, d = n.args
                 R, Ra, Rb, inner = n.shape[d], a.shape[d], b.shape[d], math.prod(n.shape[d + 1:])
                 o, j, i = f"(({idx}) / {R * inner}LL)", f"((({idx}) / {inner}LL) % {R}LL)", f"(({idx}) % {inner}LL)"
-                va = self.value(a, f"({o} * {Ra}LL + min({j}, {Ra - 1}LL)) * {inner}LL + {i}")
-                vb = self.value(b, f"({o} * {Rb}LL + max({j} - {Ra}LL, 0LL)) * {inner}LL + {i}")
-                e = f"({j} < {Ra}LL ? {va} : {vb})"
+                self.count += 1
+                var = f"{self.prefix}{self.count}"
+                outside = dict(self.cache)  # what a branch computes is not visible after it
+                self.lines += [f"float {var};", f"if ({j} < {Ra}LL) {{"]
+                self.lines.append(f"{var} = {self.value(a, f'({o} * {Ra}LL + min({j}, {Ra - 1}LL)) * {inner}LL + {i}')};")
+                self.cache = dict(outside)
+                self.lines.append("} else {")
+                self.lines.append(f"{var} = {self.value(b, f'({o} * {Rb}LL + max({j} - {Ra}LL, 0LL)) * {inner}LL + {i}')};")
+                self.lines.append("}")
+                self.cache = outside
+                self.cache[key] = var
+                return var
             elif n.op in ("tril", "triu"):  # keep an element by its (row, col) in the last two dims
                 rows, cols = n.shape[-2], n.shape[-1]
                 d = int(n.args[1]) if len(n.args) > 1 and n.args[1] is not None else 0
