@@ -189,6 +189,22 @@ def test_strided_slices_and_constant_pads_are_index_maps(tmp_egg, expr, sa, sb):
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
+def test_a_concatenation_reads_only_the_piece_its_position_picks(tmp_egg):
+    """cat(cat(a, b), a * 2) nested pairwise: each element loads from one piece (a branch per cat), not
+    from every piece and then selects (DenseNet's many-way cats read them all an element)."""
+    import re
+    p = tmp_egg / "v.py"
+    p.write_text(TEMPLATE.format(expr="torch.cat([torch.cat([a, b], 1), a * 2.0], 1) + 1.0", sa="4, 6", sb="4, 3"))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    src = agent.emit(g, fam, plan, agent._default(fam, g, plan, None), load_profile("h200")).cuda_source
+    body = src[src.index("if ("):]
+    branches = re.split(r"\} else \{|if \(", body)
+    loads = [len(re.findall(r"to_f\(\w+\[", part)) for part in branches]
+    assert sum(loads) % 3 == 0 and max(loads) == 1, (loads, body[:600])  # three loads a copy of the body, one a path
+    _pointwise_task_matches_eager(p, tmp_egg)
+
+
 def test_reflected_pads_are_declined_with_the_mode(tmp_egg):
     p = tmp_egg / "v.py"
     p.write_text(TEMPLATE.format(expr="torch.nn.functional.pad(a, [1, 1], mode='reflect') + b", sa="3, 7", sb="3, 9"))
