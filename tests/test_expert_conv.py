@@ -435,3 +435,21 @@ def test_a_conv_summed_after_a_nonlinear_op_keeps_its_output(tmp_egg, expr):
     path = _task(tmp_egg, "T2", 4, 8, 3, 1, 0, 1, 1, True, (2, 4, 5, 6), expr)
     _, fam, plan = ExpertAgent()._plan(str(path))
     assert fam == "program" and plan.stages()[0][1] == "conv"
+
+
+@pytest.mark.parametrize("shape,cin,cout,want", [
+    ((64, 64, 56, 56), 64, 64, (128, 64)),  # level 2's sizes: 128-pixel tiles already give thousands of blocks
+    ((2, 64, 56, 56), 64, 64, (32, 64)),  # ResNet-18's first stage at batch 2: 49 blocks of 128, 196 of 32
+    ((2, 512, 7, 7), 512, 512, (32, 32)),  # its last: four blocks of 128 x 128; 64 of 32 x 32, the most there are
+])
+def test_the_first_conv_tile_is_the_biggest_that_fills_the_gpu(tmp_egg, shape, cin, cout, want):
+    from agents.expert.agent import DEFAULT_SMS
+    from hardware_profiles import load_profile
+    p = _task(tmp_egg, 2, cin, cout, 3, 1, 1, 1, 1, False, shape, "torch.relu(self.conv(x))")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    d = agent._default(fam, g, plan, None)
+    assert (d["BM"], d["BN"]) == want
+    blocks = math.prod(conv.grid(plan, gemm.GemmKnobs(BM=d["BM"], BN=d["BN"], WM=d["WM"], WN=d["WN"]), d["layout"]))
+    assert blocks >= DEFAULT_SMS or want == (32, 32)
+    agent.emit(g, fam, plan, d, load_profile("h200"))  # a tile the template takes

@@ -103,6 +103,26 @@ def planes_pay(plan, params: dict) -> bool:
     return (plan.batch == 1 and params.get("splitk", 1) == 1 and min(plan.M, plan.N) >= 256 and plan.K >= 256)
 
 
+def conv_tile(plan, d: dict, sms: int) -> dict:
+    """The conv's first tile: 128 pixels a tile where that gives the GPU a wave of blocks, else smaller
+    tiles down to 32 x 32 (a whole network's late convs at batch 2 are 98 pixels by 512 channels: four
+    128-wide blocks on 132 SMs). The biggest tile that fills the GPU, or the one giving the most blocks."""
+    tiles = [(128, d["BN"], d["WM"], d["WN"])] + [(bm, bn, 1 if bm == 32 else 2, max(1, bn // 32))
+                                                   for bm, bn in ((64, d["BN"]), (64, 64), (32, 64), (32, 32))
+                                                   if bn <= d["BN"]]
+    best, most = {}, 0
+    for bm, bn, wm, wn in tiles:
+        try:
+            blocks = math.prod(conv.grid(plan, gemm.GemmKnobs(BM=bm, BN=bn, WM=wm, WN=wn), d["layout"]))
+        except Unsupported:
+            continue
+        if blocks > most:
+            best, most = {"BM": bm, "BN": bn, "WM": wm, "WN": wn}, blocks
+        if blocks >= sms:
+            break
+    return best
+
+
 def row_cacheable(plan) -> bool:
     """The row program reads one input (its main) in every pass: worth keeping on chip."""
     return plan.main is not None and id(plan.main) in ancestors(plan.reductions[0].args[0])
@@ -490,8 +510,9 @@ class ExpertAgent:
             return {"family": fam}
         if fam == "conv":  # N: the group's output channels, at most a 128-wide tile
             bn = 128 if plan.OCg > 64 else 64 if plan.OCg > 32 else 32
-            return {"family": "conv", "BM": 128, "BN": bn, "WM": 2, "WN": 4 if bn >= 32 else 1, "stages": 3, "split": 1,
-                    "layout": conv.default_layout(plan)}
+            d = {"family": "conv", "BM": 128, "BN": bn, "WM": 2, "WN": 4 if bn >= 32 else 1, "stages": 3, "split": 1,
+                 "layout": conv.default_layout(plan)}
+            return {**d, **conv_tile(plan, d, prof.sms if prof is not None else DEFAULT_SMS)}
         if fam == "scan":
             return {"family": "scan", "block": 256, "items": 8, "waves": 8}
         if fam == "recurrent":  # a cluster sharing W_hh where its rows fit in the blocks' shared memory
