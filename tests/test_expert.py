@@ -148,3 +148,39 @@ def test_one_element_constant_made_in_forward_is_a_number(tmp_egg, const):
     (k,) = ExpertAgent().propose(request(p)).kernels
     assert "def forward(self, x0):" in k.host_code and "0.25f" in k.cuda_source
     assert compile_check(k.cuda_source, k.compile_options, PROFILE.arch).ok
+
+
+COMPUTED_BIAS = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(18, 16))
+        self.qb = nn.Parameter(torch.randn(6))
+        self.vb = nn.Parameter(torch.randn(6))
+    def forward(self, x):
+        return torch.relu(F.linear(x, self.w, torch.cat((self.qb, torch.zeros_like(self.vb), self.vb))))
+def get_inputs():
+    return [torch.randn(40, 16)]
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("family", ["gemm_tf32", "gemm"])
+def test_a_computed_linear_bias_is_evaluated_in_the_epilogue(tmp_egg, family):
+    """Swin V2's qkv bias, cat(q_bias, zeros, v_bias), is computed in forward: the epilogue evaluates it at
+    the column (it used to read a tensor of the cat node's name, which no kernel argument is)."""
+    from tests import cpu_emulator
+    p = tmp_egg / "bias.py"
+    p.write_text(COMPUTED_BIAS)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    params = agent._default(fam, g, plan, None) if family == "gemm_tf32" else agent._simt_default()
+    k = agent.emit(g, fam, plan, params, PROFILE)
+    assert compile_check(k.cuda_source, k.compile_options, "sm_90a").ok
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)

@@ -167,7 +167,11 @@ def epilogue(g: OpGraph, p: GemmPlan, acc: str, idx: str, indent: str) -> tuple[
 
     def special(n):
         if n is p.gemm:
-            return f"({acc} + to_f({bias.name}[n]))" if bias is not None else acc
+            if bias is None:
+                return acc
+            # a computed bias (Swin V2's cat(q_bias, zeros, v_bias)) is evaluated at the column like any value
+            b = f"to_f({bias.name}[n])" if bias.kind in ("input", "param") else em.value(bias, "n")
+            return f"({acc} + {b})"
         return None
     em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", special, prefix="e")
     v = em.value(g.output, idx)
