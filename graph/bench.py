@@ -78,7 +78,7 @@ def _commit() -> str:
 
 def bench(paths: list[str], *, agent: str = "expert", profile: str | None = None, budget: Budget | None = None,
           out_dir: str = "bench_out", evaluator: str = "auto", checkpoint: str | None = None, timing_reps: int = 50,
-          llm=None, tolerance: str = "float64", kernel_profile: bool = True, compile_baseline: bool = True,
+          llm=None, tolerance: str = "float64", kernel_profile: bool = True, compile_baseline: bool | str = True,
           agent_obj=None, evaluator_obj=None, stream=sys.stderr) -> BenchResults:
     t0 = time.perf_counter()
     roots = [Path(p) for p in paths]

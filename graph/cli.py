@@ -187,8 +187,8 @@ def cmd_bench(a) -> int:
         return 0
     budget = Budget(candidates_per_stage=a.candidates_per_stage, total_candidates=a.total_candidates)
     if a.ray is not None:
-        if a.no_compile:
-            raise CliError("--no-compile is for a local bench (the Ray workers time torch.compile)")
+        if a.no_compile or a.compile_mode != "default":
+            raise CliError("--no-compile and --compile-mode are for a local bench (the Ray workers time torch.compile)")
         from graph.distributed import bench_ray
         res = bench_ray(a.paths, address=None if a.ray == "local" else a.ray, agent=a.agent, profile=a.profile,
                         budget=budget, out_dir=a.out, evaluator=a.evaluator, checkpoint=a.checkpoint,
@@ -196,7 +196,8 @@ def cmd_bench(a) -> int:
     else:
         res = bench(a.paths, agent=a.agent, profile=a.profile, budget=budget, out_dir=a.out, evaluator=a.evaluator,
                     checkpoint=a.checkpoint, timing_reps=a.reps, llm=_llm(a), tolerance=a.tolerance,
-                    kernel_profile=not a.no_profile, compile_baseline=not a.no_compile)
+                    kernel_profile=not a.no_profile,
+                    compile_baseline=False if a.no_compile else True if a.compile_mode == "default" else a.compile_mode)
     s = res.summary
     geo = "-" if s.geomean_speedup_eager is None else f"{s.geomean_speedup_eager:.2f}"
     print(f"correct {s.correct}/{s.tasks}; fast_1 vs eager {100 * s.fast_p_eager['1.0']:.1f}%; "
@@ -311,6 +312,9 @@ def parser() -> argparse.ArgumentParser:
     bn.add_argument("--no-compile", action="store_true",
                     help="time eager only, not torch.compile (a coverage run: inductor's compile is most of a small "
                          "task's time); results then have no x compile column")
+    bn.add_argument("--compile-mode", default="default", choices=("default", "reduce-overhead", "max-autotune"),
+                    help="torch.compile's mode for the baseline (reduce-overhead: with CUDA graphs, the fair "
+                         "comparison for programs the expert replays as one; default: %(default)s)")
     _add_llm_args(bn)
     bn.set_defaults(fn=cmd_bench)
     w = sub.add_parser("hw", help="show the hardware profile of the live GPU (or a named one)")

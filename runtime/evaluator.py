@@ -75,7 +75,7 @@ class GpuEvaluator:
     kind = "gpu"
 
     def __init__(self, arch: str | None = None, timeout_s: float = 180.0, reps: int = 50, trials: int = 3,
-                 tolerance: str = "float64", compile_baseline: bool = True):
+                 tolerance: str = "float64", compile_baseline: bool | str = True):
         if tolerance not in ("float64", "kernelbench"):
             raise ValueError(f"unknown tolerance {tolerance!r} (float64, kernelbench)")
         self.arch, self.timeout_s, self.reps, self.trials, self.tolerance = arch, timeout_s, reps, trials, tolerance
@@ -168,7 +168,7 @@ def gpu_available() -> bool:
         return False
 
 
-def make_evaluator(kind: str, arch: str, reps: int = 50, tolerance: str = "float64", compile_baseline: bool = True,
+def make_evaluator(kind: str, arch: str, reps: int = 50, tolerance: str = "float64", compile_baseline: bool | str = True,
                    **kw) -> Evaluator:
     if kind == "auto":
         kind = "gpu" if gpu_available() else "compile_only"

@@ -22,7 +22,7 @@ class WorkerSetupError(RuntimeError):
 
 class SandboxWorker:
     def __init__(self, task_path: str, setup_timeout: float = 900.0, role: str = "candidate",
-                 tolerance: str = "float64", compile_baseline: bool = True):
+                 tolerance: str = "float64", compile_baseline: bool | str = True):
         self.task_path = task_path
         self.role, self.tolerance, self.compile_baseline = role, tolerance, compile_baseline
         self.setup_timeout = setup_timeout

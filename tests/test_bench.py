@@ -122,3 +122,34 @@ def test_coverage_script_says_which_tasks_the_expert_plans(tmp_path, capsys):
     assert relu["ok"] and relu["kernels"] == 1 and relu["why"] is None
     assert not rnd["ok"] and "randn" in rnd["why"]
     assert "covered 1 of 2" in capsys.readouterr().out
+
+
+def test_compile_mode_reaches_the_baseline_worker(tmp_path, monkeypatch):
+    """`egg bench --compile-mode reduce-overhead`: torch.compile with CUDA graphs as the baseline (the fair
+    one beside programs replayed as a graph); the worker compiles in that mode and its note says so."""
+    import graph.bench
+    from graph.cli import main
+    from runtime.sandbox import SandboxWorker
+    from runtime.worker import Worker
+    seen = {}
+
+    def fake_bench(paths, **kw):
+        seen.update(kw)
+        return bench(paths, out_dir=kw["out_dir"], agent_obj=ScriptedAgent(SCRIPT), evaluator_obj=ScriptedEvaluator(),
+                     profile="h200")
+    monkeypatch.setattr(graph.bench, "bench", fake_bench)
+    suite = make_suite(tmp_path, n=1)
+    assert main(["bench", str(suite), "--out", str(tmp_path / "o"), "--compile-mode", "reduce-overhead"]) == 0
+    assert seen["compile_baseline"] == "reduce-overhead"
+    assert main(["bench", str(suite), "--out", str(tmp_path / "o2")]) == 0 and seen["compile_baseline"] is True
+    payload = SandboxWorker("t.py", role="baseline", compile_baseline="reduce-overhead")._setup_payload()
+    assert payload["compile"] == "reduce-overhead"
+    modes = []
+    monkeypatch.setattr("torch.compile", lambda model, **kw: modes.append(kw.get("mode")) or model)
+    w = Worker()
+    w.compile_note, w.compile_mode, w.compiled = "", "reduce-overhead", None
+    w.ref, w.task = (lambda *xs: None), type("T", (), {"make_inputs": staticmethod(lambda seed, dev: [])})()
+    monkeypatch.setattr("torch.cuda.synchronize", lambda: None)
+    w._compiled_ref()
+    assert modes == ["reduce-overhead"]
+    assert main(["bench", str(suite), "--compile-mode", "reduce-overhead", "--ray"]) == 2
