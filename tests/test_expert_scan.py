@@ -4,7 +4,7 @@ sm_90a. (Correctness is the GPU's to show: `egg bench` verifies each against a f
 import pytest
 
 from agents.expert import ExpertAgent
-from agents.expert.opgraph import Unsupported, export_graph
+from agents.expert.opgraph import export_graph
 from agents.expert.templates import scan
 from runtime.compile import compile_check
 from tasks import load_task
@@ -52,9 +52,21 @@ def test_scan_lowering_and_compile(tmp_egg, name, expr, args, inputs, op, revers
 def test_what_scans_still_cannot_do(tmp_egg):
     flip_only = task(tmp_egg, "fliponly", "torch.cumsum(x.flip(1), dim=1)")  # not the reverse-scan pattern
     assert ExpertAgent().precheck(str(flip_only))
-    stepped = task(tmp_egg, "stepped", "torch.cumsum(x[:, ::2], dim=1)")
-    with pytest.raises(Unsupported, match="step"):
-        export_graph(load_task(stepped))
+
+
+def test_a_scan_of_a_strided_slice_reads_through_it(tmp_egg):
+    """x[:, ::2] is an index map (it used to be declined): the scan reads every other element in place."""
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    p = task(tmp_egg, "stepped", "torch.cumsum(x[:, ::2], dim=1) * 2.0", inputs="torch.randn(8, 1001)")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "scan" and plan.L == 501
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    k = agent.emit(g, fam, plan, agent._default(fam, g, plan, None), load_profile("h200"))
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
 EXCL = ("torch.cat((torch.zeros_like(x.select(1, 0).unsqueeze(1)), "
