@@ -87,7 +87,6 @@ class KernelAPI:
             self.events.append((name, *ev))
         self.launches += 1
 
-
     def graphed(self, owner, run, tensors: list) -> torch.Tensor:
         """`run(*tensors)` (a program's launches, its output returned) replayed as one CUDA graph: a
         program of hundreds of small kernels spends more time in Python launching them than the GPU

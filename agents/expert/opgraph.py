@@ -305,7 +305,7 @@ def _dims(d, rank):
     return tuple(sorted(x % rank for x in d))
 
 
-def _runs(dims) -> list[tuple]:
+def dim_runs(dims) -> list[tuple]:
     """Sorted dims as runs of adjacent ones: (0, 2, 3) -> [(0,), (2, 3)]."""
     runs: list[list[int]] = []
     for d in sorted(dims):
@@ -364,7 +364,7 @@ class _Op:
         shape = _rshape(src.shape, dims, keepdim)
         if op in ("sum", "amax", "amin", "prod") and all(src.shape[d] == 1 for d in dims):
             return self.b.add("pw", "view", [src], shape, out_dtype)  # over one element: the value itself
-        runs = _runs(dims)
+        runs = dim_runs(dims)
         if len(runs) == 2 and math.prod(src.shape[runs[0][-1] + 1: runs[1][0]]) == 1:  # only size-1 dims between
             cur = self.red(op, src, tuple(range(runs[0][0], runs[1][-1] + 1)), True, out_dtype)
             return cur if tuple(cur.shape) == shape else self.b.add("pw", "view", [cur], shape, out_dtype)

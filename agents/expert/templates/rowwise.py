@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CLUSTER_PRELUDE, CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import Node, OpGraph, Unsupported, _runs, check_elementwise_after, segmented_row, unview
+from agents.expert.opgraph import Node, OpGraph, Unsupported, check_elementwise_after, dim_runs, segmented_row, unview
 
 
 @dataclass
@@ -77,7 +77,7 @@ def plan_rows(g: OpGraph, grid_ok: bool = False) -> RowPlan:
             raise Unsupported("reductions over different shapes or dims in one task")
     seg = 0
     if list(dims) != list(range(dims[0], dims[-1] + 1)):
-        runs = _runs(dims)
+        runs = dim_runs(dims)
         if not segmented_row(shape, runs):
             raise Unsupported(f"reduction over non-adjacent dims {dims}")
         seg = math.prod(shape[d] for d in runs[1])
