@@ -82,12 +82,9 @@ def test_bench_compare_and_bad_input(tmp_path):
     assert empty.returncode == 2 and "no such file or folder" in empty.stderr
 
 
-def test_no_compile_reaches_the_baseline_worker(tmp_path, monkeypatch):
-    """`egg bench --no-compile`: the flag reaches the evaluator and each worker's setup (a coverage run)."""
+def _recorded_bench(monkeypatch) -> dict:
+    """graph.bench.bench replaced by the scripted bench, the keyword arguments the CLI gave it recorded."""
     import graph.bench
-    from graph.cli import main
-    from runtime.evaluator import make_evaluator
-    from runtime.sandbox import SandboxWorker
     seen = {}
 
     def fake_bench(paths, **kw):
@@ -95,6 +92,15 @@ def test_no_compile_reaches_the_baseline_worker(tmp_path, monkeypatch):
         return bench(paths, out_dir=kw["out_dir"], agent_obj=ScriptedAgent(SCRIPT), evaluator_obj=ScriptedEvaluator(),
                      profile="h200")
     monkeypatch.setattr(graph.bench, "bench", fake_bench)
+    return seen
+
+
+def test_no_compile_reaches_the_baseline_worker(tmp_path, monkeypatch):
+    """`egg bench --no-compile`: the flag reaches the evaluator and each worker's setup (a coverage run)."""
+    from graph.cli import main
+    from runtime.evaluator import make_evaluator
+    from runtime.sandbox import SandboxWorker
+    seen = _recorded_bench(monkeypatch)
     suite = make_suite(tmp_path, n=1)
     assert main(["bench", str(suite), "--out", str(tmp_path / "o"), "--no-compile"]) == 0
     assert seen["compile_baseline"] is False
@@ -126,18 +132,11 @@ def test_coverage_script_says_which_tasks_the_expert_plans(tmp_path, capsys):
 
 def test_compile_mode_reaches_the_baseline_worker(tmp_path, monkeypatch):
     """`egg bench --compile-mode reduce-overhead`: torch.compile with CUDA graphs as the baseline (the fair
-    one beside programs replayed as a graph); the worker compiles in that mode and its note says so."""
-    import graph.bench
+    one beside programs replayed as a graph); the mode reaches the baseline worker, which compiles in it."""
     from graph.cli import main
     from runtime.sandbox import SandboxWorker
     from runtime.worker import Worker
-    seen = {}
-
-    def fake_bench(paths, **kw):
-        seen.update(kw)
-        return bench(paths, out_dir=kw["out_dir"], agent_obj=ScriptedAgent(SCRIPT), evaluator_obj=ScriptedEvaluator(),
-                     profile="h200")
-    monkeypatch.setattr(graph.bench, "bench", fake_bench)
+    seen = _recorded_bench(monkeypatch)
     suite = make_suite(tmp_path, n=1)
     assert main(["bench", str(suite), "--out", str(tmp_path / "o"), "--compile-mode", "reduce-overhead"]) == 0
     assert seen["compile_baseline"] == "reduce-overhead"

@@ -104,13 +104,13 @@ class Program:
             got = self.__dict__["_tuned"] = next((i for i, f in enumerate(fams) if f in PRODUCERS), 0)
         return got
 
-    def stages(self) -> list[tuple[OpGraph, str, object, Node]]:
-        """(graph, family, plan, the node it writes) per kernel, in launch order (listed once: a program
-        is not changed after it is planned, and emitting asks for every kernel's stage)."""
+    def stages(self) -> tuple[tuple[OpGraph, str, object, Node], ...]:
+        """(graph, family, plan, the node it writes) per kernel, in launch order (listed once, and not
+        copied: a program is not changed after it is planned, and emitting asks for every kernel's stage)."""
         got = self.__dict__.get("_stages")
         if got is None:
-            got = self.__dict__["_stages"] = self._list_stages()
-        return list(got)
+            got = self.__dict__["_stages"] = tuple(self._list_stages())
+        return got
 
     def _list_stages(self) -> list[tuple[OpGraph, str, object, Node]]:
         out, p = [], self
