@@ -59,38 +59,81 @@ def test_kernelbench_losses_and_norms_route_here():
         assert agent._plan(str(kb / f"{t}.py"))[1] == "grid"
 
 
+def _emulate(g, plan, loaded, tmp, k: gridreduce.GridKnobs, seed: int = 3):
+    """The grid kernels' launches, through the host code a program runs them by (each writing a buffer of
+    its own), on the CPU emulator: (got, want) on one input set."""
+    from agents.expert import host
+    src = gridreduce.render(g, plan, k)
+    steps = [(host.Launch(name, grid, block, reads, 0), writes or g.output)
+             for name, grid, block, reads, writes in gridreduce.launches(g, plan, k, 2, 256)]
+    torch.manual_seed(seed)
+    xs = loaded.make_inputs(seed)
+    model = loaded.make_model(42)
+    want = model(*xs).detach()
+    sd = model.state_dict()
+    tensors = {f"x{n.index}": xs[n.index] for n in g.inputs} | {f"self.p{n.index}": sd[n.target].detach() for n in g.params}
+    got = cpu_emulator.run_host(src, host.module_source_program(g, steps), tensors, tmp / "emu")
+    return got.reshape(want.shape), want
+
+
 @pytest.mark.parametrize("name,init,args,expr,inputs", CASES, ids=[c[0] for c in CASES])
 def test_grid_reduction_matches_torch_on_the_cpu(tmp_egg, name, init, args, expr, inputs):
     if not cpu_emulator.available():
         pytest.skip("no g++")
-    p = _task(tmp_egg, name, init, args, expr, inputs)
-    loaded = load_task(p)
+    loaded = load_task(_task(tmp_egg, name, init, args, expr, inputs))
     g = export_graph(loaded)
     plan = rowwise.plan_rows(g, grid_ok=True)
-    k = gridreduce.GridKnobs(block=64, parts=6, out_waves=1)
-    src = gridreduce.render(g, plan, k)
-    torch.manual_seed(3)
-    xs = loaded.make_inputs(3)
-    want = loaded.make_model(42)(*xs).detach()
-    part, res = gridreduce.workspace(plan, k)
-    bufs = {"out": want.numel(), "part": part, "res": res}
-    model = loaded.make_model(42)
-    sd = model.state_dict()
-    params = {n.name: sd[n.target].detach() for n in g.params}
-    names = [t.name for t in g.inputs] + list(params)
-    steps = [(kern, grid, k.block, (["out"] if takes_out else []) + ["part", "res"] + names)
-             for kern, grid, takes_out in gridreduce.launches(plan, k, 2, 256)]
-    got = cpu_emulator.run_program(src, steps, bufs, {**dict(zip(names, xs)), **params}, "out", tmp_egg / "emu")
-    assert torch.allclose(got.reshape(want.shape), want, rtol=1e-4, atol=1e-5), (got.reshape(want.shape) - want).abs().max()
+    got, want = _emulate(g, plan, loaded, tmp_egg, gridreduce.GridKnobs(block=64, parts=6, out_waves=1))
+    assert torch.allclose(got, want, rtol=1e-4, atol=1e-5), (got - want).abs().max()
 
 
 def test_welford_pair_saves_a_pass_over_the_rows(tmp_egg):
     p = _task(tmp_egg, "ln", "self.ln = nn.LayerNorm((6, 7, 9))", "x", "self.ln(x)", "torch.randn(3, 6, 7, 9)")
-    plan = rowwise.plan_rows(export_graph(load_task(p)), grid_ok=True)
+    g = export_graph(load_task(p))
+    plan = rowwise.plan_rows(g, grid_ok=True)
     on, off = gridreduce.GridKnobs(), gridreduce.GridKnobs(welford=False)
-    assert gridreduce.kernel_names(plan, on) == ["egg_grid_part0", "egg_grid_fold0", "egg_grid_out"]
-    assert len(gridreduce.kernel_names(plan, off)) == 5
-    assert gridreduce.workspace(plan, on)[0] == 3 * gridreduce.workspace(plan, off)[0]
+    assert gridreduce.kernel_names(g, plan, on) == ["egg_grid_part0", "egg_grid_fold0", "egg_grid_out"]
+    assert len(gridreduce.kernel_names(g, plan, off)) == 5
+    written = [w for *_, w in gridreduce.launches(g, plan, on, 132, 2048)]
+    assert written[-1] is None and written[0].shape[0] == 3 * gridreduce.parts_per_row(plan, on) * 3
+    assert written[1].shape == (2 * 3,)  # the row's sum and centred sum of squares, a row each
+
+
+BN_LONG = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(5)
+    def forward(self, x, z):
+        return torch.relu(self.bn(x * 2.0 - 0.5) + z) * 1.5
+def get_inputs():
+    return [torch.randn(3, 5, 7, 13) * 2.0 + 4.0, torch.randn(3, 5, 7, 13)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_batchnorm_channel_too_long_for_a_block_is_a_grid_reduction(tmp_egg, monkeypatch):
+    """A trained BatchNorm whose channel (batch and positions) exceeds what a block caches: one segmented
+    row a channel split over blocks, mean and variance in one Welford read, the normalize with the
+    residual add and ReLU in the output pass (three launches, the input read twice, where the split over
+    (2, 3) then 0 took five and read it three times). The cap lowered so the emulator runs it small;
+    7x13 segments (not a power of two) three apart."""
+    from agents.expert import ExpertAgent, opgraph
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    monkeypatch.setattr(opgraph, "SEGMENTED_ROW_MAX", 64)
+    monkeypatch.setattr(rowwise, "SEGMENTED_ROW_MAX", 64)
+    p = tmp_egg / "bn_long.py"
+    p.write_text(BN_LONG)
+    loaded = load_task(p)
+    g, fam, plan = ExpertAgent()._plan(str(p))
+    assert fam == "grid" and plan.seg == 91 and plan.inner == 5 and plan.R == 273 and plan.dims == (0, 2, 3)
+    assert gridreduce.rows(plan) == 5
+    for k in (gridreduce.GridKnobs(block=64, parts=15, out_waves=1), gridreduce.GridKnobs(block=32, parts=5, welford=False)):
+        got, want = _emulate(g, plan, loaded, tmp_egg, k)
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-4), (got - want).abs().max()
 
 
 @pytest.mark.parametrize("expr,divisor,keep", [("torch.var(x, dim=1, unbiased=False)", 40.0, False),

@@ -256,13 +256,19 @@ def _bn_task(tmp, module="nn.BatchNorm2d(6)", p=0.0, mode="", shape="3, 6, 5, 7"
 def test_batchnorm_follows_the_mode_the_file_leaves_it_in(tmp_egg):
     """nn.Module starts in training mode and KernelBench's harness never calls eval(): its BatchNorm tasks
     normalize with the batch's statistics, over the batch and positions (non-adjacent dims (0, 2, 3): one
-    segmented row a channel where a block holds it, else a reduction over (2, 3), then over 0). A file that
-    calls eval() gets the running statistics."""
+    segmented row a channel, however long; a product, which the grid-level template lacks, over (2, 3),
+    then over 0 where the channel is longer than a block holds). A file that calls eval() gets the running
+    statistics."""
     g = export_graph(load_task(_bn_task(tmp_egg)))
     reds = [n for n in g.nodes if n.kind == "reduce"]
     assert [tuple(r.dims) for r in reds] == [(0, 2, 3), (0, 2, 3)]  # a channel short enough: one segmented row
-    g_long = export_graph(load_task(_bn_task(tmp_egg, shape="64, 6, 32, 32")))  # 65536 a channel: split
-    assert [tuple(r.dims) for r in g_long.nodes if r.kind == "reduce"] == [(2, 3), (0,), (2, 3), (0,)]
+    g_long = export_graph(load_task(_bn_task(tmp_egg, shape="64, 6, 32, 32")))  # 65536 a channel: still one row
+    assert [tuple(r.dims) for r in g_long.nodes if r.kind == "reduce"] == [(0, 2, 3), (0, 2, 3)]
+    from agents.expert.opgraph import _B, _Op
+    b = _B([])
+    x = b.add("input", "", [], (64, 6, 32, 32), "float32")
+    prod = _Op("prod", [x], {}, (6,), "float32", b).red("prod", x, (0, 2, 3), False)
+    assert [tuple(n.dims) for n in b.nodes if n.kind == "reduce"] == [(2, 3), (0,)] and prod.shape == (6,)
     assert not any("running" in n.name for n in g.nodes if n.kind == "param" and _reaches(g, n))
     g_eval = export_graph(load_task(_bn_task(tmp_egg, mode="\n        self.eval()")))
     assert not [n for n in g_eval.nodes if n.kind == "reduce"]

@@ -687,15 +687,15 @@ def _trained_resnet18(tmp_egg):
 
 
 def test_a_trained_mode_resnet18_plans_as_a_program_of_over_a_hundred_kernels_in_seconds(tmp_egg, monkeypatch):
-    """Batch statistics split over (2, 3) then 0 (channels too long to be one block's row) make each of
-    ResNet-18's 20 BatchNorms five kernels. The planner used to stop at 64 kernels, and backing off that
-    failure through every earlier cut was exponential: KernelBench's 9_ResNet18 did not finish planning in
-    minutes. Now it remembers the rests it failed on and plans a pointwise-first cut's rest only where no
-    better cut comes."""
+    """Batch statistics split over (2, 3) then 0 (as they were for channels too long to be one block's
+    row, before the grid-level template took those) make each of ResNet-18's 20 BatchNorms five kernels.
+    The planner used to stop at 64 kernels, and backing off that failure through every earlier cut was
+    exponential: KernelBench's 9_ResNet18 did not finish planning in minutes. Now it remembers the rests
+    it failed on and plans a pointwise-first cut's rest only where no better cut comes."""
     import time
 
     from agents.expert import opgraph
-    monkeypatch.setattr(opgraph, "SEGMENTED_ROW_MAX", 0)  # every BatchNorm split, as at large sizes
+    monkeypatch.setattr(opgraph, "segmented_row", lambda *a, **k: False)  # every BatchNorm split
     p = _trained_resnet18(tmp_egg)
     agent = ExpertAgent()
     t = time.monotonic()
@@ -746,6 +746,42 @@ def get_inputs():
 def get_init_inputs():
     return []
 """
+
+
+CONV_BN = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+        self.bn = nn.BatchNorm2d(6)
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)) * 1.5 + 0.25)
+def get_inputs():
+    return [torch.randn(3, 3, 9, 11) + 1.0]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_conv_then_a_long_batchnorm_channel_is_a_program_with_a_grid_stage(tmp_egg, monkeypatch):
+    """A BatchNorm whose channel is longer than a block caches (KernelBench's level-2 conv + BatchNorm
+    tasks): the conv, then the statistics split over blocks (its partials and results buffers of the
+    program) and the normalize with the chain, against float64 on the CPU emulator. The cap lowered so the
+    emulator runs it small."""
+    from agents.expert import opgraph
+    from agents.expert.templates import rowwise
+    monkeypatch.setattr(opgraph, "SEGMENTED_ROW_MAX", 64)
+    monkeypatch.setattr(rowwise, "SEGMENTED_ROW_MAX", 64)
+    p = tmp_egg / "conv_bn.py"
+    p.write_text(CONV_BN)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "program" and [f for _, f, _, _ in plan.stages()] == ["direct_conv", "grid"]  # few channels: direct
+    k = _emit_tuned(agent, g, fam, plan)
+    assert [n.split("_", 2)[-1][:4] for n in k.kernel_names][-3:] == ["part", "fold", "out"]
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, k=k)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
 def test_segmented_batchnorm_rows_match_a_float64_truth(tmp_egg):

@@ -103,6 +103,18 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                      "    def forward(self, x):\n        return torch.relu(self.bn(x))\n"
                      "def get_inputs():\n    return [torch.randn(2, 64, 56, 56)]\ndef get_init_inputs():\n    return []\n",
                      "segment(s) of 3136"),
+    # level 2 task 73's shape in miniature batch: a conv, then a trained BatchNorm whose channel (16 x 126 x 126)
+    # is longer than a block caches: its statistics split over blocks in one Welford read, a program stage
+    "bn_grid": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.conv = nn.Conv2d(8, 16, 3)\n        self.bn = nn.BatchNorm2d(16)\n"
+                "    def forward(self, x):\n        return self.bn(self.conv(x)) * 2.0\n"
+                "def get_inputs():\n    return [torch.randn(16, 8, 128, 128)]\ndef get_init_inputs():\n    return []\n",
+                "segment(s) of 15876"),
+    # a loss over the whole tensor (level 1 task 94's kind): parts, a fold writing the one output
+    "grid_loss": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, p, t):\n"
+                  "        return torch.mean((p - t) ** 2)\n"
+                  "def get_inputs():\n    return [torch.randn(128, 65537), torch.randn(128, 65537)]\ndef get_init_inputs():\n    return []\n",
+                  "grid-level reduction"),
     # rows whose starts leave 16-byte boundaries (R % 4 != 0): streamed with peeled ends, and staged in a cluster
     "odd_rows": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
                  "        return torch.softmax(x, dim=1)\ndef get_inputs():\n    return [torch.randn(64, 4099)]\n"

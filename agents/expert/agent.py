@@ -209,7 +209,7 @@ class ExpertAgent:
         try:
             if fam == "rows":  # planned once; rows too few and too long go to the grid-level template
                 rp = rowwise.plan_rows(g, grid_ok=True)
-                if rowwise.needs_grid(rp.outer, rp.R, rp.inner):
+                if rowwise.needs_grid(rp.outer, rp.R, rp.inner, rp.seg):
                     return "grid", gridreduce.check_grid(rp)
                 return fam, rp
             return fam, {"gemm": gemm.plan_gemm, "scan": scan.plan_scan, "pool": pool.plan_pool,
@@ -564,8 +564,6 @@ class ExpertAgent:
 
     # -- emit one kernel ------------------------------------------------------------------
     def emit(self, g: OpGraph, fam: str, plan, params: dict, profile) -> ProposedKernel:
-        if fam == "grid":
-            return self._emit_grid(g, plan, params, profile)
         if fam == "program":
             return self._emit_program(g, plan, params, profile)
         src, steps, desc = self.kernel(g, fam, plan, params, profile)
@@ -645,17 +643,6 @@ class ExpertAgent:
         return [{**req.best.params, **{f"r{i}.{k}": v for k, v in var.items() if cur.get(k) != v}}
                 for var in self._variants(sub, fam, sg, plan) if var != cur]
 
-    def _emit_grid(self, g: OpGraph, plan, params: dict, profile) -> ProposedKernel:
-        sms, tpsm = profile.sms, profile.max_threads_per_sm
-        k = gridreduce.GridKnobs(block=params["block"], parts=params["parts"], welford=params.get("welford", True))
-        src = gridreduce.render(g, plan, k)
-        P = gridreduce.parts_per_row(plan, k)
-        host_code = host.module_source_multi(g, gridreduce.launches(plan, k, sms, tpsm), k.block, host.leaves(g),
-                                             *gridreduce.workspace(plan, k))
-        return ProposedKernel(cuda_source=src, host_code=host_code, kernel_names=gridreduce.kernel_names(plan, k),
-                              params=params, description=f"grid-level reduction, block {k.block}, {P} part(s) a row",
-                              family="grid", guard_policy="strict", compile_options=["-lineinfo"])
-
     def kernel(self, g: OpGraph, fam: str, plan, params: dict, profile) -> tuple[str, list, str]:
         """One kernel of a family: (CUDA source, its launches in order as (Launch, the node it writes;
         None: the graph's output), a description). Most families launch once; a staged conv thrice."""
@@ -672,6 +659,13 @@ class ExpertAgent:
             steps = [(host.Launch(name, grid, block, reads, 0), writes) for name, grid, block, reads, writes in conv_sum.launches(g, plan)]
             return src, steps, (f"the conv's spatial sum from per-tap box sums of its input ({plan.taps} taps), "
                                 "then a thread per (image, channel) with the chain fused; no conv output")
+        elif fam == "grid":
+            k = gridreduce.GridKnobs(block=params["block"], parts=params["parts"], welford=params.get("welford", True))
+            steps = [(host.Launch(name, grid, block, reads, 0), writes)
+                     for name, grid, block, reads, writes in gridreduce.launches(g, plan, k, sms, tpsm)]
+            return gridreduce.render(g, plan, k), steps, (
+                f"grid-level reduction, block {k.block}, {gridreduce.parts_per_row(plan, k)} part(s) a row"
+                + (f" of {plan.R // plan.seg} segment(s) of {plan.seg} (a channel's statistics over the batch)" if plan.seg else ""))
         elif fam == "gemm_sum":
             src = gemm_sum.render(g, plan)
             steps = [(host.Launch(name, grid, block, reads, 0, align16=i == 0 and (plan.vec_a or plan.vec_b)), writes)

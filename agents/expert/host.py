@@ -86,23 +86,3 @@ def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]], graph: b
         names[node.name] = var
     lines.append("        return out")
     return head + "\n".join(lines) + "\n"
-
-
-def module_source_multi(g: OpGraph, steps: list[tuple[str, tuple, bool]], block: int, tensors: list[Node],
-                        part_floats: int, res_floats: int) -> str:
-    """Host code for a program of several launches sharing a float32 workspace (partials, then results):
-    each step is (kernel, grid, whether it takes `out` first)."""
-    one = Launch(steps[0][0], steps[0][1], (block,), tensors, 0)
-    head = module_source(g, one).rsplit("        out = egg.empty", 1)[0]
-    names = _host_names(g)
-    out = g.output
-    dev = _device(g)
-    lines = [f"        out = egg.empty({tuple(out.shape)!r}, torch.{out.dtype}, {dev})",
-             f"        ws = egg.empty(({part_floats + res_floats},), torch.float32, {dev})",
-             f"        part, res = ws[:{part_floats}], ws[{part_floats}:]"]
-    targs = ", ".join(names[t.name] for t in tensors)
-    for kernel, grid, takes_out in steps:
-        args = ", ".join((["out"] if takes_out else []) + ["part", "res", targs])
-        lines.append(f"        egg.launch({kernel!r}, {tuple(grid)!r}, ({block},), [{args}], shared_mem=0)")
-    lines.append("        return out")
-    return head + "\n".join(lines) + "\n"

@@ -319,11 +319,12 @@ def dim_runs(dims) -> list[tuple]:
 SEGMENTED_ROW_MAX = 48 * 1024  # elements of a segmented row (192 KB of fp32 in one block's shared memory)
 
 
-def segmented_row(shape, runs) -> bool:
+def segmented_row(shape, runs, any_length: bool = False) -> bool:
     """Dims reduced as one row of segments: a leading run from dim 0 and a trailing run to the last dim
-    (BatchNorm's (0, 2, 3)), the row short enough to be cached by a block."""
+    (BatchNorm's (0, 2, 3)), the row short enough to be cached by a block (or `any_length`: a longer one
+    is split over blocks by the grid-level template)."""
     return (len(runs) == 2 and runs[0][0] == 0 and runs[1][-1] == len(shape) - 1
-            and math.prod(shape[d] for r in runs for d in r) <= SEGMENTED_ROW_MAX)
+            and (any_length or math.prod(shape[d] for r in runs for d in r) <= SEGMENTED_ROW_MAX))
 
 
 def _rshape(shape, dims, keepdim):
@@ -368,10 +369,11 @@ class _Op:
         if len(runs) == 2 and math.prod(src.shape[runs[0][-1] + 1: runs[1][0]]) == 1:  # only size-1 dims between
             cur = self.red(op, src, tuple(range(runs[0][0], runs[1][-1] + 1)), True, out_dtype)
             return cur if tuple(cur.shape) == shape else self.b.add("pw", "view", [cur], shape, out_dtype)
-        if op in ("sum", "amax", "amin", "prod") and segmented_row(src.shape, runs):
-            # a BatchNorm's channel: the leading and the trailing dims, short enough for one block to hold
-            # in shared memory, one row of segments (templates/rowwise.py): its statistics and the
-            # normalize in one kernel where the split below takes four kernels and a pointwise one
+        if op in ("sum", "amax", "amin", "prod") and segmented_row(src.shape, runs, any_length=op != "prod"):
+            # a BatchNorm's channel: the leading and the trailing dims, one row of segments. Short enough for
+            # one block to hold in shared memory (templates/rowwise.py): its statistics and the normalize in
+            # one kernel where the split below takes four kernels and a pointwise one; longer, split over
+            # blocks (templates/gridreduce.py): the statistics in one read of the input, not two
             return self.b.add("reduce", op, [src], shape, out_dtype, dims=tuple(sorted(dims)), keepdim=keepdim)
         if op in ("sum", "amax", "amin", "prod") and len(runs) > 1:
             # over non-adjacent dims (a BatchNorm's (0, 2, 3)): over each run of adjacent dims in turn, the

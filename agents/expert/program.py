@@ -14,7 +14,7 @@ from agents.expert.templates import conv_sum, gemm_sum
 PRODUCERS = ("conv", "gemm")
 HEAVY = ("conv", "gemm", "pool", "reduce", "scan", "rnn")
 LEAVES = ("input", "param")
-SINGLE = ("conv", "gemm", "pool", "rows", "pointwise", "scan", "direct_conv", "recurrent", "conv_sum", "gemm_sum")  # no workspace
+SINGLE = ("conv", "gemm", "pool", "rows", "grid", "pointwise", "scan", "direct_conv", "recurrent", "conv_sum", "gemm_sum")  # a stage's families
 MAX_STAGES = 1024  # a transformer block is a dozen regions, a VGG-16 two dozen, a ResNet-101 trained-mode
 # (batch statistics) several hundred
 

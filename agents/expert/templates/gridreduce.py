@@ -1,19 +1,21 @@
 """Reductions to a few outputs over very long rows (a loss or a norm over the whole tensor, a layer
-norm over 4M elements a row): the row is split across many blocks.
+norm over 4M elements a row, a BatchNorm's channel over a large batch): the row is split across many
+blocks.
 
 For each reduction, in order (a later one may use an earlier one's value, as variance uses the mean):
 `egg_grid_part<j>` — a grid of (parts x rows) blocks, each reducing its slice of a row (threads stride
 through the slice, so loads coalesce; warp shuffles and shared memory finish the block) into one
 partial; `egg_grid_fold<j>` — a block per row reducing that row's partials into the result. Then
 `egg_grid_out` writes a full-size output (x / ||x||, a normalized tensor) in one grid-stride pass, or
-the last fold writes the few outputs itself. Partials and results live in a workspace the host
-allocates per call. Deterministic: no atomics."""
+the last fold writes the few outputs itself. Each kernel writes one buffer of its own (a pass's partials,
+a pass's results), so the launches are ordinary steps of a program: a grid-level BatchNorm after a conv
+is a stage like any other. Deterministic: no atomics."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import OpGraph, Unsupported
+from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.rowwise import INIT, RowPlan, chan_merge, welford_lanes, welford_pairs, welford_update, welford_warps
 
 
@@ -31,9 +33,14 @@ def _pairs(p: RowPlan, k: GridKnobs) -> dict[int, int]:
     return {i: j for i, j in (welford_pairs(p) if k.welford else {}).items() if p.full_output or j != last}
 
 
+def rows(p: RowPlan) -> int:
+    """Rows (outputs of each reduction): a segmented row's are the dims between its runs (channels)."""
+    return p.outer * p.inner if p.seg else p.outer
+
+
 def check_grid(p: RowPlan) -> RowPlan:
     """The row plan (rowwise.plan_rows(g, grid_ok=True)) if this template can take it."""
-    if p.inner != 1:
+    if p.inner != 1 and not p.seg:
         raise Unsupported("a grid-level reduction over non-trailing dims")
     if any(r.op not in ("sum", "amax", "amin") for r in p.reductions):
         raise Unsupported(f"a grid-level {', '.join(r.op for r in p.reductions)}")
@@ -41,7 +48,7 @@ def check_grid(p: RowPlan) -> RowPlan:
 
 
 def parts_per_row(p: RowPlan, k: GridKnobs) -> int:
-    return max(1, min(k.parts // max(1, p.outer), -(-p.R // (k.block * 4))))
+    return max(1, min(k.parts // max(1, rows(p)), -(-p.R // (k.block * 4))))
 
 
 def _comb(op: str, a: str, b: str) -> str:
@@ -58,66 +65,115 @@ def _block_reduce(op: str, acc: str) -> str:
         __syncthreads();"""
 
 
+def _element(p: RowPlan) -> str:
+    """The flat index `i` of element r of row `row`. A segmented row's elements come in runs of `seg`,
+    `inner * seg` apart: its run and offset in 32 bits where the row allows (a 64-bit divide by a
+    constant is a dozen instructions an element of a pass at memory speed)."""
+    if not p.seg:
+        return f"const long long i = row * {p.R}LL + r;"
+    if p.R < (1 << 32):
+        return (f"const unsigned ru = (unsigned)r; const long long i = (long long)(ru / {p.seg}u) * {p.inner * p.seg}LL"
+                f" + row * {p.seg}LL + ru % {p.seg}u;")
+    return f"const long long i = (r / {p.seg}LL) * {p.inner * p.seg}LL + row * {p.seg}LL + r % {p.seg}LL;"
+
+
+def _row_of(p: RowPlan, total: int) -> str:
+    """The row of flat element `i` in the full-output pass (unsigned 32-bit where the tensor allows)."""
+    if total < (1 << 32):
+        return ("const unsigned iu = (unsigned)i; const long long row = "
+                + (f"(iu / {p.seg}u) % {p.inner}u;" if p.seg else f"iu / {p.R}u;"))
+    return "const long long row = " + (f"(i / {p.seg}LL) % {p.inner}LL;" if p.seg else f"i / {p.R}LL;")
+
+
+@dataclass
+class _Pass:
+    """One part/fold pair: the reduction(s) it computes and the names of its buffers."""
+    j: int
+    j2: int | None  # the centred sum of squares of a Welford pair
+    part: Node
+    res: Node | None  # None: the last fold writes the output
+
+
+def _passes(g: OpGraph, p: RowPlan, k: GridKnobs) -> list[_Pass]:
+    pairs, P, R_ = _pairs(p, k), parts_per_row(p, k), rows(p)
+    skip, out = set(pairs.values()), []
+    for j, red in enumerate(p.reductions):
+        if j in skip:
+            continue
+        j2 = pairs.get(j)
+        per = 3 if j2 is not None else 1
+        last = j == len(p.reductions) - 1 and not p.full_output
+        out.append(_Pass(j, j2, Node(f"{red.name}_gpart", "input", shape=(R_ * P * per,), dtype="float32"),
+                         None if last else Node(f"{red.name}_gres", "input", shape=((2 if j2 is not None else 1) * R_,),
+                                                dtype="float32")))
+    return out
+
+
 def render(g: OpGraph, p: RowPlan, k: GridKnobs) -> str:
-    out, rows, R = g.output, p.outer, p.R
+    out, R, nrows = g.output, p.R, rows(p)
     P = parts_per_row(p, k)
     tensors = g.inputs + g.params
     ins = ", ".join(f"const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in tensors)
-    ws = "float* __restrict__ g_part, float* __restrict__ g_res"
-    done: dict[str, str] = {}  # reduction -> where its result is read: g_res[j * rows + row]
-    kernels = []
-    pairs = _pairs(p, k)
-    for j, red in enumerate(p.reductions):
-        if red.name in done:  # the second of a Welford pair
-            continue
+    done: dict[str, str] = {}  # reduction -> where its result is read
+    head = f'extern "C" __global__ void __launch_bounds__({k.block})'
+    kernels, earlier = [], []  # earlier: the result buffers of the passes before, as kernel parameters
+    chunk = -(-R // P)
+    span = f"""    const long long row = blockIdx.y, part = blockIdx.x;
+    const long long lo = part * {chunk}LL, hi = lo + {chunk}LL < {R}LL ? lo + {chunk}LL : {R}LL;"""
+    for ps in _passes(g, p, k):
+        j, red = ps.j, p.reductions[ps.j]
+        rest = ", ".join([ins] + earlier)
         em = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", lambda n: done.get(n.name), prefix=f"a{j}_")
         v = em.value(red.args[0], "i")
         body = em.take("            ")
-        if j in pairs:
-            j2 = pairs[j]
-            kernels += _welford_kernels(p, k, j, j2, v, body, ws, ins, P, rows, R)
-            done[red.name], done[p.reductions[j2].name] = f"g_res[{j} * {rows}LL + row]", f"g_res[{j2} * {rows}LL + row]"
+        loop = f"""    for (long long r = lo + threadIdx.x; r < hi; r += blockDim.x) {{
+            {_element(p)}
+{body}"""
+        if ps.j2 is not None:
+            kernels += _welford_kernels(j, span, loop, v, rest, P, nrows, k.block)
+            done[red.name], done[p.reductions[ps.j2].name] = f"g_res{j}[row]", f"g_res{j}[{nrows}LL + row]"
+            earlier.append(f"const float* __restrict__ g_res{j}")
             continue
-        kernels.append(f"""extern "C" __global__ void __launch_bounds__({k.block}) egg_grid_part{j}({ws}, {ins}) {{
+        kernels.append(f"""{head} egg_grid_part{j}(float* __restrict__ g_part, {rest}) {{
     __shared__ float g_red[32];
-    const long long row = blockIdx.y, part = blockIdx.x;
-    const long long lo = part * {-(-R // P)}LL, hi = lo + {-(-R // P)}LL < {R}LL ? lo + {-(-R // P)}LL : {R}LL;
+{span}
     float acc = {INIT[red.op]};
-    for (long long r = lo + threadIdx.x; r < hi; r += blockDim.x) {{
-            const long long i = row * {R}LL + r;
-{body}
+{loop}
             acc = {_comb(red.op, "acc", v)};
     }}
 {_block_reduce(red.op, "acc")}
     if (threadIdx.x == 0) g_part[row * {P}LL + part] = acc;
 }}""")
-        done[red.name] = f"g_res[{j} * {rows}LL + row]"
-        last = j == len(p.reductions) - 1
-        tail = ""
-        if last and not p.full_output:
-            em = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", lambda n: done.get(n.name), prefix="o_")
-            vo = em.value(out, "row")
-            tail = f"""
-    if (threadIdx.x == 0) {{
-{em.take("        ")}
-        out[row] = from_f<{CTYPE[out.dtype]}>({vo});
-    }}"""
-        sig = f"{CTYPE[out.dtype]}* __restrict__ out, {ws}, {ins}" if last and not p.full_output else f"{ws}, {ins}"
-        kernels.append(f"""extern "C" __global__ void __launch_bounds__({k.block}) egg_grid_fold{j}({sig}) {{
-    __shared__ float g_red[32];
+        fold = f"""    __shared__ float g_red[32];
     const long long row = blockIdx.x;
     float acc = {INIT[red.op]};
     for (long long q = threadIdx.x; q < {P}LL; q += blockDim.x) acc = {_comb(red.op, "acc", f"g_part[row * {P}LL + q]")};
-{_block_reduce(red.op, "acc")}
-    if (threadIdx.x == 0) g_res[{j} * {rows}LL + row] = acc;
-    __syncthreads();{tail}
+{_block_reduce(red.op, "acc")}"""
+        if ps.res is None:  # the last fold writes the few outputs
+            done[red.name] = "acc"
+            em = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", lambda n: done.get(n.name), prefix="o_")
+            vo = em.value(out, "row")
+            kernels.append(f"""{head} egg_grid_fold{j}({CTYPE[out.dtype]}* __restrict__ out, const float* __restrict__ g_part, {rest}) {{
+{fold}
+    if (threadIdx.x == 0) {{
+{em.take("        ")}
+        out[row] = from_f<{CTYPE[out.dtype]}>({vo});
+    }}
 }}""")
+            continue
+        kernels.append(f"""{head} egg_grid_fold{j}(float* __restrict__ g_res{j}, const float* __restrict__ g_part, {rest}) {{
+{fold}
+    if (threadIdx.x == 0) g_res{j}[row] = acc;
+}}""")
+        done[red.name] = f"g_res{j}[row]"
+        earlier.append(f"const float* __restrict__ g_res{j}")
     if p.full_output:
         em = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", lambda n: done.get(n.name), prefix="o_")
         vo = em.value(out, "i")
-        kernels.append(f"""extern "C" __global__ void __launch_bounds__({k.block}) egg_grid_out({CTYPE[out.dtype]}* __restrict__ out, {ws}, {ins}) {{
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < {rows * R}LL; i += (long long)gridDim.x * blockDim.x) {{
-        const long long row = i / {R}LL;
+        total = nrows * R
+        kernels.append(f"""{head} egg_grid_out({CTYPE[out.dtype]}* __restrict__ out, {", ".join([ins] + earlier)}) {{
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < {total}LL; i += (long long)gridDim.x * blockDim.x) {{
+        {_row_of(p, total)}
 {em.take("        ")}
         out[i] = from_f<{CTYPE[out.dtype]}>({vo});
     }}
@@ -132,19 +188,16 @@ def _welford_block(indent: str = "    ") -> str:
     return "\n".join(indent + ln for ln in lines)
 
 
-def _welford_kernels(p: RowPlan, k: GridKnobs, j: int, j2: int, v: str, body: str, ws: str, ins: str, P: int,
-                     rows: int, R: int) -> list[str]:
-    """Reductions j (a sum) and j2 (the centred sum of squares after it) in one part/fold pair: each part
-    keeps (count, mean, M2) (three floats in the workspace), the fold merges them."""
+def _welford_kernels(j: int, span: str, loop: str, v: str, rest: str, P: int, nrows: int, block: int) -> list[str]:
+    """Reduction j (a sum) and the centred sum of squares after it in one part/fold pair: each part keeps
+    (count, mean, M2) (three floats of its buffer), the fold merges them into the row's sum and M2
+    (`g_res<j>[row]`, `g_res<j>[rows + row]`)."""
     shared = "    __shared__ float g_wc[32], g_wm[32], g_wq[32];"
-    part = f"""extern "C" __global__ void __launch_bounds__({k.block}) egg_grid_part{j}({ws}, {ins}) {{
+    part = f"""extern "C" __global__ void __launch_bounds__({block}) egg_grid_part{j}(float* __restrict__ g_part, {rest}) {{
 {shared}
-    const long long row = blockIdx.y, part = blockIdx.x;
-    const long long lo = part * {-(-R // P)}LL, hi = lo + {-(-R // P)}LL < {R}LL ? lo + {-(-R // P)}LL : {R}LL;
+{span}
     float wc = 0.0f, wm = 0.0f, wq = 0.0f;
-    for (long long r = lo + threadIdx.x; r < hi; r += blockDim.x) {{
-            const long long i = row * {R}LL + r;
-{body}
+{loop}
             {welford_update("wc", "wm", "wq", v)}
     }}
 {_welford_block()}
@@ -153,7 +206,7 @@ def _welford_kernels(p: RowPlan, k: GridKnobs, j: int, j2: int, v: str, body: st
         g_part[q] = wc; g_part[q + 1] = wm; g_part[q + 2] = wq;
     }}
 }}"""
-    fold = f"""extern "C" __global__ void __launch_bounds__({k.block}) egg_grid_fold{j}({ws}, {ins}) {{
+    fold = f"""extern "C" __global__ void __launch_bounds__({block}) egg_grid_fold{j}(float* __restrict__ g_res{j}, const float* __restrict__ g_part, {rest}) {{
 {shared}
     const long long row = blockIdx.x;
     float wc = 0.0f, wm = 0.0f, wq = 0.0f;
@@ -162,35 +215,26 @@ def _welford_kernels(p: RowPlan, k: GridKnobs, j: int, j2: int, v: str, body: st
         {chan_merge("wc", "wm", "wq", "t[0]", "t[1]", "t[2]")}
     }}
 {_welford_block()}
-    if (threadIdx.x == 0) {{ g_res[{j} * {rows}LL + row] = wm * wc; g_res[{j2} * {rows}LL + row] = wq; }}
+    if (threadIdx.x == 0) {{ g_res{j}[row] = wm * wc; g_res{j}[{nrows}LL + row] = wq; }}
 }}"""
     return [part, fold]
 
 
-def workspace(p: RowPlan, k: GridKnobs) -> tuple[int, int]:
-    """Floats of the workspace: the partials of every row (three a part for a Welford pair), then one
-    result per reduction and row."""
-    return p.outer * parts_per_row(p, k) * (3 if _pairs(p, k) else 1), len(p.reductions) * p.outer
-
-
-def launches(p: RowPlan, k: GridKnobs, sms: int, max_threads_per_sm: int) -> list[tuple[str, tuple, bool]]:
-    """(kernel, grid, takes out) in order."""
-    P = parts_per_row(p, k)
-    seq = []
-    skip = set(_pairs(p, k).values())
-    for j in range(len(p.reductions)):
-        if j in skip:
-            continue
-        last = j == len(p.reductions) - 1
-        seq += [(f"egg_grid_part{j}", (P, p.outer), False), (f"egg_grid_fold{j}", (p.outer,), last and not p.full_output)]
+def launches(g: OpGraph, p: RowPlan, k: GridKnobs, sms: int, max_threads_per_sm: int) -> list[tuple[str, tuple, tuple, list, Node | None]]:
+    """(kernel, grid, block, tensors after the one it writes, the node it writes; None: the output), in order."""
+    P, nrows, leaves = parts_per_row(p, k), rows(p), g.inputs + g.params
+    seq, earlier = [], []
+    for ps in _passes(g, p, k):
+        seq += [(f"egg_grid_part{ps.j}", (P, nrows), (k.block,), leaves + earlier, ps.part),
+                (f"egg_grid_fold{ps.j}", (nrows,), (k.block,), [ps.part] + leaves + earlier, ps.res)]
+        if ps.res is not None:
+            earlier.append(ps.res)
     if p.full_output:
-        need = -(-p.outer * p.R // k.block)
-        seq.append(("egg_grid_out", (min(need, sms * max(1, max_threads_per_sm // k.block) * k.out_waves),), True))
+        need = -(-nrows * p.R // k.block)
+        seq.append(("egg_grid_out", (min(need, sms * max(1, max_threads_per_sm // k.block) * k.out_waves),), (k.block,),
+                    leaves + earlier, None))
     return seq
 
 
-def kernel_names(p: RowPlan, k: GridKnobs | None = None) -> list[str]:
-    skip = set(_pairs(p, k or GridKnobs()).values())
-    names = [f"egg_grid_{w}{j}" for j in range(len(p.reductions)) if j not in skip for w in ("part", "fold")]
-    return names + (["egg_grid_out"] if p.full_output else [])
-
+def kernel_names(g: OpGraph, p: RowPlan, k: GridKnobs | None = None) -> list[str]:
+    return [s[0] for s in launches(g, p, k or GridKnobs(), 1, 1024)]

@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CLUSTER_PRELUDE, CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import Node, OpGraph, Unsupported, check_elementwise_after, dim_runs, segmented_row, unview
+from agents.expert.opgraph import Node, OpGraph, Unsupported, SEGMENTED_ROW_MAX, check_elementwise_after, dim_runs, segmented_row, unview
 
 
 @dataclass
@@ -52,9 +52,10 @@ def _combine(op: str, a: str, b: str) -> str:
     return {"sum": f"{a} + {b}", "prod": f"{a} * {b}", "amax": f"fmaxf({a}, {b})", "amin": f"fminf({a}, {b})"}[op]
 
 
-def needs_grid(outer: int, R: int, inner: int) -> bool:
-    """Too few rows to fill the GPU and too long to reduce in one block: a grid-level reduction."""
-    return outer * inner < 132 and R > (1 << 20)
+def needs_grid(outer: int, R: int, inner: int, seg: int = 0) -> bool:
+    """Too few rows to fill the GPU and too long to reduce in one block, or a segmented row too long for
+    a block to cache (a BatchNorm's channel over a large batch): a grid-level reduction."""
+    return (outer * inner < 132 and R > (1 << 20)) or (seg > 0 and R > SEGMENTED_ROW_MAX)
 
 
 def _grown_by_broadcast(g: OpGraph, numel: int) -> bool:
@@ -78,7 +79,7 @@ def plan_rows(g: OpGraph, grid_ok: bool = False) -> RowPlan:
     seg = 0
     if list(dims) != list(range(dims[0], dims[-1] + 1)):
         runs = dim_runs(dims)
-        if not segmented_row(shape, runs):
+        if not segmented_row(shape, runs, any_length=grid_ok):
             raise Unsupported(f"reduction over non-adjacent dims {dims}")
         seg = math.prod(shape[d] for d in runs[1])
         outer, inner, R = 1, math.prod(shape[runs[0][-1] + 1: runs[1][0]]), math.prod(shape[d] for d in dims)
@@ -86,7 +87,7 @@ def plan_rows(g: OpGraph, grid_ok: bool = False) -> RowPlan:
         outer = math.prod(shape[: dims[0]])
         R = math.prod(shape[dims[0]: dims[-1] + 1])
         inner = math.prod(shape[dims[-1] + 1:])
-    if not grid_ok and needs_grid(outer, R, inner):
+    if not grid_ok and needs_grid(outer, R, inner, seg):
         raise Unsupported(f"a reduction of {R} elements into {outer * inner} output(s) (needs a grid-level reduction)")
     out = g.output
     # full size: the reduced tensor's shape, or a view of it (group norm reduces a (N, G, C/G, ...) view);
