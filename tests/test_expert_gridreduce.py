@@ -148,3 +148,22 @@ def test_variance_reads_unbiased_however_it_is_passed(tmp_egg, expr, divisor, ke
     last_div = [n for n in g.nodes if n.kind == "pw" and n.op == "div"][-1]
     assert last_div.args[1] == divisor
     assert tuple(g.output.shape) == ((5, 1) if keep else (5,))
+
+
+def test_memory_optimization_measures_the_two_pass_variance(tmp_egg):
+    """A grid-level norm's first candidate computes mean and variance in one Welford read; memory
+    optimization offers the two-read variance beside it (a divide an element may cost more than a read at
+    memory speed), and nothing where there is no variance."""
+    from agents.expert import ExpertAgent
+    from state import KernelCandidate
+    from tests.test_expert import request
+    agent = ExpertAgent()
+    for name, init, expr, want in (("ln", "self.ln = nn.LayerNorm((1025, 1024))", "self.ln(x)", [False]),
+                                   ("fro", "pass", "x / torch.norm(x, p='fro')", [])):
+        p = _task(tmp_egg, name, init, "x", expr, "torch.randn(2, 1025, 1024)")  # rows over 2^20: grid-level
+        first = agent.propose(request(p)).kernels[0]
+        assert first.params["family"] == "grid" and first.params.get("welford", True)
+        best = KernelCandidate(id="a", stage="tiling", **first.model_dump())
+        mem = agent.propose(request(p, "memory_optimization", best)).kernels
+        assert [k.params["welford"] for k in mem] == want
+        assert all(k.cuda_source.count("egg_grid_part") == 2 for k in mem)

@@ -386,6 +386,8 @@ class ExpertAgent:
                 out = [{**base, "block": b} for b in kn.get("grid_block", [128, 512, 1024])]
             elif st == "tiling":
                 out = [{**base, "parts": n} for n in kn.get("grid_parts", [528, 2112, 4224])]
+            elif st == "memory_optimization" and gridreduce.welford_pairs_of(plan, base):
+                out = [{**base, "welford": False}]  # two reads for the variance, should Welford's divides cost more
         elif fam == "pool":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in kn.get("pool_block", [128, 512, 1024])]

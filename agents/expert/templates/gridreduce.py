@@ -33,6 +33,11 @@ def _pairs(p: RowPlan, k: GridKnobs) -> dict[int, int]:
     return {i: j for i, j in (welford_pairs(p) if k.welford else {}).items() if p.full_output or j != last}
 
 
+def welford_pairs_of(p: RowPlan, params: dict) -> dict[int, int]:
+    """The Welford pairs a candidate with these knobs computes in one pass."""
+    return _pairs(p, GridKnobs(welford=params.get("welford", True)))
+
+
 def rows(p: RowPlan) -> int:
     """Rows (outputs of each reduction): a segmented row's are the dims between its runs (channels)."""
     return p.outer * p.inner if p.seg else p.outer
