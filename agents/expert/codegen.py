@@ -268,22 +268,8 @@ class Emitter:
                 j, rest = f"(({idx}) % {size}LL)", f"(({idx}) / {size}LL)"
                 i, o = f"(({rest} / {inner}LL) % {nwin}LL)", f"({rest} / {inner * nwin}LL)"
                 e = self.value(x, f"(({o} * {Sx}LL + {i} * {step}LL + {j}) * {inner}LL + {rest} % {inner}LL)")
-            elif n.op == "cat":  # two tensors along d: the position picks one, and only its side is read (a
-                # DenseNet's 49-way concatenation, nested pairwise, would otherwise read all 49 an element);
-                # both sides' indices stay in bounds (clamped) all the same
-                a, b, d = n.args
-                R, Ra, Rb, inner = n.shape[d], a.shape[d], b.shape[d], math.prod(n.shape[d + 1:])
-                o, j, i = f"(({idx}) / {R * inner}LL)", f"((({idx}) / {inner}LL) % {R}LL)", f"(({idx}) % {inner}LL)"
-                self.count += 1
-                var = f"{self.prefix}{self.count}"
-                outside = dict(self.cache)  # what a branch computes is not visible after it
-                self.lines += [f"float {var};", f"if ({j} < {Ra}LL) {{"]
-                self.lines.append(f"{var} = {self.value(a, f'({o} * {Ra}LL + min({j}, {Ra - 1}LL)) * {inner}LL + {i}')};")
-                self.cache = dict(outside)
-                self.lines.append("} else {")
-                self.lines.append(f"{var} = {self.value(b, f'({o} * {Rb}LL + max({j} - {Ra}LL, 0LL)) * {inner}LL + {i}')};")
-                self.lines.append("}")
-                self.cache = outside
+            elif n.op == "cat":  # tensors along d: the position picks one, and only its piece is read
+                var = self._cat(n, idx)
                 self.cache[key] = var
                 return var
             elif n.op in ("tril", "triu"):  # keep an element by its (row, col) in the last two dims
@@ -303,6 +289,51 @@ class Emitter:
         var = f"{self.prefix}{self.count}"
         self.lines.append(f"float {var} = {e};")
         self.cache[key] = var
+        return var
+
+    def _cat(self, n: Node, idx: str) -> str:
+        """A concatenation along d as one select over all its pieces: nested pairwise cats along the same
+        d (how `torch.cat` of a list lowers: a DenseNet layer's 49 pieces, a 256-step stack) are flattened,
+        the position along d is computed once, and a balanced tree of comparisons picks the piece (depth
+        log2 of the pieces, where the nested form tested and re-indexed through every level an element).
+        Only the picked piece is read; its index stays in bounds (clamped) all the same."""
+        d = n.args[2]
+        pieces, cur = [], n
+        while isinstance(cur, Node) and cur.kind == "pw" and cur.op == "cat" and cur.args[2] == d:
+            pieces.append(cur.args[1])
+            cur = cur.args[0]
+        pieces.append(cur)
+        pieces.reverse()
+        offs = [0]
+        for p in pieces:
+            offs.append(offs[-1] + p.shape[d])
+        R, inner = n.shape[d], math.prod(n.shape[d + 1:])
+        self.count += 1
+        var = f"{self.prefix}{self.count}"
+        o, j, i = f"{var}_o", f"{var}_j", f"{var}_i"
+        self.lines += [f"const long long {o} = ({idx}) / {R * inner}LL, {j} = (({idx}) / {inner}LL) % {R}LL, "
+                       f"{i} = ({idx}) % {inner}LL;", f"float {var};"]
+        outside = dict(self.cache)  # what a branch computes is not visible after it
+
+        def tree(lo: int, hi: int, depth: int) -> None:
+            pad = "    " * depth
+            if hi - lo == 1:
+                p, Rp = pieces[lo], pieces[lo].shape[d]
+                at = f"min(max({j} - {offs[lo]}LL, 0LL), {Rp - 1}LL)" if offs[lo] else f"min({j}, {Rp - 1}LL)"
+                mark = len(self.lines)
+                v = self.value(p, f"({o} * {Rp}LL + {at}) * {inner}LL + {i}")
+                self.lines[mark:] = [pad + ln for ln in self.lines[mark:]]
+                self.lines.append(f"{pad}{var} = {v};")
+                self.cache = dict(outside)
+                return
+            mid = (lo + hi) // 2
+            self.lines.append(f"{pad}if ({j} < {offs[mid]}LL) {{")
+            tree(lo, mid, depth + 1)
+            self.lines.append(f"{pad}}} else {{")
+            tree(mid, hi, depth + 1)
+            self.lines.append(f"{pad}}}")
+        tree(0, len(pieces), 0)
+        self.cache = outside
         return var
 
     def take(self, indent: str = "    ") -> str:
