@@ -784,6 +784,26 @@ def test_a_conv_then_a_long_batchnorm_channel_is_a_program_with_a_grid_stage(tmp
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
+def test_trained_batchnorms_split_over_blocks_match_a_float64_truth(tmp_egg, monkeypatch):
+    """The segmented-BatchNorm block below with every channel longer than a block caches (the cap lowered to
+    16 elements so the emulator runs it small): each BatchNorm a grid-level stage, the residual sum of two
+    BatchNorms (main and downsample) one stage with two Welford passes, the BatchNorm1d over (0, 2) of a view;
+    against float64."""
+    from agents.expert import opgraph
+    from agents.expert.templates import gridreduce, rowwise
+    monkeypatch.setattr(opgraph, "SEGMENTED_ROW_MAX", 16)
+    monkeypatch.setattr(rowwise, "SEGMENTED_ROW_MAX", 16)
+    p = tmp_egg / "trained_block.py"
+    p.write_text(TRAINED_BLOCK)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    grids = [pl for _, f, pl, _ in plan.stages() if f == "grid"]
+    assert fam == "program" and [pl.dims for pl in grids] == [(0, 2, 3), (0, 2, 3), (0, 2)]
+    assert len(grids[1].reductions) == 4 and len(gridreduce.kernel_names(plan.stages()[1][0], grids[1])) == 5
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
 def test_segmented_batchnorm_rows_match_a_float64_truth(tmp_egg):
     """BatchNorms left in training mode (odd sizes, offset inputs, a residual sum of two, a BatchNorm1d
     over (0, 2) of a 3-D view): each channel one segmented row, on the CPU emulator against float64."""
