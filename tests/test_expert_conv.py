@@ -440,7 +440,10 @@ def test_a_conv_summed_after_a_nonlinear_op_keeps_its_output(tmp_egg, expr):
 @pytest.mark.parametrize("shape,cin,cout,want", [
     ((64, 64, 56, 56), 64, 64, (128, 64)),  # level 2's sizes: 128-pixel tiles already give thousands of blocks
     ((2, 64, 56, 56), 64, 64, (32, 64)),  # ResNet-18's first stage at batch 2: 49 blocks of 128, 196 of 32
-    ((2, 512, 7, 7), 512, 512, (32, 32)),  # its last: four blocks of 128 x 128; 64 of 32 x 32, the most there are
+    ((2, 32, 7, 7), 32, 512, (32, 32)),  # few pixels, short K (288): the most blocks there are, no split
+    # ResNet-18's last stage at batch 2: four blocks of 128 x 128, 64 one-warp blocks of 32 x 32; its K (4608)
+    # split into 16 ranges of 64 x 64 tiles instead: 256 blocks of four warps
+    ((2, 512, 7, 7), 512, 512, (64, 64, 16)),
 ])
 def test_the_first_conv_tile_is_the_biggest_that_fills_the_gpu(tmp_egg, shape, cin, cout, want):
     from agents.expert.agent import DEFAULT_SMS
@@ -449,7 +452,60 @@ def test_the_first_conv_tile_is_the_biggest_that_fills_the_gpu(tmp_egg, shape, c
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     d = agent._default(fam, g, plan, None)
-    assert (d["BM"], d["BN"]) == want
-    blocks = math.prod(conv.grid(plan, gemm.GemmKnobs(BM=d["BM"], BN=d["BN"], WM=d["WM"], WN=d["WN"]), d["layout"]))
+    assert (d["BM"], d["BN"], d.get("splitk", 1))[:len(want)] == want and (len(want) == 3 or "splitk" not in d)
+    blocks = math.prod(conv.grid(plan, gemm.GemmKnobs(BM=d["BM"], BN=d["BN"], WM=d["WM"], WN=d["WN"], splitk=d.get("splitk", 1)),
+                                 d["layout"]))
     assert blocks >= DEFAULT_SMS or want == (32, 32)
     agent.emit(g, fam, plan, d, load_profile("h200"))  # a tile the template takes
+
+
+@pytest.mark.parametrize("layout,split", [("nchw", 3), ("nhwc", 3), ("nhwc", 1)])
+def test_split_k_conv_matches_a_float64_truth(tmp_egg, layout, split):
+    """Split-K (a network's late convs: few pixels, long K): each K range's raw sums into its slice of
+    the partials, then `egg_conv_splitk` sums the ranges in order and adds the bias and the chain; three
+    ranges (the last one short: 14 k-tiles of 32 over 5 a range), groups on z beside them. On the CPU
+    emulator against float64, through the module's host code."""
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    path = _task(tmp_egg, 2, 96, 32, 3, 1, 1, 1, 2, True, (2, 96, 4, 3), "torch.relu(self.conv(x)) * self.extra + 1.0")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    params = {**agent._default(fam, g, plan, None), "BM": 32, "BN": 16, "WM": 2, "WN": 1, "stages": 3, "split": split,
+              "layout": layout, "splitk": 3}
+    pk = agent.emit(g, fam, plan, params, load_profile("h200"))
+    assert pk.kernel_names[-2:] == ["egg_conv", "egg_conv_splitk"] and "split-K 3 ways" in pk.description
+    assert conv.splits(plan, gemm.GemmKnobs(splitk=3), layout) == (3, 160)  # K 432 per group: 14 k-tiles
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
+    assert err < (16 * max(eager_err, 2 ** -24) if split == 3 else 2e-3), (err, eager_err)
+
+
+def test_split_k_is_declined_where_a_range_may_leave_outputs_unwritten(tmp_egg):
+    """A transposed conv's phases (some output positions get no tap): split-K is refused, not emitted."""
+    path = _task(tmp_egg, "T2", 64, 16, 4, 2, 1, 1, 1, False, (1, 64, 5, 3), "self.conv(x)")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    k = gemm.GemmKnobs(BM=32, BN=16, WM=2, WN=1, splitk=2)
+    assert conv.splits(plan, k, "nhwc")[0] == 2
+    with pytest.raises(Unsupported, match="split-K"):
+        conv.render(g, plan, k, 1, "nhwc")
+
+
+def test_parallel_mapping_measures_the_split_against_none(tmp_egg):
+    """A split-K first tile is measured at parallel mapping against the same tile unsplit and twice the
+    ranges (the default's 8 warps an SM is a guess until a GPU says); a conv with tiles enough gets none."""
+    from state import KernelCandidate
+    from tests.test_expert import request
+    agent = ExpertAgent()
+    p = _task(tmp_egg, 2, 256, 256, 3, 1, 1, 1, 1, False, (2, 256, 7, 7), "torch.relu(self.conv(x))")
+    first = agent.propose(request(p)).kernels[0]
+    assert first.params["splitk"] > 1
+    best = KernelCandidate(id="a", stage="algorithm_design", **first.model_dump())
+    pm = agent.propose(request(p, "parallel_mapping", best)).kernels
+    assert [k.params["splitk"] for k in pm[:2]] == [1, 2 * first.params["splitk"]]
+    big = _task(tmp_egg, 2, 64, 64, 3, 1, 1, 1, 1, False, (16, 64, 64, 64), "self.conv(x)")
+    first = agent.propose(request(big)).kernels[0]
+    best = KernelCandidate(id="b", stage="algorithm_design", **first.model_dump())
+    assert "splitk" not in first.params
+    assert all("splitk" not in k.params for k in agent.propose(request(big, "parallel_mapping", best)).kernels)

@@ -103,10 +103,30 @@ def planes_pay(plan, params: dict) -> bool:
     return (plan.batch == 1 and params.get("splitk", 1) == 1 and min(plan.M, plan.N) >= 256 and plan.K >= 256)
 
 
+SPLIT_MIN_KTILES = 32  # a conv's K in 32-wide tiles past which its few pixels are split along K instead
+SPLIT_WARPS_PER_SM = 8  # warps an SM the first tile should give before split-K is left out
+
+
 def conv_tile(plan, d: dict, sms: int) -> dict:
     """The conv's first tile: 128 pixels a tile where that gives the GPU a wave of blocks, else smaller
     tiles down to 32 x 32 (a whole network's late convs at batch 2 are 98 pixels by 512 channels: four
-    128-wide blocks on 132 SMs). The biggest tile that fills the GPU, or the one giving the most blocks."""
+    128-wide blocks on 132 SMs). The biggest tile that fills the GPU, or the one giving the most blocks;
+    where that still leaves the SMs a few warps each and K is long (a late conv at batch 10: 490 pixels,
+    K 4608), 64 x 64 tiles with K split into ranges instead (split-K: a second kernel sums them)."""
+    best = _fill_tile(plan, d, sms)
+    kt = -(-conv.gemm_k(plan, d["layout"]) // 32)
+    warps = math.prod(conv.grid(plan, gemm.GemmKnobs(**best), d["layout"])) * best["WM"] * best["WN"] if best else 0
+    if conv.split_ok(plan, d["layout"]) and kt >= SPLIT_MIN_KTILES and warps < SPLIT_WARPS_PER_SM * sms:
+        bn = min(64, d["BN"])
+        tile = {"BM": 64, "BN": bn, "WM": 2, "WN": max(1, bn // 32)}
+        blocks = math.prod(conv.grid(plan, gemm.GemmKnobs(**tile), d["layout"]))
+        ranges = min(-(-SPLIT_WARPS_PER_SM * sms // (blocks * tile["WM"] * tile["WN"])), kt // 8, 16)
+        if ranges >= 2:
+            return {**tile, "splitk": ranges}
+    return best
+
+
+def _fill_tile(plan, d: dict, sms: int) -> dict:
     tiles = [(128, d["BN"], d["WM"], d["WN"])] + [(bm, bn, 1 if bm == 32 else 2, max(1, bn // 32))
                                                    for bm, bn in ((64, d["BN"]), (64, 64), (32, 64), (32, 32))
                                                    if bn <= d["BN"]]
@@ -413,6 +433,11 @@ class ExpertAgent:
                 wg = [{**base, "wgmma": True, "BM": 128, "BN": bn, "stages": 4} for bn in (128, 64)
                       if base.get("layout") == "nhwc" and base.get("split", 1) == 1 and (bn == 64 or plan.OCg > 64)]
                 out = [{**base, "WM": wm, "WN": wn} for wm, wn in kn["gemm_tf32_warps"]] + wg
+                if base.get("splitk", 1) > 1:  # the measured alternative: the same tile without split-K, then twice the ranges
+                    out = [{**base, "splitk": 1}, {**base, "splitk": 2 * base["splitk"]}] + out
+                elif conv.split_ok(plan, lay := base.get("layout", "nchw")) and conv.gemm_k(plan, lay) >= 32 * SPLIT_MIN_KTILES \
+                        and math.prod(conv.grid(plan, gemm.GemmKnobs(BM=base["BM"], BN=base["BN"]), lay)) < 4 * req.profile.sms:
+                    out.append({**base, "splitk": 4})  # few tiles, long K
             elif st == "tiling":
                 out = [{**base, "BM": bm, "BN": bn} for bm, bn in kn["gemm_tf32_tiles"]]
             elif st == "memory_optimization":  # the ring's depth, and the other layout (staging vs in place)
@@ -682,7 +707,8 @@ class ExpertAgent:
                 f"a thread per output pixel and {k.ocb} output channels, the weight in shared memory" if k.ocb > 1 else
                 "a thread per output (narrow groups)") + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop"))
         elif fam == "conv":
-            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages", "ldm", "wgmma", "order", "swz") if f in params})
+            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages", "ldm", "wgmma", "order", "swz", "splitk")
+                                  if f in params})
             layout = params.get("layout", "nchw")
             src = conv.render(g, plan, k, int(params.get("split", 1)), layout)
             smem = conv.shared_bytes(plan, k, layout)
@@ -695,11 +721,19 @@ class ExpertAgent:
                     f"tile {k.BM} pixels x {k.BN} channels, "
                     f"{'wgmma, ' + str(k.BM // 64) + ' warpgroup(s)' if k.wgmma else f'warps {k.WM}x{k.WN}'}, {k.stages}-stage cp.async ring"
                     f"{', ldmatrix' if k.ldm else ''}{', 128-byte swizzle' if k.wgmma and k.swz else ''}")
+            steps = [(launch, None)]
+            if (ranges := conv.splits(plan, k, layout)[0]) > 1:  # partials, then their sum and the epilogue
+                part = conv.partials_node(plan, k, layout)
+                reduce = host.Launch("egg_conv_splitk", conv.reduce_grid(plan, sms), (conv.REDUCE_BLOCK,),
+                                     [part] + launch.tensors, 0)
+                steps = [(launch, part), (reduce, None)]
+                desc += f", split-K {ranges} ways (partials summed in order with the epilogue by a second kernel)"
             if layout == "nhwc":
                 pre = [(host.Launch(name, grid, block, reads, 0), writes)
                        for name, grid, block, reads, writes in conv.staging(plan)]
-                return (src + conv.staging_source(plan, tf32=int(params.get("split", 1)) == 1), pre + [(launch, None)],
+                return (src + conv.staging_source(plan, tf32=int(params.get("split", 1)) == 1), pre + steps,
                         "input and weight staged channels last; " + desc)
+            return src, steps, desc
         elif fam == "pool":
             k = pool.PoolKnobs(block=params["block"], waves=params["waves"])
             src = pool.render(g, plan, k)

@@ -251,10 +251,11 @@ def _weight_gather(p: ConvPlan, k: GemmKnobs, T: int, B: Operand, smem: str) -> 
             }}"""
 
 
-def _store(g: OpGraph, p: ConvPlan, layout: str = "nchw") -> str:
+def _store(g: OpGraph, p: ConvPlan, layout: str = "nchw", partial: int = 0) -> str:
     """The epilogue at GEMM row m, column n: "nhwc" reads the row's image and output pixel from
     `rowinfo` (a phase's rows are not consecutive pixels), "nchw" divides m, "gemm" has the image
-    on blockIdx.z and m the pixel."""
+    on blockIdx.z and m the pixel. `partial` (split-K's ranges on z in blocks of that many): the raw
+    sum of this block's K range into its range's slice of the partials (`out`), no bias or epilogue."""
     osp = math.prod(p.out_sp)
     mt = "unsigned" if p.M < 2 ** 32 else "long long"
     bias = p.bias
@@ -263,9 +264,13 @@ def _store(g: OpGraph, p: ConvPlan, layout: str = "nchw") -> str:
         if n is p.conv:
             return f"(acc[mi][ni][2 * h + e] + to_f({bias.name}[oc]))" if bias is not None else "acc[mi][ni][2 * h + e]"
         return None
-    em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", special, prefix="e")
-    v = em.value(g.output, "oi")
-    body = f"{em.take('                    ')}\n                    out[oi] = from_f<{CTYPE[g.output.dtype]}>({v});"
+    if partial:
+        body = (f"                    out[(long long)(blockIdx.z / {partial}) * {p.N * p.OC * osp}LL + oi] = "
+                "acc[mi][ni][2 * h + e];")
+    else:
+        em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", special, prefix="e")
+        v = em.value(g.output, "oi")
+        body = f"{em.take('                    ')}\n                    out[oi] = from_f<{CTYPE[g.output.dtype]}>({v});"
     oc = f"                    const long long oc = (long long)grp * {p.OCg} + n;\n"
     if layout == "gemm":
         return (f"{oc}                    const long long oi = ((long long)img * {p.OC}LL + oc) * {osp}LL + m;\n{body}")
@@ -280,10 +285,83 @@ def _store(g: OpGraph, p: ConvPlan, layout: str = "nchw") -> str:
             f"{body}")
 
 
+def gemm_k(p: ConvPlan, layout: str) -> int:
+    """The implicit GEMM's K (a group's): (channel, offset) in place, (tap, channel) channels last."""
+    return {"nhwc": p.Kg, "gemm": p.Cg}.get(layout, p.K)
+
+
+def splits(p: ConvPlan, k: GemmKnobs, layout: str) -> tuple[int, int]:
+    """Split-K as run: (ranges, K a range, whole k-tiles); ranges that would be empty are dropped."""
+    kt = -(-gemm_k(p, layout) // BK)
+    per = -(-kt // max(1, min(k.splitk, kt)))
+    return -(-kt // per), per * BK
+
+
+def split_ok(p: ConvPlan, layout: str) -> bool:
+    """Split-K takes a forward conv in place or channels last (a transposed conv's phases may leave
+    outputs no block of a range writes; the 1x1 GEMM layout has its images on z)."""
+    return not p.transposed and layout in ("nhwc", "nchw")
+
+
+def partials_node(p: ConvPlan, k: GemmKnobs, layout: str) -> Node:
+    """Split-K's workspace: each range's raw conv output (no bias), (ranges, N, OC, *out) flat."""
+    return Node(f"{p.conv.name}_partials", "input", shape=(splits(p, k, layout)[0] * p.N * p.OC * math.prod(p.out_sp),),
+                dtype="float32")
+
+
+REDUCE_BLOCK = 256
+
+
+def reduce_source(g: OpGraph, p: ConvPlan, k: GemmKnobs, layout: str) -> str:
+    """`egg_conv_splitk(out, partials, <the conv's arguments>)`: a thread per output element sums the
+    ranges' partials in range order (deterministic), adds the bias, applies the pointwise chain."""
+    osp, total, ranges = math.prod(p.out_sp), p.N * p.OC * math.prod(p.out_sp), splits(p, k, layout)[0]
+
+    def special(n):
+        if n is p.conv:
+            return f"(acc_v + to_f({p.bias.name}[oc]))" if p.bias is not None else "acc_v"
+        return None
+    em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", special, prefix="e")
+    v = em.value(g.output, "i")
+    args = kernel_args(g, p).split(", ", 1)
+    return f"""
+extern "C" __global__ void __launch_bounds__({REDUCE_BLOCK}) egg_conv_splitk({args[0]}, const float* __restrict__ P, {args[1]}) {{
+    for (long long i = (long long)blockIdx.x * {REDUCE_BLOCK} + threadIdx.x; i < {total}LL; i += (long long)gridDim.x * {REDUCE_BLOCK}) {{
+        const long long oc = (i / {osp}LL) % {p.OC}LL;
+        float acc_v = 0.0f;
+        for (int s = 0; s < {ranges}; ++s) acc_v += P[s * {total}LL + i];
+{em.take("        ")}
+        out[i] = from_f<{CTYPE[g.output.dtype]}>({v});
+        (void)oc;
+    }}
+}}
+"""
+
+
+def reduce_grid(p: ConvPlan, sms: int) -> tuple[int]:
+    return (max(1, min(-(-p.N * p.OC * math.prod(p.out_sp) // REDUCE_BLOCK), 16 * sms)),)
+
+
 def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str = "nchw") -> str:
-    """The GEMM kernel `egg_conv`; with layout "nhwc" it reads the staged tensors (`staging_source`)."""
+    """The GEMM kernel `egg_conv`; with layout "nhwc" it reads the staged tensors (`staging_source`).
+    With split-K (k.splitk > 1), `egg_conv` writes each K range's raw sums to the partials (its first
+    argument) and `egg_conv_splitk` after it sums them with the bias and the epilogue."""
+    ranges, kc = splits(p, k, layout)
+    if ranges > 1:
+        if not split_ok(p, layout) or k.wgmma:
+            raise Unsupported("split-K takes a forward conv on mma.sync, in place or channels last")
+        nb = grid(p, GemmKnobs(BM=k.BM, BN=k.BN), layout)[2]  # z blocks a range: groups (and phases)
+        args = "float* __restrict__ out, " + kernel_args(g, p).split(", ", 1)[1]
+        return _render(g, p, k, split, layout, (kc, nb), args) + reduce_source(g, p, k, layout)
+    return _render(g, p, k, split, layout)
+
+
+def _render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str, ksplit: tuple[int, int] = (0, 1),
+            args: str | None = None) -> str:
     T = k.threads(True)
     A, B = operands(p, k, layout)
+    args = args or kernel_args(g, p)
+    partial = ksplit[1] if ksplit[0] else 0
     if k.wgmma and layout != "nhwc":
         raise Unsupported("wgmma reads the channels-last layout's staged tiles")
     if layout == "gemm":
@@ -293,7 +371,7 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str = "nch
         setup = (f"    const int img = bz / {p.groups}, grp = bz % {p.groups};\n"
                  f"    const float* Ab = X + ((long long)img * {p.C} + (long long)grp * {p.Cg}) * {S}LL;\n"
                  f"    const float* Bb = W + (long long)grp * {p.OCg * p.Cg}LL;")
-        return kernel_source("egg_conv", kernel_args(g, p), k, A, B, S, p.OCg, p.Cg, setup, _store(g, p, "gemm"),
+        return kernel_source("egg_conv", args, k, A, B, S, p.OCg, p.Cg, setup, _store(g, p, "gemm"),
                              split=split)
     if layout == "nhwc":
         per = BK // A.vec
@@ -305,14 +383,14 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str = "nch
             setup = _setup_nhwc(p, k) + (_gather_fast_setup(p, k, T, A) if _gather_fast(p, T, A) else "")
             return kernel_source_wgmma("egg_conv", kernel_args(g, p), k, A, B, p.Mg, p.OCg, p.Kg, setup,
                                        _store(g, p, "nhwc"), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem))
-        return kernel_source("egg_conv", kernel_args(g, p), k, A, B, p.Mg, p.OCg, p.Kg, _setup_nhwc(p, k),
-                             _store(g, p, "nhwc"), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem), split=split,
-                             rounded=True)
+        return kernel_source("egg_conv", args, k, A, B, p.Mg, p.OCg, p.Kg, _setup_nhwc(p, k),
+                             _store(g, p, "nhwc", partial), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem), split=split,
+                             rounded=True, ksplit=ksplit)
     if T % k.BM or BK % (T // k.BM):
         raise Unsupported("the gather needs threads a multiple of BM")
-    return kernel_source("egg_conv", kernel_args(g, p), k, A, B, p.M, p.OCg, p.K, _setup(p, k, T), _store(g, p),
+    return kernel_source("egg_conv", args, k, A, B, p.M, p.OCg, p.K, _setup(p, k, T), _store(g, p, partial=partial),
                          a_loader=lambda smem: _gather(p, k, T, A, smem), split=split,
-                         b_loader=(lambda smem: _weight_gather(p, k, T, B, smem)) if p.transposed else None)
+                         b_loader=(lambda smem: _weight_gather(p, k, T, B, smem)) if p.transposed else None, ksplit=ksplit)
 
 
 def _phase_decode(p: ConvPlan, res: str, ind: str) -> list[str]:
@@ -549,7 +627,7 @@ def staged_nodes(p: ConvPlan) -> tuple[Node, Node]:
 def grid(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> tuple[int, int, int]:
     """Pixel tiles on x (millions of them at KernelBench's sizes), channel tiles on y, groups (and,
     channels last, phases) on z."""
-    z = p.groups * {"nhwc": p.R, "gemm": p.N}.get(layout, 1)
+    z = p.groups * {"nhwc": p.R, "gemm": p.N}.get(layout, 1) * splits(p, k, layout)[0]
     if -(-p.OCg // k.BN) > 65535 or z > 65535:
         raise Unsupported("more than 65535 channel tiles or groups")
     rows = {"nhwc": p.Mg, "gemm": math.prod(p.in_sp)}.get(layout, p.M)
