@@ -110,6 +110,12 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                 "    def forward(self, x):\n        return self.bn(self.conv(x)) * 2.0\n"
                 "def get_inputs():\n    return [torch.randn(16, 8, 128, 128)]\ndef get_init_inputs():\n    return []\n",
                 "segment(s) of 15876"),
+    # ResNet-18's last stage at batch 2: 98 pixels, K 4608, split into ranges of 64x64 tiles and summed after
+    "conv_splitk": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                    "        super().__init__()\n        self.conv = nn.Conv2d(512, 512, 3, padding=1)\n"
+                    "    def forward(self, x):\n        return torch.relu(self.conv(x))\n"
+                    "def get_inputs():\n    return [torch.randn(2, 512, 7, 7)]\ndef get_init_inputs():\n    return []\n",
+                    "split-K"),
     # a loss over the whole tensor (level 1 task 94's kind): parts, a fold writing the one output
     "grid_loss": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, p, t):\n"
                   "        return torch.mean((p - t) ** 2)\n"
