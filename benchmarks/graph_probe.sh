@@ -6,7 +6,7 @@
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit 1
-timeout 150 python3 -m pytest -m gpu -q -rA -s tests/test_gpu_expert.py -k "cuda_graph or bn_segmented or bn_grid or grid_loss or conv_splitk" > "$OUT/gpu_graph_tests.txt" 2>&1
+timeout 240 python3 -m pytest -m gpu -q -rA -s tests/test_gpu_expert.py -k "cuda_graph or bn_segmented or bn_grid or grid_loss or conv_splitk" > "$OUT/gpu_graph_tests.txt" 2>&1
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed|graph .* ms" "$OUT/gpu_graph_tests.txt" | tail -8
 for t in ${GRAPH_TASKS:-4_LeNet5 1_MLP 9_ResNet18 44_MiniGPTBlock 20_MobileNetV2 34_VanillaRNNHidden}; do
   echo "== $t" >> "$OUT/graph_probe.txt"
