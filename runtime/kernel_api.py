@@ -80,8 +80,8 @@ class KernelAPI:
         if timed:  # a program's time per kernel (its regions): events on the same stream, around the launch
             ev = (torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
             ev[0].record()
-        with self._stream():
-            k(grid, block, tuple(self._arg(a) for a in args), shared_mem=shared_mem)
+        # the stream as an argument, not a `with` block: a launch is Python time a program spends hundreds of
+        k(grid, block, tuple(self._arg(a) for a in args), shared_mem=shared_mem, stream=self._stream())
         if timed:
             ev[1].record()
             self.events.append((name, *ev))
