@@ -310,7 +310,12 @@ def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir
             kernel, grid, block = (ast.literal_eval(a) for a in call.args[:3])
             names = [ast.unparse(a) for a in call.args[3].elts]
             steps.append((kernel, tuple(grid), block[0], names))
-    safe = {n: n.replace("self.", "self_") for n in tensors}
+    tensors = dict(tensors)
+    for *_, args in steps:  # an input's slice passed as a view (`x0.view(-1)[off:]`): the elements from there
+        for a in args:
+            if (m := re.fullmatch(r"(x\d+)\.view\(-1\)\[(\d+):\]", a)) and a not in tensors:
+                tensors[a] = tensors[m.group(1)].reshape(-1)[int(m.group(2)):]
+    safe = {n: re.sub(r"\W", "_", n) for n in tensors}
     steps = [(k, g, b, [safe.get(a, a) for a in args]) for k, g, b, args in steps]
     buffers = {v: int(np.prod(s)) for v, s in shapes.items()}
     got = run_program(src, steps, buffers, {safe[n]: t.contiguous() for n, t in tensors.items()}, "out", workdir)

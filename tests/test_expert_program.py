@@ -816,3 +816,43 @@ def test_segmented_batchnorm_rows_match_a_float64_truth(tmp_egg):
     assert [pl.dims for pl in segs] == [(0, 2, 3), (0, 2, 3), (0, 2)] and len(segs[1].reductions) == 4
     err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+RNN_STEPS = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.i2h = nn.Linear(24 + 16, 16)
+        self.h2o = nn.Linear(16, 8)
+    def forward(self, x, h0):
+        hidden, outputs = h0, []
+        for t in range(x.size(0)):
+            hidden = torch.tanh(self.i2h(torch.cat((x[t], hidden), dim=1)))
+            outputs.append(self.h2o(hidden))
+        return torch.stack(outputs, dim=0)
+def get_inputs():
+    return [torch.rand(5, 4, 24), torch.rand(4, 16)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_an_unrolled_loops_input_slices_are_views_so_its_steps_share_kernels(tmp_egg):
+    """KernelBench's 34_VanillaRNNHidden in miniature: each step's `x[t]` was a constant offset inside the
+    step's concatenation kernel, so every step compiled a kernel of its own (260 distinct kernels at 256
+    steps). The slice is now an input of the kernel, passed by the host as a view of x (a view op, which
+    the strict guard allows; no copy): the steps after the first launch one kernel. Against float64."""
+    from runtime.host_policy import check_host_code
+    p = tmp_egg / "rnn_steps.py"
+    p.write_text(RNN_STEPS)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    k = _emit_tuned(agent, g, fam, plan)
+    cats = [n for n in k.kernel_names if n.startswith("egg_pointwise")]
+    assert len(cats) >= 5 and len(set(cats)) <= 3, cats  # 5 steps' concatenations, the final stack
+    views = [ln for ln in k.host_code.splitlines() if "x0.view(-1)[" in ln]
+    assert len(views) == 5 and all(f"x0.view(-1)[{t * 4 * 24}:]" in views[t] for t in range(5))
+    check_host_code(k.host_code, "strict")
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, k=k)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)

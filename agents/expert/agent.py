@@ -611,19 +611,23 @@ class ExpertAgent:
     def _emit_program(self, g: OpGraph, prog, params: dict, profile) -> ProposedKernel:
         """The stages' kernels in one module: the heavy one with the tuned knobs, the rest with their
         family's defaults or their region's knobs; shared preludes once, kernel names made unique."""
-        srcs, steps, descs, names, _ = self._program_parts(prog, params, profile)
+        srcs, steps, descs, names, _, views = self._program_parts(prog, params, profile)
         graph = params.get("graph", graph_default(g, len(prog.stages())))
         desc = "; then ".join(descs) + (f"; its {len(steps)} launches replayed as one CUDA graph" if graph else "")
-        return ProposedKernel(cuda_source="\n".join(srcs), host_code=host.module_source_program(g, steps, graph),
+        return ProposedKernel(cuda_source="\n".join(srcs), host_code=host.module_source_program(g, steps, graph, views),
                               kernel_names=names, params=params, description=desc,
                               family=prog.stages()[prog.tuned][1], guard_policy="strict", compile_options=["-lineinfo"],
                               algorithm_flops=rewrite_flops([(f, p) for _, f, p, _ in prog.stages()]))
 
-    def _program_parts(self, prog, params: dict, profile) -> tuple[list, list, list, list, list]:
-        """(sources, steps, descriptions, kernel names, the stage of each kernel name)."""
-        srcs, steps, descs, names, owner = [], [], [], [], []
+    def _program_parts(self, prog, params: dict, profile) -> tuple[list, list, list, list, list, dict]:
+        """(sources, steps, descriptions, kernel names, the stage of each kernel name, the input slices
+        passed as views: program.slice_leaves)."""
+        srcs, steps, descs, names, owner, views = [], [], [], [], [], {}
         compiled: dict[str, list[str]] = {}  # a stage's source as its family wrote it -> its launches' kernel names
         for i, (sg, fam, plan, writes) in enumerate(prog.stages()):
+            if fam == "pointwise":  # no plan holds its nodes: its input slices may become inputs of their own
+                sg, sliced = program.slice_leaves(sg)
+                views.update(sliced)
             src, launches, desc = self.kernel(sg, fam, plan, self._region_params(prog, i, params, profile), profile)
             key = _canonical(src, sg.inputs + sg.params)
             if key in compiled:  # the same kernels at the same shapes as an earlier stage (a network's repeated
@@ -649,13 +653,13 @@ class ExpertAgent:
             compiled[key] = names[first:]
             srcs.append(src)
             descs.append(desc)
-        return srcs, steps, descs, names, owner
+        return srcs, steps, descs, names, owner, views
 
     def _stage_ms(self, req: StageRequest, prog) -> list[float] | None:
         """The best candidate's measured time for each of a program's kernels (None where not measured)."""
         if req.best is None or not req.best_kernel_ms:
             return None
-        *_, names, owner = self._program_parts(prog, req.best.params, req.profile)
+        *_, names, owner, _ = self._program_parts(prog, req.best.params, req.profile)
         per = [0.0] * len(prog.stages())
         launched = Counter(names)  # a kernel several stages launch is timed as one name: shared by launch
         for n, i in zip(names, owner):

@@ -2,7 +2,7 @@
 through `egg.empty` and launches one kernel on torch's current stream."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from agents.expert.opgraph import Node, OpGraph
 
@@ -65,18 +65,22 @@ def module_source(g: OpGraph, launch: Launch) -> str:
     return "\n".join(lines) + "\n"
 
 
-def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]], graph: bool = False) -> str:
+def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]], graph: bool = False,
+                          views: dict[str, tuple[int, int]] | None = None) -> str:
     """Host code for kernels launched in order, each writing the tensor of its node (the last one the
     task's output); a later kernel reads an earlier one's tensor by that node's name. With `graph`,
     forward checks its inputs and hands the launches (method `run_kernels`) to `egg.graphed`, which replays
-    them as one CUDA graph."""
-    head = module_source(g, steps[0][0]).rsplit("        out = egg.empty", 1)[0]
+    them as one CUDA graph. `views` (name -> (input position, element offset)): slices of an input a
+    kernel reads as a tensor of its own, passed as views (`x0.view(-1)[off:]`: no copy, no kernel)."""
+    head = module_source(g, replace(steps[0][0], tensors=[])).rsplit("        out = egg.empty", 1)[0]
     names = _host_names(g)
     dev = _device(g)
     lines = []
     if graph:
         xs = ", ".join(f"x{n.index}" for n in g.inputs)
         lines += [f"        return egg.graphed(self, self.run_kernels, [{xs}])", "", f"    def run_kernels(self, {xs}):"]
+    for name, (pos, off) in sorted((views or {}).items(), key=lambda kv: kv[1]):
+        names[name] = f"x{pos}.view(-1)[{off}:]"
     for i, (launch, node) in enumerate(steps):
         var = "out" if i == len(steps) - 1 else f"t{i}"
         lines.append(f"        {var} = egg.empty({tuple(node.shape)!r}, torch.{node.dtype}, {dev})")

@@ -6,6 +6,7 @@ is planned again, and may be cut again. Each cut tensor is written once and read
 one pass per op instead."""
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported, _flat, ancestors, unview
@@ -317,3 +318,47 @@ def _rest(first, second, mid, fam1, plan1, plan_graph, depth) -> Program | str:
         return f"a {fam1} kernel then a {fam2} kernel"
     return Program(first, second, mid, fam1, plan1, fam2, plan2)
 
+
+
+def slice_leaves(sg: OpGraph) -> tuple[OpGraph, dict[str, tuple[int, int]]]:
+    """A pointwise stage that reads a task input through contiguous slices (an RNN step's `x[t]`): each
+    slice becomes an input of its own, `{name: (input position, element offset)}` in the returned dict,
+    which the host code passes as a view of the input (no copy, no kernel). The stage's source then no
+    longer holds the offset, so the same step at every t is one kernel launched on other views (a 256-step
+    loop compiled 256 copies of it). A slice whose start is not 16-byte aligned stays as it is (vector loads)."""
+    views, swap = {}, {}
+    for n in sg.nodes:
+        if not (n.kind == "pw" and n.op == "narrow" and isinstance(n.args[0], Node) and n.args[0].kind == "input"
+                and n.args[0].index >= 0 and (len(n.args) < 4 or n.args[3] == 1)):
+            continue
+        x, d, start = n.args[:3]
+        inner = math.prod(x.shape[d + 1:])
+        if math.prod(x.shape[:d]) != 1 or (start * inner * _ITEM.get(x.dtype, 4)) % 16:
+            continue
+        leaf = Node(f"{x.name}_at{start * inner}", "input", shape=tuple(n.shape), dtype=x.dtype, index=-1)
+        views[leaf.name] = (x.index, start * inner)
+        swap[id(n)] = leaf
+    if not swap:
+        return sg, {}
+    fresh = list(swap.values())
+
+    def remap(a):
+        if isinstance(a, (list, tuple)):
+            return type(a)(remap(v) for v in a)
+        return swap.get(id(a), a) if isinstance(a, Node) else a
+    nodes = []
+    for n in sg.nodes:
+        if id(n) not in swap:
+            c = n if n.kind in LEAVES else replace(n, args=[remap(a) for a in n.args])
+            swap[id(n)] = c
+            nodes.append(c)
+    out = swap[id(sg.output)]
+    used = ancestors(out)
+    leaves = [v for v in fresh if id(v) in used]
+    return (OpGraph(nodes=leaves + [n for n in nodes if id(n) in used],
+                    inputs=[n for n in sg.inputs if id(n) in used] + leaves,
+                    params=[n for n in sg.params if id(n) in used], output=out, aten_ops=sg.aten_ops,
+                    scalars=sg.scalars), {v.name: views[v.name] for v in leaves})
+
+
+_ITEM = {"float32": 4, "bfloat16": 2, "float16": 2, "int64": 8, "bool": 1}
