@@ -96,6 +96,8 @@ def _chain_source(n: Node) -> Node | None:
 def find_summed(g: OpGraph, kind: str, over) -> tuple[Node, Node, list] | None:
     """(heavy, sum, scalings between) where a sum over the dims `over(heavy)` reads a node of `kind` through
     scalings alone, each of them (and the heavy node) read by nothing else: the sum commutes with them."""
+    if not any(r.kind == "reduce" and r.op == "sum" for r in g.nodes) or not any(n.kind == kind for n in g.nodes):
+        return None  # asked at every level of a program's planning: most graphs have no such pair
     readers: dict[int, list[Node]] = {}
     for n in g.nodes:
         for a in {id(a): a for a in _flat(n.args) if isinstance(a, Node)}.values():
