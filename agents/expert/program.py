@@ -319,7 +319,6 @@ def _rest(first, second, mid, fam1, plan1, plan_graph, depth) -> Program | str:
     return Program(first, second, mid, fam1, plan1, fam2, plan2)
 
 
-
 def slice_leaves(sg: OpGraph) -> tuple[OpGraph, dict[str, tuple[int, int]]]:
     """A pointwise stage that reads a task input through contiguous slices (an RNN step's `x[t]`): each
     slice becomes an input of its own, `{name: (input position, element offset)}` in the returned dict,
