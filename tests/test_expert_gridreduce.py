@@ -124,7 +124,6 @@ def test_a_batchnorm_channel_too_long_for_a_block_is_a_grid_reduction(tmp_egg, m
     if not cpu_emulator.available():
         pytest.skip("no g++")
     monkeypatch.setattr(opgraph, "SEGMENTED_ROW_MAX", 64)
-    monkeypatch.setattr(rowwise, "SEGMENTED_ROW_MAX", 64)
     p = tmp_egg / "bn_long.py"
     p.write_text(BN_LONG)
     loaded = load_task(p)

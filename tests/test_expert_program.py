@@ -770,9 +770,7 @@ def test_a_conv_then_a_long_batchnorm_channel_is_a_program_with_a_grid_stage(tmp
     program) and the normalize with the chain, against float64 on the CPU emulator. The cap lowered so the
     emulator runs it small."""
     from agents.expert import opgraph
-    from agents.expert.templates import rowwise
     monkeypatch.setattr(opgraph, "SEGMENTED_ROW_MAX", 64)
-    monkeypatch.setattr(rowwise, "SEGMENTED_ROW_MAX", 64)
     p = tmp_egg / "conv_bn.py"
     p.write_text(CONV_BN)
     agent = ExpertAgent()
@@ -790,9 +788,8 @@ def test_trained_batchnorms_split_over_blocks_match_a_float64_truth(tmp_egg, mon
     BatchNorms (main and downsample) one stage with two Welford passes, the BatchNorm1d over (0, 2) of a view;
     against float64."""
     from agents.expert import opgraph
-    from agents.expert.templates import gridreduce, rowwise
+    from agents.expert.templates import gridreduce
     monkeypatch.setattr(opgraph, "SEGMENTED_ROW_MAX", 16)
-    monkeypatch.setattr(rowwise, "SEGMENTED_ROW_MAX", 16)
     p = tmp_egg / "trained_block.py"
     p.write_text(TRAINED_BLOCK)
     agent = ExpertAgent()

@@ -319,12 +319,18 @@ def dim_runs(dims) -> list[tuple]:
 SEGMENTED_ROW_MAX = 48 * 1024  # elements of a segmented row (192 KB of fp32 in one block's shared memory)
 
 
+def block_holds_segmented(R: int) -> bool:
+    """A segmented row of R elements is short enough for one block to cache (else the grid-level template
+    splits it over blocks). The one place the cap is read, so lowering it (tests) moves every decision."""
+    return R <= SEGMENTED_ROW_MAX
+
+
 def segmented_row(shape, runs, any_length: bool = False) -> bool:
     """Dims reduced as one row of segments: a leading run from dim 0 and a trailing run to the last dim
     (BatchNorm's (0, 2, 3)), the row short enough to be cached by a block (or `any_length`: a longer one
     is split over blocks by the grid-level template)."""
     return (len(runs) == 2 and runs[0][0] == 0 and runs[1][-1] == len(shape) - 1
-            and (any_length or math.prod(shape[d] for r in runs for d in r) <= SEGMENTED_ROW_MAX))
+            and (any_length or block_holds_segmented(math.prod(shape[d] for r in runs for d in r))))
 
 
 def _rshape(shape, dims, keepdim):

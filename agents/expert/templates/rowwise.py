@@ -14,7 +14,8 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CLUSTER_PRELUDE, CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import Node, OpGraph, Unsupported, SEGMENTED_ROW_MAX, check_elementwise_after, dim_runs, segmented_row, unview
+from agents.expert.opgraph import (Node, OpGraph, Unsupported, block_holds_segmented, check_elementwise_after, dim_runs,
+                                   segmented_row, unview)
 
 
 @dataclass
@@ -55,7 +56,7 @@ def _combine(op: str, a: str, b: str) -> str:
 def needs_grid(outer: int, R: int, inner: int, seg: int = 0) -> bool:
     """Too few rows to fill the GPU and too long to reduce in one block, or a segmented row too long for
     a block to cache (a BatchNorm's channel over a large batch): a grid-level reduction."""
-    return (outer * inner < 132 and R > (1 << 20)) or (seg > 0 and R > SEGMENTED_ROW_MAX)
+    return (outer * inner < 132 and R > (1 << 20)) or (seg > 0 and not block_holds_segmented(R))
 
 
 def _grown_by_broadcast(g: OpGraph, numel: int) -> bool:
