@@ -509,3 +509,25 @@ def test_parallel_mapping_measures_the_split_against_none(tmp_egg):
     best = KernelCandidate(id="b", stage="algorithm_design", **first.model_dump())
     assert "splitk" not in first.params
     assert all("splitk" not in k.params for k in agent.propose(request(big, "parallel_mapping", best)).kernels)
+
+
+def test_conv_starts_on_swizzled_wgmma_where_the_gpu_has_it(tmp_egg):
+    """A channels-last conv with 128-pixel tiles starts on the warpgroup MMA with swizzled tiles on an H200
+    (mma.sync on an A100, which has no wgmma), compiles for sm_90a, and is offered mma.sync beside it."""
+    from hardware_profiles import load_profile
+    from state import KernelCandidate
+    from tests.test_expert import PROFILE, request
+    path = _task(tmp_egg, 2, 16, 64, 3, 1, 1, 1, 1, True, (8, 16, 64, 64), "torch.relu(self.conv(x))")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    assert not agent._default(fam, g, plan, None, load_profile("a100_80gb")).get("wgmma")
+    d = agent._default(fam, g, plan, None, load_profile("h200"))
+    assert (d["layout"], d["wgmma"], d["swz"], d["BM"], d["stages"]) == ("nhwc", True, True, 128, 3), d
+    pk = agent.emit(g, fam, plan, d, PROFILE)
+    assert "wg_desc_sw128(As_s" in pk.cuda_source and "128-byte swizzle" in pk.description
+    if shutil.which("nvcc"):
+        r = compile_check(pk.cuda_source, pk.compile_options, "sm_90a")
+        assert r.ok and all(x.spill_store_bytes == 0 for x in r.resources), r.log[-2000:]
+    best = KernelCandidate(id="a", stage="algorithm_design", **pk.model_dump())
+    offered = agent.propose(request(path, "parallel_mapping", best).model_copy(update={"max_candidates": 8})).kernels
+    assert not offered[0].params.get("wgmma") and offered[0].params["layout"] == "nhwc"

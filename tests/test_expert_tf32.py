@@ -336,9 +336,9 @@ def test_tf32x3_planes_compile_for_sm90_without_spills(tmp_egg):
 
 def test_planes_candidate_runs_through_its_host_code(tmp_egg):
     """The agent's planes candidate for an nn.Linear (B = the weight, (N, K)) with its bias and ReLU: two
-    launches (the split into a workspace, then the GEMM), offered last at parallel mapping for a large
-    enough fp32 GEMM (it lost to mma.sync on the H200), and matching float64 through the generated host
-    code on the CPU emulator."""
+    launches (the split into a workspace, then the GEMM), the first design for a large enough fp32 GEMM
+    on a GPU with the warpgroup MMA (mma.sync where it has none, and the alternative offered at parallel
+    mapping), matching float64 through the generated host code on the CPU emulator."""
     from agents.expert import ExpertAgent
     from hardware_profiles import load_profile
     from tests import cpu_emulator
@@ -349,14 +349,15 @@ def test_planes_candidate_runs_through_its_host_code(tmp_egg):
                  "def get_inputs():\n    return [torch.randn(270, 300)]\ndef get_init_inputs():\n    return []\n")
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
-    base = agent._default(fam, g, plan, None)
+    assert not agent._default(fam, g, plan, None, load_profile("a100_80gb")).get("planes")
+    base = agent._default(fam, g, plan, None, load_profile("h200"))
+    assert base["planes"] and base["swz"] and base["BK"] == 32
     from state import KernelCandidate
     from tests.test_expert import PROFILE, request
-    best = KernelCandidate(id="a", stage="algorithm_design", **agent.emit(g, fam, plan, base, PROFILE).model_dump())
-    offered = agent.propose(request(p, "parallel_mapping", best).model_copy(update={"max_candidates": 16})).kernels
-    assert not offered[0].params.get("planes")
-    first = offered[-1]
-    assert first.params.get("planes") and "planes by a first kernel" in first.description
+    first = KernelCandidate(id="a", stage="algorithm_design", **agent.emit(g, fam, plan, base, PROFILE).model_dump())
+    assert "planes by a first kernel" in first.description and "128-byte swizzle" in first.description
+    offered = agent.propose(request(p, "parallel_mapping", first).model_copy(update={"max_candidates": 16})).kernels
+    assert not offered[0].params.get("planes") and not offered[0].params.get("wgmma")  # mma.sync, measured beside it
     assert "egg_gemm_split" in first.host_code
     if not cpu_emulator.available():
         pytest.skip("no g++")

@@ -97,6 +97,19 @@ REGION_SHARE = 0.25  # a program's non-heavy kernel taking this share of its tim
 GRAPH_BYTES_PER_LAUNCH = 16 << 20
 
 
+# The fp32 GEMM's first design where planes pay on a GPU with the warpgroup MMA: both operands split once
+# into TF32 high and low planes, then 3xTF32 wgmma on 128-byte-swizzled tiles of K 32 (1.58 ms against
+# mma.sync's 2.67 and eager's 2.75 at 4096^3 on the H200, 2026-12-05; unswizzled it ran 3.94)
+PLANES = {"family": "gemm_tf32", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "wgmma": True, "planes": True,
+          "BK": 32, "stages": 3, "fold": 4, "swz": True}
+MMA_SYNC = {"family": "gemm_tf32", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "stages": 3}
+
+
+def wgmma_ok(profile) -> bool:
+    """Hopper's warpgroup MMA (compute capability 9.0a); no profile: the H200."""
+    return profile is None or profile.has("wgmma")
+
+
 def planes_pay(plan, params: dict) -> bool:
     """Whether the 3xTF32 GEMM's operands are worth splitting into planes first: one GEMM (no batch, no
     split-K) big enough that one read and two writes of A and B are small beside its MMAs."""
@@ -124,6 +137,25 @@ def conv_tile(plan, d: dict, sms: int) -> dict:
         if ranges >= 2:
             return {**tile, "splitk": ranges}
     return best
+
+
+def conv_wgmma(g, plan, d: dict, profile) -> dict | None:
+    """The conv's first design on Hopper's warpgroup MMA, where its tiles are staged channels last in
+    128-pixel tiles of plain TF32 (eager's cuDNN runs TF32 too): 128-byte-swizzled tiles, a 3-stage ring
+    (two blocks an SM). On the H200 (2026-12-05) it ran level 2 task 1 in 3.33 ms against mma.sync's
+    4.16 and eager's 4.05, level 1 task 63 in 9.01 against 11.95; None where the kernel cannot take the
+    conv (the tile, the layout, split-K) or the GPU has no wgmma."""
+    if not wgmma_ok(profile) or d.get("layout") != "nhwc" or d.get("split", 1) != 1 or d.get("splitk", 1) > 1 \
+            or d["BM"] != 128 or d["BN"] not in (64, 128):
+        return None
+    w = {**d, "wgmma": True, "swz": True, "stages": 3}
+    k = gemm.GemmKnobs(**{f: w[f] for f in ("BM", "BN", "WM", "WN", "stages", "wgmma", "swz")})
+    smem = profile.shared_per_block_optin if profile is not None else DEFAULT_SMEM
+    try:
+        conv.render(g, plan, k, 1, "nhwc")
+        return w if conv.shared_bytes(plan, k, "nhwc") + conv.static_bytes(plan, k, "nhwc") <= smem else None
+    except Unsupported:
+        return None
 
 
 def _fill_tile(plan, d: dict, sms: int) -> dict:
@@ -427,10 +459,13 @@ class ExpertAgent:
                 out = [{**base, "ocb": b} for b in direct_conv.channel_blocks(plan)[:3] if b != base.get("ocb")]
                 out.append({**base, "waves": 0 if base.get("waves") else 8})
         elif fam == "conv":
-            if st == "parallel_mapping":  # the warp shapes, then Hopper's warpgroup MMA where tiles are staged
-                # channels last (after: on the H200 it ran 5.20 ms against mma.sync's 4.02 on level 2 task 1,
-                # bound by the cp.async gather until TMA feeds it; RESULTS.md)
-                wg = [{**base, "wgmma": True, "BM": 128, "BN": bn, "stages": 4} for bn in (128, 64)
+            if st == "parallel_mapping" and base.get("wgmma"):  # mma.sync, and its warp shapes, beside it
+                sync = {k: v for k, v in base.items() if k not in ("wgmma", "swz")}
+                out = [sync] + [{**sync, "WM": wm, "WN": wn} for wm, wn in kn["gemm_tf32_warps"]]
+                out.append({**base, "BN": 192 - base["BN"]} if plan.OCg > 64 else {**base, "stages": 4})
+            elif st == "parallel_mapping":  # the warp shapes, then Hopper's warpgroup MMA where tiles are staged
+                # channels last (first where conv_wgmma takes the conv)
+                wg = [{**base, "wgmma": True, "swz": True, "BM": 128, "BN": bn, "stages": 3} for bn in (128, 64)
                       if base.get("layout") == "nhwc" and base.get("split", 1) == 1 and (bn == 64 or plan.OCg > 64)]
                 out = [{**base, "WM": wm, "WN": wn} for wm, wn in kn["gemm_tf32_warps"]] + wg
                 if base.get("splitk", 1) > 1:  # the measured alternative: the same tile without split-K, then twice the ranges
@@ -442,7 +477,7 @@ class ExpertAgent:
                 out = [{**base, "BM": bm, "BN": bn} for bm, bn in kn["gemm_tf32_tiles"]]
             elif st == "memory_optimization":  # the ring's depth, and the other layout (staging vs in place)
                 out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"] if s >= 3 or not base.get("wgmma")]
-                if base.get("wgmma"):  # first: the tiles in wgmma's 128-byte swizzle (not yet measured)
+                if base.get("wgmma"):  # first: the tiles with the swizzle toggled
                     out.insert(0, {**base, "swz": not base.get("swz", False)})
                 out += [{**base, "ldm": True}] + [{**base, "layout": lay} for lay in conv.LAYOUTS if lay != base.get("layout", "nchw")]
         elif fam == "recurrent":
@@ -489,16 +524,19 @@ class ExpertAgent:
         else:
             path = gemm_path(plan, base)
             tk = "gemm_tf32" if path == "tf32x3" else "gemm_tc"
-            if st == "parallel_mapping":
+            if st == "parallel_mapping" and base.get("planes"):  # the other kernels: mma.sync (staged stores
+                # where its stores bound it), the warpgroup MMA splitting A in registers
+                out = [dict(MMA_SYNC), {**MMA_SYNC, "ostage": True}] if g.output.dtype == "float32" else [dict(MMA_SYNC)]
+                out += [{**MMA_SYNC, "wgmma": True}]
+            elif st == "parallel_mapping":
                 if path != "simt":
                     out += [{**base, "WM": wm, "WN": wn} for wm, wn in kn[f"{tk}_warps"]]
                 if path == "tf32x3":  # then Hopper's warpgroup MMA (3xTF32, A split in registers): 3.18-3.88 ms
                     # against mma.sync's 2.61 at 4096^3 on the H200 as built (RESULTS.md), so not first
                     out += [{**base, "wgmma": True, "BM": 128, "BN": bn} for bn in (128, 64)
                             if (bn == 64 or plan.N > 64) and base.get("splitk", 1) == 1]
-                    if planes_pay(plan, base):  # last: the planes' wgmma ran 4.31-5.92 ms against mma.sync's 2.69
-                        # at 4096^3 on the H200 (RESULTS.md, 2026-12-05)
-                        out.append({**base, "wgmma": True, "planes": True, "BM": 128, "BN": 128, "BK": 16, "stages": 6, "fold": 8})
+                    if planes_pay(plan, base):  # the planes (first where the GPU has wgmma and they pay)
+                        out.append(dict(PLANES))
                 else:
                     out = [{**base, "BM": bm, "BN": bn, "TM": tm, "TN": tn} for bm, bn, tm, tn in kn["gemm_simt_tiles"]]
             elif st == "tiling":
@@ -516,9 +554,8 @@ class ExpertAgent:
                     out = [{**base, "stages": s, "pad": p, "ldm": ld} for ld in kn["gemm_tc_ldmatrix"] + [False]
                            for p in kn["gemm_tc_pad"] for s in sorted(kn["gemm_tc_stages"], reverse=True)]
                 elif path == "tf32x3" and base.get("planes"):  # the ring's tile K and depth, a narrower tile, the fold
-                    out = [{**base, "BK": 32, "stages": 3, "fold": 4, "swz": True}, {**base, "BK": 32, "stages": 3, "fold": 4},
-                           {**base, "BN": 64, "stages": 8},
-                           {**base, "fold": 16}, {**base, "fold": 4}]
+                    out = [{**base, "BK": 32, "stages": 3, "fold": 4, "swz": True}, {**base, "BN": 64, "stages": 4},
+                           {**base, "fold": 8}, {**base, "fold": 2}, {**base, "BK": 16, "stages": 6, "fold": 8, "swz": False}]
                 elif path == "tf32x3":
                     out = [{**base, "stages": s, "ldm": ld} for ld in (True, False) for s in kn["gemm_tf32_stages"]]
                     if not base.get("wgmma") and base.get("splitk", 1) == 1 and g.output.dtype == "float32":
@@ -539,7 +576,8 @@ class ExpertAgent:
             bn = 128 if plan.OCg > 64 else 64 if plan.OCg > 32 else 32
             d = {"family": "conv", "BM": 128, "BN": bn, "WM": 2, "WN": 4 if bn >= 32 else 1, "stages": 3, "split": 1,
                  "layout": conv.default_layout(plan)}
-            return {**d, **conv_tile(plan, d, prof.sms if prof is not None else DEFAULT_SMS)}
+            d = {**d, **conv_tile(plan, d, prof.sms if prof is not None else DEFAULT_SMS)}
+            return conv_wgmma(g, plan, d, prof) or d
         if fam == "scan":
             return {"family": "scan", "block": 256, "items": 8, "waves": 8}
         if fam == "recurrent":  # a cluster sharing W_hh where its rows fit in the blocks' shared memory
@@ -576,12 +614,14 @@ class ExpertAgent:
             d = {"family": "rows", "mapping": "block", "block": 256 if plan.R >= 256 else 128, "cache": "none", "waves": 8}
             return {**d, "vec": 4} if rowwise.vectorizable(plan, rowwise.RowKnobs()) and plan.R >= 1024 else d
         if plan.dtype == "float32":
-            d = {"family": "gemm_tf32", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "stages": 3}
-            sk = split_k(plan, d, req.profile.sms if req is not None else DEFAULT_SMS)
+            d = dict(MMA_SYNC)
+            sk = split_k(plan, d, prof.sms if prof is not None else DEFAULT_SMS)
             if sk > 1:
                 return {**d, "splitk": sk}
             if plan.K <= STORE_BOUND_K and g.output.dtype == "float32":  # bound by its stores: stage them
                 return {**d, "ostage": True}
+            if wgmma_ok(prof) and planes_pay(plan, d):
+                return dict(PLANES)
             return d
         return {"family": "gemm_tc", "BM": 64, "BN": 64, "WM": 2, "WN": 2, "stages": 1, "pad": 8}
 
