@@ -278,6 +278,8 @@ PLANE_CASES = [  # expr, A shape, B shape, (BM, BN, stages, fold, BK): B (K, N) 
     ("torch.matmul(a, b.T)", (70, 200), (90, 200), (64, 64, 6, 4, 16)),  # K 200: padded to 256 (whole folds of 64)
     ("torch.matmul(a, b)", (130, 100), (100, 70), (128, 64, 3, 2, 32, True)),  # the 128-byte swizzle
     ("torch.matmul(a.T, b)", (96, 70), (96, 130), (64, 128, 3, 1, 32, True)),
+    ("torch.bmm(a, b)", (3, 70, 75), (3, 75, 50), (64, 64, 3, 2, 32, True)),  # a batch: each entry's own planes
+    ("torch.relu(torch.bmm(a, b)) * 2.0", (2, 130, 40), (2, 40, 90), (128, 64, 3, 1, 16)),  # the epilogue at bz
 ]
 
 
@@ -302,12 +304,11 @@ def test_tf32x3_from_split_planes_is_fp32_grade_on_the_cpu_emulator(tmp_egg, exp
     model = load_task(p).make_model(42)
     want = model(a, b)
     truth = model.double()(a.double(), b.double())
-    gx, gy, _ = gemm_tf32.grid(plan, k)
     size = gemm_tf32.planes_node(g, plan, k).shape[0]
 
     def run(source, tag):
         steps = [("egg_gemm_split", gemm_tf32.split_grid(plan, k), gemm_tf32.SPLIT_BLOCK, ["P", "in0", "in1"]),
-                 ("egg_gemm", (gx, gy), k.threads(True), ["out", "P", "in0", "in1"])]
+                 ("egg_gemm", gemm_tf32.grid(plan, k), k.threads(True), ["out", "P", "in0", "in1"])]
         return cpu_emulator.run_program(source, steps, {"out": want.numel(), "P": size}, {"in0": a, "in1": b}, "out",
                                         tmp_egg / tag).reshape(want.shape).double()
     got = run(src, "emu")

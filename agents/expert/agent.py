@@ -110,10 +110,21 @@ def wgmma_ok(profile) -> bool:
     return profile is None or profile.has("wgmma")
 
 
+# The planes' cost model, from the H200 (2026-12-05, 4096^3): the planes GEMM at about 93 TFLOP/s, mma.sync's
+# 3xTF32 at about 51 (eager's cuBLAS fp32 as fast); the split's extra traffic (a read of A and B, two writes,
+# the second plane's read: 16 bytes an element of each) at about 4 TB/s
+PLANES_TFLOPS, SYNC_TFLOPS, PLANES_TBS = 93.0, 51.0, 4.0
+
+
 def planes_pay(plan, params: dict) -> bool:
-    """Whether the 3xTF32 GEMM's operands are worth splitting into planes first: one GEMM (no batch, no
-    split-K) big enough that one read and two writes of A and B are small beside its MMAs."""
-    return (plan.batch == 1 and params.get("splitk", 1) == 1 and min(plan.M, plan.N) >= 256 and plan.K >= 256)
+    """Whether the 3xTF32 GEMM's operands are worth splitting into planes first: whole-K GEMMs (no
+    split-K) whose MMAs' time saved outweighs the split's traffic by a tenth (per k and batch entry, in
+    picoseconds: 2MN flops, 16(M + N) bytes). Attention's 512 x 512 scores lose (the split costs what
+    the faster MMAs save); 4096^2, KernelBench's (1024, 8192) linears and its (512, 2048) bmm win."""
+    if params.get("splitk", 1) != 1 or min(plan.M, plan.N) < 256 or plan.K < 256:
+        return False
+    mn = plan.M * plan.N
+    return 2 * mn / PLANES_TFLOPS + 16 * (plan.M + plan.N) / PLANES_TBS < 0.9 * 2 * mn / SYNC_TFLOPS
 
 
 SPLIT_MIN_KTILES = 32  # a conv's K in 32-wide tiles past which its few pixels are split along K instead

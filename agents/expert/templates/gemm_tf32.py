@@ -715,9 +715,16 @@ def padded(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
     return -(-p.M // k.BM) * k.BM, -(-p.N // k.BN) * k.BN, -(-p.K // kq) * kq
 
 
+def plane_batches(p: GemmPlan) -> tuple[int, int]:
+    """How many A and B operands the planes hold: the batch's where that operand is batched, else one."""
+    return (p.batch if p.a_batched else 1), (p.batch if p.b_batched else 1)
+
+
 def planes_check(p: GemmPlan, k: GemmKnobs) -> None:
-    if p.batch != 1 or k.splitk != 1:
-        raise Unsupported("the split planes are for one GEMM (no batch, no split-K)")
+    if k.splitk != 1:
+        raise Unsupported("the split planes are for whole-K GEMMs (no split-K)")
+    if p.batch > 65535:
+        raise Unsupported("more than 65535 batches")
     if k.swz and k.BK != 32:
         raise Unsupported("the 128-byte swizzle holds a tile row of K 32")
     if k.BK not in (16, 32) or k.BM % 64 or k.BM > 256 or k.BN not in WGMMA_NS or k.stages < 3 or k.fold < 1:
@@ -725,14 +732,26 @@ def planes_check(p: GemmPlan, k: GemmKnobs) -> None:
 
 
 def planes_node(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> Node:
-    """The planes' workspace: A's high, A's low, B's high, B's low, flat."""
+    """The planes' workspace: A's high, A's low, B's high, B's low, flat (each its operands of the batch)."""
     Mp, Np, Kp = padded(p, k)
-    return Node(f"{p.gemm.name}_planes", "input", shape=(2 * (Mp + Np) * Kp,), dtype="float32")
+    ba, bb = plane_batches(p)
+    return Node(f"{p.gemm.name}_planes", "input", shape=(2 * (ba * Mp + bb * Np) * Kp,), dtype="float32")
 
 
-def split_grid(p: GemmPlan, k: GemmKnobs) -> tuple[int]:
+def split_grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int]:
+    """A 32x32 tile of A or B a block on x, the batch on y."""
     Mp, Np, Kp = padded(p, k)
-    return ((Mp // 32 + Np // 32) * (Kp // 32),)
+    return ((Mp // 32 + Np // 32) * (Kp // 32), max(plane_batches(p)))
+
+
+def _plane_bases(p: GemmPlan, k: GemmKnobs, bz: str) -> dict[str, str]:
+    """The batch entry `bz`'s four planes in the workspace P."""
+    Mp, Np, Kp = padded(p, k)
+    ba, bb = plane_batches(p)
+    oa = f" + (long long)({bz}) * {Mp * Kp}LL" if ba > 1 else ""
+    ob = f" + (long long)({bz}) * {Np * Kp}LL" if bb > 1 else ""
+    return {"Ah": f"(P{oa})", "Al": f"(P + {ba * Mp * Kp}LL{oa})",
+            "Bh": f"(P + {2 * ba * Mp * Kp}LL{ob})", "Bl": f"(P + {2 * ba * Mp * Kp + bb * Np * Kp}LL{ob})"}
 
 
 def shared_bytes_planes(p: GemmPlan, k: GemmKnobs) -> int:
@@ -766,18 +785,25 @@ def _split_source(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
                 {lo}[r * {Kp}LL + kk] = __uint_as_float(round_tf32(v - h));
             }}"""
     ta = (Mp // 32) * (Kp // 32)
+    ba, bb = plane_batches(p)
+    pl = _plane_bases(p, k, "bz")
+    a = f"(A + (long long)bz * {p.M * p.K}LL)" if ba > 1 else "A"
+    b = f"(B + (long long)bz * {p.K * p.N}LL)" if bb > 1 else "B"
     return f"""
 extern "C" __global__ void __launch_bounds__({SPLIT_BLOCK}) egg_gemm_split(float* __restrict__ P, {args[1]}) {{
     __shared__ float s[32][33];
-    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+    const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5, bz = blockIdx.y;
+    (void)bz;
     long long b = blockIdx.x;
     if (b < {ta}LL) {{
+        if (bz >= {ba}) return;  // an operand shared by the batch: split once
         const long long r0 = (b / {Kp // 32}) * 32, k0 = (b % {Kp // 32}) * 32;
-{tile("A", p.M, p.a_layout == "mk", "P", f"(P + {Mp * Kp}LL)")}
+{tile(a, p.M, p.a_layout == "mk", pl["Ah"], pl["Al"])}
     }} else {{
+        if (bz >= {bb}) return;
         b -= {ta}LL;
         const long long r0 = (b / {Kp // 32}) * 32, k0 = (b % {Kp // 32}) * 32;
-{tile("B", p.N, p.b_layout == "nk", f"(P + {2 * Mp * Kp}LL)", f"(P + {2 * Mp * Kp + Np * Kp}LL)")}
+{tile(b, p.N, p.b_layout == "nk", pl["Bh"], pl["Bl"])}
     }}
 }}
 """
@@ -793,7 +819,7 @@ def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
     EA, EB = k.BM * bk, k.BN * bk
     ops = {n: Operand(n, rows, tot, Kp, True, 4, True, bk, k.swz) for n, rows, tot in
            (("Ah", k.BM, Mp), ("Al", k.BM, Mp), ("Bh", k.BN, Np), ("Bl", k.BN, Np))}
-    bases = {"Ah": "P", "Al": f"(P + {Mp * Kp}LL)", "Bh": f"(P + {2 * Mp * Kp}LL)", "Bl": f"(P + {2 * Mp * Kp + Np * Kp}LL)"}
+    bases = _plane_bases(p, k, "bz")
     # the planes are whole tiles: where a thread's pieces are whole passes apart, one pointer an operand
     # and constant steps with no bounds test (the generic loader's integer work, 1744 IMAD and 1309 ISETP
     # in the SASS of an unrolled fold, had outweighed the MMAs on the H200)
@@ -821,7 +847,7 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const floa
     const int id = blockIdx.y * {mt} + blockIdx.x, gm = id / {GROUP_M * nt}, first = gm * {GROUP_M};
     const int rows_in = min({mt} - first, {GROUP_M}), in = id % {GROUP_M * nt};
     const long long m0 = (long long)(first + in % rows_in) * {k.BM}, n0 = (long long)(in / rows_in) * {k.BN};
-    const int bz = 0;
+    const int bz = blockIdx.z;
     (void)bz;
     float acc[1][{NI}][4], part[{NI * 4}];
     #pragma unroll
