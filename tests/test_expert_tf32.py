@@ -338,6 +338,7 @@ def test_tf32x3_planes_compile_for_sm90_without_spills(tmp_egg):
 def test_planes_candidate_runs_through_its_host_code(tmp_egg):
     """The agent's planes candidate for an nn.Linear (B = the weight, (N, K)) with its bias and ReLU: two
     launches (the split into a workspace, then the GEMM), the first design for a large enough fp32 GEMM
+    (600 x 640: planes_pay's smallest square is about 580)
     on a GPU with the warpgroup MMA (mma.sync where it has none, and the alternative offered at parallel
     mapping), matching float64 through the generated host code on the CPU emulator."""
     from agents.expert import ExpertAgent
@@ -345,9 +346,9 @@ def test_planes_candidate_runs_through_its_host_code(tmp_egg):
     from tests import cpu_emulator
     p = tmp_egg / "lin.py"
     p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
-                 "        super().__init__()\n        self.fc = nn.Linear(300, 260)\n"
+                 "        super().__init__()\n        self.fc = nn.Linear(300, 640)\n"
                  "    def forward(self, x):\n        return torch.relu(self.fc(x))\n"
-                 "def get_inputs():\n    return [torch.randn(270, 300)]\ndef get_init_inputs():\n    return []\n")
+                 "def get_inputs():\n    return [torch.randn(600, 300)]\ndef get_init_inputs():\n    return []\n")
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     assert not agent._default(fam, g, plan, None, load_profile("a100_80gb")).get("planes")
