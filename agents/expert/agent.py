@@ -427,7 +427,8 @@ class ExpertAgent:
             if fam == "conv":  # plain TF32 (what eager's cuDNN runs by default) and 3xTF32 (fp32 grade); the
                 # fp32-grade one first where eager was measured exact here (cuDNN's choice for many shapes)
                 tf32 = self._default(fam, g, plan, req)
-                both = [tf32, {**tf32, "split": 3}]
+                exact = {k: v for k, v in tf32.items() if k not in ("wgmma", "swz")}  # 3xTF32 stays on mma.sync
+                both = [tf32, {**exact, "split": 3}]
                 both = both[::-1] if eager_is_fp32_grade(req) else both
                 if direct_conv.suits(plan):  # few channels: exact fp32 on the CUDA cores, a block of channels a thread
                     both.insert(1, {"family": "conv", "algo": "direct", "block": 256, "waves": 8,
