@@ -66,6 +66,18 @@ def verify_candidate(task: VerifyTask, runtime: Runtime[EggContext]) -> dict:
     return {"evaluations": [ev], "attempts": [attempt]}
 
 
+PROFILED_KERNELS = 3  # a program's kernels profiled: its heaviest by measured time
+
+
+def heaviest(evals: list, cand_id: str) -> list[str] | None:
+    """The candidate's PROFILED_KERNELS kernels that took the most time when it was timed; None (all of
+    them) where it launches no more or was not timed kernel by kernel."""
+    ms = next((e.kernel_ms for e in evals if e.candidate_id == cand_id and e.kernel_ms), None)
+    if not ms or len(ms) <= PROFILED_KERNELS:
+        return None
+    return sorted(ms, key=ms.get, reverse=True)[:PROFILED_KERNELS]
+
+
 def verification(state: RunState, runtime: Runtime[EggContext]) -> dict:
     """The join after the fan-out: conclude the stage from all of its evaluations."""
     if state.failure:
@@ -77,5 +89,5 @@ def verification(state: RunState, runtime: Runtime[EggContext]) -> dict:
     if best and state.settings.kernel_profile and state.kernel_profile(best) is None and hasattr(ctx.evaluator, "profile"):
         # the stage's best, profiled once: the next stage's agent reads where its time goes
         path = materialize(state.task) if state.task else state.settings.task_path
-        update["profiles"] = [ctx.evaluator.profile(path, state.candidate(best))]
+        update["profiles"] = [ctx.evaluator.profile(path, state.candidate(best), kernels=heaviest(stage_evals, best))]
     return {"pending": [], **update}

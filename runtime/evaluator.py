@@ -146,11 +146,12 @@ class GpuEvaluator:
             if med < floor * FLOOR_SLACK:
                 ev.flagged = f"faster than the roofline floor ({med:.4f} ms < {floor:.4f} ms): not believed"
 
-    def profile(self, task_path: str, cand: KernelCandidate) -> KernelProfile:
-        """Nsight Compute on one candidate, in its own process (ncu must start the process it profiles)."""
+    def profile(self, task_path: str, cand: KernelCandidate, kernels: list[str] | None = None) -> KernelProfile:
+        """Nsight Compute on one candidate (or on `kernels` of it), in its own process (ncu must start the
+        process it profiles)."""
         with self.lock:
             try:
-                return profile_candidate(task_path, cand, self.arch)
+                return profile_candidate(task_path, cand, self.arch, kernels=kernels)
             except Exception as exc:  # a profile is advice: its failure never fails the run
                 return KernelProfile(candidate_id=cand.id, available=False, note=f"{type(exc).__name__}: {exc}"[:300])
 

@@ -140,7 +140,10 @@ def ncu_command(ncu: str, kernel_names: list[str], driver: list[str], metrics: b
 
 
 def profile_candidate(task_path: str, cand: KernelCandidate, arch: str | None = None,
-                      timeout_s: float = 300.0) -> KernelProfile:
+                      timeout_s: float = 300.0, kernels: list[str] | None = None) -> KernelProfile:
+    """ncu on the candidate's kernels, or on `kernels` among them (a whole network's program launches a
+    hundred kernels; ncu replays each launch it profiles some forty times)."""
+    names = [n for n in cand.kernel_names if n in kernels] if kernels else cand.kernel_names
     ncu = ncu_path()
     if ncu is None:
         return KernelProfile(candidate_id=cand.id, available=False, note="Nsight Compute (ncu) not found")
@@ -153,12 +156,12 @@ def profile_candidate(task_path: str, cand: KernelCandidate, arch: str | None = 
         text = ""
         for metrics in (True, False):  # a metric this ncu or GPU lacks fails the run: retry on sections alone
             try:
-                r = subprocess.run(ncu_command(ncu, cand.kernel_names, driver, metrics), capture_output=True, text=True,
+                r = subprocess.run(ncu_command(ncu, names, driver, metrics), capture_output=True, text=True,
                                    timeout=timeout_s, env=env)
             except subprocess.TimeoutExpired:
                 return KernelProfile(candidate_id=cand.id, available=False, note=f"ncu took over {timeout_s:.0f} s")
             text = r.stdout + "\n" + r.stderr
-            prof = profile_from_report(cand.id, text, cand.kernel_names)
+            prof = profile_from_report(cand.id, text, names)
             if prof.available:
                 return prof
         return prof

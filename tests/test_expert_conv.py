@@ -531,3 +531,30 @@ def test_conv_starts_on_swizzled_wgmma_where_the_gpu_has_it(tmp_egg):
     best = KernelCandidate(id="a", stage="algorithm_design", **pk.model_dump())
     offered = agent.propose(request(path, "parallel_mapping", best).model_copy(update={"max_candidates": 8})).kernels
     assert not offered[0].params.get("wgmma") and offered[0].params["layout"] == "nhwc"
+
+
+@pytest.mark.parametrize("spec", [
+    (2, 8, 24, (3, 2), (2, 1), (1, 1), (1, 2), 2, True, (2, 8, 13, 11), "torch.relu(self.conv(x)) * 2.0"),
+    ("T2", 8, 16, 4, 2, 1, 1, 2, False, (1, 8, 9, 7), "torch.tanh(self.conv(x))"),  # split by phase
+    (1, 12, 80, 3, 1, 1, 1, 1, True, (3, 12, 50), "self.conv(x) - 0.5"),  # 80 channels: a 128-wide tile past them
+], ids=["2d", "T2", "1d"])
+def test_the_wgmma_first_design_matches_a_float64_truth(tmp_egg, spec):
+    """The first design conv_wgmma gives (128-pixel tiles, 128-byte swizzle, a 3-stage ring) on the CPU
+    emulator: strides, dilation, groups, a transposed conv split by phase, rows and channels past the
+    output; TF32-grade against float64 (every tap counted)."""
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    from agents.expert.agent import conv_wgmma
+    path = _task(tmp_egg, *spec)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    d = {"family": "conv", "BM": 128, "BN": 128 if plan.OCg > 64 else 64, "WM": 2, "WN": 4, "stages": 3, "split": 1,
+         "layout": "nhwc"}
+    params = conv_wgmma(g, plan, d, load_profile("h200"))
+    assert params and params["swz"] and params["stages"] == 3
+    pk = agent.emit(g, fam, plan, params, load_profile("h200"))
+    assert "wg_desc_sw128(As_s" in pk.cuda_source
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
+    assert 4 * max(eager_err, 2 ** -24) < err < 2e-3, (err, eager_err)

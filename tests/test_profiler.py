@@ -113,7 +113,7 @@ class ProfilingEvaluator(ScriptedEvaluator):
         super().__init__()
         self.profiled: list[str] = []
 
-    def profile(self, task_path, cand):
+    def profile(self, task_path, cand, kernels=None):
         self.profiled.append(cand.id)
         return KernelProfile(candidate_id=cand.id, kernel="k", sm_pct=30.0, memory_pct=88.0, dram_pct=88.0)
 
@@ -155,3 +155,19 @@ def test_no_profile_setting_skips_it(tmp_egg, relu_task):
     _, st = optimize(relu_task, agent_obj=agent, evaluator_obj=ev, checkpoint=str(tmp_egg / "cp.sqlite"),
                      out_dir=str(tmp_egg / "out"), profile="h200", quiet=True, kernel_profile=False)
     assert ev.profiled == [] and st.profiles == [] and st.result.status == "verified"
+
+
+def test_a_programs_profile_takes_its_heaviest_kernels():
+    """A whole network launches a hundred kernels and ncu replays each one it profiles some forty times:
+    the stage's best is profiled on its PROFILED_KERNELS slowest by measured time, every kernel where it
+    has no more or was not timed kernel by kernel."""
+    from nodes.verification import PROFILED_KERNELS, heaviest
+    from state import Evaluation, Verdict
+    ms = {f"k{i}": float(i) for i in range(10)}
+    evals = [Evaluation(candidate_id="a", stage="tiling", verdict=Verdict.correct, kernel_ms={"x": 9.0}),
+             Evaluation(candidate_id="b", stage="tiling", verdict=Verdict.correct, kernel_ms=ms)]
+    assert heaviest(evals, "b") == ["k9", "k8", "k7"][:PROFILED_KERNELS]
+    assert heaviest(evals, "a") is None and heaviest(evals, "c") is None
+    from runtime.profiler import ncu_command
+    cmd = ncu_command("ncu", ["k9", "k8"], ["python"])
+    assert "regex:^(k9|k8)$" in cmd and cmd[cmd.index("--launch-count") + 1] == "8"
