@@ -537,7 +537,8 @@ def test_conv_starts_on_swizzled_wgmma_where_the_gpu_has_it(tmp_egg):
     (2, 8, 24, (3, 2), (2, 1), (1, 1), (1, 2), 2, True, (2, 8, 13, 11), "torch.relu(self.conv(x)) * 2.0"),
     ("T2", 8, 16, 4, 2, 1, 1, 2, False, (1, 8, 9, 7), "torch.tanh(self.conv(x))"),  # split by phase
     (1, 12, 80, 3, 1, 1, 1, 1, True, (3, 12, 50), "self.conv(x) - 0.5"),  # 80 channels: a 128-wide tile past them
-], ids=["2d", "T2", "1d"])
+    (3, 8, 16, 3, (1, 2, 1), 1, 1, 1, True, (1, 8, 6, 7, 5), "torch.sigmoid(self.conv(x))"),
+], ids=["2d", "T2", "1d", "3d"])
 def test_the_wgmma_first_design_matches_a_float64_truth(tmp_egg, spec):
     """The first design conv_wgmma gives (128-pixel tiles, 128-byte swizzle, a 3-stage ring) on the CPU
     emulator: strides, dilation, groups, a transposed conv split by phase, rows and channels past the
