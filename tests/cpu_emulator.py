@@ -86,6 +86,16 @@ inline float to_f(bool x) { return x ? 1.0f : 0.0f; }
 inline float to_f(long long x) { return (float)x; }
 template <typename T> inline T from_f(float x);
 template <> inline float from_f<float>(float x) { return x; }
+// 16-bit floats as their bits: bf16 the top half of a float (rounded to nearest even), fp16 through _Float16
+struct __nv_bfloat16 { unsigned short x; };
+struct __half { unsigned short x; };
+inline float emu_bf16(unsigned short b) { const unsigned u = (unsigned)b << 16; float f; std::memcpy(&f, &u, 4); return f; }
+inline float emu_f16(unsigned short b) { _Float16 h; std::memcpy(&h, &b, 2); return (float)h; }
+inline float to_f(__nv_bfloat16 x) { return emu_bf16(x.x); }
+inline float to_f(__half x) { return emu_f16(x.x); }
+template <> inline __nv_bfloat16 from_f<__nv_bfloat16>(float x) {
+    unsigned u; std::memcpy(&u, &x, 4); u += 0x7FFF + ((u >> 16) & 1); return __nv_bfloat16{(unsigned short)(u >> 16)}; }
+template <> inline __half from_f<__half>(float x) { const _Float16 h = (_Float16)x; __half r; std::memcpy(&r.x, &h, 2); return r; }
 using std::max;
 using std::min;
 // the tensor-core GEMM's PTX (agents/expert/templates/gemm_tf32.py TF32_PRELUDE): cp.async as a plain
@@ -142,29 +152,34 @@ inline void wgmma_commit() {}
 inline void wgmma_wait0() {}
 inline void wgmma_wait1() {}
 inline void fence_proxy_async() {}
-inline float emu_wg_el(unsigned long long d, int r, int k) {
+inline unsigned long long emu_wg_at(unsigned long long d, int r, int kb) {  // row r's byte kb along K
     const unsigned long long base = (d & 0x3FFF) << 4, lbo = ((d >> 16) & 0x3FFF) << 4, sbo = ((d >> 32) & 0x3FFF) << 4;
     unsigned long long at;
     if ((d >> 62) == 1) {  // the 128-byte swizzle: rows of 128 bytes, address bits 4-6 XORed with bits 7-9
-        at = base + (r / 8) * sbo + (r % 8) * 128 + (k / 4) * 16 + (k % 4) * 4;
+        at = base + (r / 8) * sbo + (r % 8) * 128 + kb;
         at ^= ((at >> 7) & 7) << 4;
-    } else {
-        at = base + (r / 8) * sbo + (k / 4) * lbo + (r % 8) * 16 + (k % 4) * 4;
+    } else {  // core matrices of 8 rows by 16 bytes
+        at = base + (r / 8) * sbo + (kb / 16) * lbo + (r % 8) * 16 + kb % 16;
     }
-    float v; std::memcpy(&v, emu_dyn_smem + at, 4);
+    return at;
+}
+inline float emu_wg_el(unsigned long long d, int r, int k) {
+    float v; std::memcpy(&v, emu_dyn_smem + emu_wg_at(d, r, 4 * k), 4);
     return emu_tf32_operand(__float_as_uint(v));
 }
-template <int N> inline void emu_wgmma(float* d, unsigned long long da, unsigned long long db) {
+// D += A B^T over one k-step of KS elements, each read by EL (the D fragment as emu_wgmma_rs's)
+template <int N, int KS, class EL> inline void emu_wgmma_k(float* d, unsigned long long da, unsigned long long db, EL el) {
     const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
     for (int i = 0; i < N / 8; ++i)
         for (int h = 0; h < 2; ++h)
             for (int e = 0; e < 2; ++e) {
                 const int r = 16 * w + g + 8 * h, n = 8 * i + 2 * t + e;
                 double s = 0.0;
-                for (int k = 0; k < 8; ++k) s += (double)emu_wg_el(da, r, k) * (double)emu_wg_el(db, n, k);
+                for (int k = 0; k < KS; ++k) s += (double)el(da, r, k) * (double)el(db, n, k);
                 d[i * 4 + h * 2 + e] += (float)s;
             }
 }
+template <int N> inline void emu_wgmma(float* d, unsigned long long da, unsigned long long db) { emu_wgmma_k<N, 8>(d, da, db, emu_wg_el); }
 static unsigned emu_wg_a[1024][4];
 template <int N> inline void emu_wgmma_rs(float* d, const unsigned* a, unsigned long long db) {
     // A from registers: warp w' of the warpgroup holds rows 16w'.. in mma.m16n8k8's A layout
@@ -188,6 +203,20 @@ template <int N> inline void emu_wgmma_rs(float* d, const unsigned* a, unsigned 
 inline void wgmma_tf32_rs_n64(float* d, const unsigned* a, unsigned long long b) { emu_wgmma_rs<64>(d, a, b); }
 inline void wgmma_tf32_rs_n128(float* d, const unsigned* a, unsigned long long b) { emu_wgmma_rs<128>(d, a, b); }
 inline void wgmma_tf32_rs_n256(float* d, const unsigned* a, unsigned long long b) { emu_wgmma_rs<256>(d, a, b); }
+// the 16-bit wgmma (gemm_wgmma16): k16 a step, element k at byte 2k of the row (the same canonical layout)
+template <bool BF> inline float emu_wg_el16(unsigned long long d, int r, int k) {
+    unsigned short v; std::memcpy(&v, emu_dyn_smem + emu_wg_at(d, r, 2 * k), 2);
+    return BF ? emu_bf16(v) : emu_f16(v);
+}
+template <int N, bool BF> inline void emu_wgmma16(float* d, unsigned long long da, unsigned long long db) {
+    emu_wgmma_k<N, 16>(d, da, db, emu_wg_el16<BF>);
+}
+inline void wgmma_bf16_n64(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16<64, true>(d, a, b); }
+inline void wgmma_bf16_n128(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16<128, true>(d, a, b); }
+inline void wgmma_bf16_n256(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16<256, true>(d, a, b); }
+inline void wgmma_f16_n64(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16<64, false>(d, a, b); }
+inline void wgmma_f16_n128(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16<128, false>(d, a, b); }
+inline void wgmma_f16_n256(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16<256, false>(d, a, b); }
 inline void wgmma_tf32_n64(float* d, unsigned long long a, unsigned long long b) { emu_wgmma<64>(d, a, b); }
 inline void wgmma_tf32_n128(float* d, unsigned long long a, unsigned long long b) { emu_wgmma<128>(d, a, b); }
 inline void wgmma_tf32_n256(float* d, unsigned long long a, unsigned long long b) { emu_wgmma<256>(d, a, b); }
@@ -200,7 +229,10 @@ template <int N> inline void cp_async_wait() {}
 
 
 def _ctype(t: torch.Tensor) -> str:
-    return {torch.bool: "bool", torch.int64: "long long"}.get(t.dtype, "float")
+    return {torch.bool: "bool", torch.int64: "long long", torch.bfloat16: "__nv_bfloat16", torch.float16: "__half"}.get(t.dtype, "float")
+
+
+SIXTEEN = {"__nv_bfloat16": torch.bfloat16, "__half": torch.float16}
 
 
 def available() -> bool:
@@ -209,9 +241,12 @@ def available() -> bool:
 
 def _cpu_source(src: str) -> str:
     from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
+    from agents.expert.templates.gemm_wgmma16 import WGMMA16_PRELUDES
     from agents.expert.codegen import CLUSTER_PRELUDE
     from agents.expert.templates.scan import BOOL_PRELUDE
     body = src.replace(PRELUDE, "").replace(BOOL_PRELUDE, "").replace(WGMMA_PRELUDE, "").replace(TF32_PRELUDE, "")
+    for pre in WGMMA16_PRELUDES.values():
+        body = body.replace(pre, "")
     body = body.replace(CLUSTER_PRELUDE, "")
     body = body.replace("reinterpret_cast<const float4*>(", "emu_vec<const float4>(").replace("reinterpret_cast<float4*>(", "emu_vec<float4>(")
     # dynamic shared memory becomes one static buffer (blocks run one at a time)
@@ -228,14 +263,18 @@ def run(src: str, kernel: str, grid: int, block: int, out_shape, inputs: list[to
     return got.reshape(out_shape)
 
 
-def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffers: dict[str, int],
+def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffers: dict[str, int | tuple[int, str]],
                 inputs: dict[str, torch.Tensor], result: str, workdir: Path) -> torch.Tensor:
-    """Several launches in order over shared float32 buffers (e.g. out, part, res) and the inputs:
-    each step is (kernel, grid (x[, y[, z]]), block, argument names). Returns buffer `result` (flat)."""
+    """Several launches in order over shared buffers (e.g. out, part, res; float32, or (size, C type) for a
+    16-bit one) and the inputs: each step is (kernel, grid (x[, y[, z]]), block, argument names). Returns
+    buffer `result` (flat, as float32)."""
     names = list(buffers) + list(inputs)
     var = {n: f"emu_v_{n}" for n in names}  # driver variables never clash with the kernel's own names
+    typed = {b: (n, "float") if isinstance(n, int) else n for b, n in buffers.items()}
     decl = "\n".join(f"    float* {var[b]} = (float*)malloc({n} * sizeof(float)); for (long long q = 0; q < {n}; ++q) {var[b]}[q] = NAN;"
-                     for b, n in buffers.items())
+                     if ct == "float" else  # 16-bit: every bit set, a NaN in both formats
+                     f"    {ct}* {var[b]} = ({ct}*)malloc({n} * 2); std::memset({var[b]}, 0xFF, {n} * 2);"
+                     for b, (n, ct) in typed.items())
     loads = "\n".join(
         f"""    void* emu_r_{x}_raw; {{ FILE* f = fopen(argv[{2 + i}], "rb"); fseek(f, 0, SEEK_END); long sz = ftell(f);
         fseek(f, 0, SEEK_SET); emu_r_{x}_raw = malloc(sz > 0 ? sz : 1); if (fread(emu_r_{x}_raw, 1, sz, f) != (size_t)sz) return 3; fclose(f); }}
@@ -275,7 +314,7 @@ int main(int argc, char** argv) {{
 {decl}
 {loads}
 {chr(10).join(calls)}
-    FILE* f = fopen(argv[1], "wb"); fwrite({var[result]}, sizeof(float), {buffers[result]}, f); fclose(f);
+    FILE* f = fopen(argv[1], "wb"); fwrite({var[result]}, {4 if typed[result][1] == "float" else 2}, {typed[result][0]}, f); fclose(f);
     return 0;
 }}
 """
@@ -288,9 +327,14 @@ int main(int argc, char** argv) {{
     files = []
     for x, t in inputs.items():
         p = workdir / f"{x}.bin"
-        t.contiguous().numpy().astype({torch.bool: np.bool_, torch.int64: np.int64}.get(t.dtype, np.float32)).tofile(p)
+        if t.dtype in (torch.bfloat16, torch.float16):  # the bits as they are
+            t.contiguous().view(torch.int16).numpy().tofile(p)
+        else:
+            t.contiguous().numpy().astype({torch.bool: np.bool_, torch.int64: np.int64}.get(t.dtype, np.float32)).tofile(p)
         files.append(str(p))
     subprocess.run([str(workdir / "p"), str(workdir / "out.bin"), *files], check=True, timeout=600)
+    if typed[result][1] != "float":
+        return torch.from_numpy(np.fromfile(workdir / "out.bin", dtype=np.int16)).view(SIXTEEN[typed[result][1]]).float()
     return torch.from_numpy(np.fromfile(workdir / "out.bin", dtype=np.float32))
 
 
@@ -299,12 +343,14 @@ def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir
     calls, in order) on the CPU; `tensors` maps the host code's names (`x0`, `self.p1`) to values.
     Returns `out`, shaped."""
     import ast
-    shapes, steps = {}, []
+    shapes, types, steps = {}, {}, []
     for line in host_code.splitlines():
         line = line.strip()
         if " = egg.empty(" in line:
             var, call = line.split(" = ", 1)
-            shapes[var] = ast.literal_eval(ast.unparse(ast.parse(call).body[0].value.args[0]))
+            args = ast.parse(call).body[0].value.args
+            shapes[var] = ast.literal_eval(ast.unparse(args[0]))
+            types[var] = {"torch.bfloat16": "__nv_bfloat16", "torch.float16": "__half"}.get(ast.unparse(args[1]) if len(args) > 1 else "")
         elif line.startswith("egg.launch("):
             call = ast.parse(line).body[0].value
             kernel, grid, block = (ast.literal_eval(a) for a in call.args[:3])
@@ -317,7 +363,7 @@ def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir
                 tensors[a] = tensors[m.group(1)].reshape(-1)[int(m.group(2)):]
     safe = {n: re.sub(r"\W", "_", n) for n in tensors}
     steps = [(k, g, b, [safe.get(a, a) for a in args]) for k, g, b, args in steps]
-    buffers = {v: int(np.prod(s)) for v, s in shapes.items()}
+    buffers = {v: (int(np.prod(s)), types[v]) if types[v] else int(np.prod(s)) for v, s in shapes.items()}
     got = run_program(src, steps, buffers, {safe[n]: t.contiguous() for n, t in tensors.items()}, "out", workdir)
     return got.reshape(shapes["out"])
 

@@ -27,12 +27,17 @@ def test_suite_task_compiles_or_is_declared_unsupported(path, tmp_egg):
         return
     assert prop.unsupported is None and prop.plan.startswith("ops: ")
     fp32_gemm = prop.kernels[0].params.get("family") == "gemm_tf32"  # the tuned kernel (a program's first GEMM)
+    gemm16 = prop.kernels[0].params.get("family") == "gemm_tc" and prop.kernels[0].params.get("wgmma")
     conv = "implicit GEMM" in prop.plan
-    # one design, except an fp32 GEMM (3xTF32 on tensor cores first, then SIMT fp32) and a convolution
-    # (plain TF32 first, as eager's cuDNN runs it, then 3xTF32)
-    assert len(prop.kernels) == (2 if fp32_gemm or conv else 1)
+    # one design, except an fp32 GEMM (3xTF32 on tensor cores first, then SIMT fp32), a 16-bit one large
+    # enough for the warpgroup MMA (then mma.sync) and a convolution (plain TF32 first, as eager's cuDNN
+    # runs it, then 3xTF32)
+    assert len(prop.kernels) == (2 if fp32_gemm or gemm16 or conv else 1)
     if fp32_gemm:
         assert [k.params["family"] for k in prop.kernels] == ["gemm_tf32", "gemm"]
+    if gemm16:
+        assert [bool(k.params.get("wgmma")) for k in prop.kernels] == [True, False]
+        assert prop.kernels[0].kernel_names == ["egg_gemm_stage", "egg_gemm"]
     if conv:
         assert [k.params.get("split") for k in prop.kernels] == [1, 3]
     for k in prop.kernels:
@@ -99,7 +104,7 @@ def test_pointwise_starts_at_16_byte_vectors_over_the_whole_grid_and_tries_the_r
 def test_tensor_core_gemm_ring_of_cp_async_stages(task):
     path = SUITE_DIR / f"{task}.py"
     agent = ExpertAgent()
-    first = agent.propose(request(path)).kernels[0]
+    first = next(k for k in agent.propose(request(path)).kernels if not k.params.get("wgmma"))  # mma.sync's
     base = {**first.params, "BM": 128, "BN": 128, "WM": 2, "WN": 4}
     best = KernelCandidate(id="a", stage="tiling", **{**first.model_dump(), "params": base})
     req = request(path, "memory_optimization", best)

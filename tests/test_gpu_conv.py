@@ -25,8 +25,9 @@ def _candidates(path, variants):
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(path))
     out = []
+    base = {k: v for k, v in agent._default(fam, g, plan, None).items() if k not in ("wgmma", "swz")}  # mma.sync's
     for i, extra in enumerate(variants):
-        pk = agent.emit(g, fam, plan, {**agent._default(fam, g, plan, None), **extra}, detect())
+        pk = agent.emit(g, fam, plan, {**base, **extra}, detect())
         out.append(KernelCandidate(id=f"c{i}", stage="algorithm_design", cuda_source=pk.cuda_source,
                                    host_code=pk.host_code, kernel_names=pk.kernel_names, params=pk.params,
                                    compile_options=pk.compile_options, family=pk.family))

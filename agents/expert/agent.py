@@ -17,8 +17,8 @@ from agents.expert.codegen import CLUSTER_PRELUDE, PRELUDE
 from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
 from agents.expert.templates.scan import BOOL_PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported, ancestors, export_graph
-from agents.expert.templates import (conv, conv_sum, direct_conv, gemm, gemm_sum, gemm_tf32, gridreduce, pointwise, pool, recurrent, rowwise,
-                                    scan)
+from agents.expert.templates import (conv, conv_sum, direct_conv, gemm, gemm_sum, gemm_tf32, gemm_wgmma16, gridreduce, pointwise,
+                                    pool, recurrent, rowwise, scan)
 from tasks import load_task, materialize
 
 
@@ -103,6 +103,18 @@ GRAPH_BYTES_PER_LAUNCH = 16 << 20
 PLANES = {"family": "gemm_tf32", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "wgmma": True, "planes": True,
           "BK": 32, "stages": 3, "fold": 4, "swz": True}
 MMA_SYNC = {"family": "gemm_tf32", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "stages": 3}
+
+
+# the 16-bit GEMM's designs: mma.sync (about 30% of cuBLAS on the H200 at 8192^3, RESULTS.md), and the
+# warpgroup MMA on staged, swizzled tiles (gemm_wgmma16; not yet measured)
+MMA16 = {"family": "gemm_tc", "BM": 64, "BN": 64, "WM": 2, "WN": 2, "stages": 1, "pad": 8}
+WGMMA16 = {"family": "gemm_tc", "wgmma": True, "BM": 128, "BN": 128, "stages": 4}
+
+
+def wgmma16_fits(plan, profile) -> bool:
+    """A 16-bit GEMM the warpgroup MMA takes (A row-major; B either way) and worth its staging pass."""
+    return (wgmma_ok(profile) and plan.dtype in ("bfloat16", "float16") and plan.a_layout == "mk"
+            and min(plan.M, plan.N) >= 128 and plan.K >= 64 and plan.batch <= 65535)
 
 
 def wgmma_ok(profile) -> bool:
@@ -424,6 +436,8 @@ class ExpertAgent:
         if st == "algorithm_design":
             if fam == "gemm" and plan.dtype == "float32":  # both algorithms: tensor cores first
                 return [self._default(fam, g, plan, req), self._simt_default()]
+            if fam == "gemm" and wgmma16_fits(plan, req.profile):  # 16-bit: the warpgroup MMA, and mma.sync beside it
+                return [dict(WGMMA16), dict(MMA16)]
             if fam == "conv":  # plain TF32 (what eager's cuDNN runs by default) and 3xTF32 (fp32 grade); the
                 # fp32-grade one first where eager was measured exact here (cuDNN's choice for many shapes)
                 tf32 = self._default(fam, g, plan, req)
@@ -536,7 +550,11 @@ class ExpertAgent:
         else:
             path = gemm_path(plan, base)
             tk = "gemm_tf32" if path == "tf32x3" else "gemm_tc"
-            if st == "parallel_mapping" and base.get("planes"):  # the other kernels: mma.sync (staged stores
+            if path == "mma" and base.get("wgmma"):  # the 16-bit warpgroup MMA: tile width, then the ring's depth
+                out = ([{**base, "BN": 256}, {**base, "BM": 64}, {**base, "BM": 256, "stages": 3}] if st == "tiling" else
+                       [{**base, "stages": s} for s in (3, 5, 6) if s != base.get("stages")] if st == "memory_optimization" else
+                       [dict(MMA16)])
+            elif st == "parallel_mapping" and base.get("planes"):  # the other kernels: mma.sync (staged stores
                 # where its stores bound it), the warpgroup MMA splitting A in registers
                 out = [dict(MMA_SYNC), {**MMA_SYNC, "ostage": True}] if g.output.dtype == "float32" else [dict(MMA_SYNC)]
                 out += [{**MMA_SYNC, "wgmma": True}]
@@ -635,7 +653,7 @@ class ExpertAgent:
             if wgmma_ok(prof) and planes_pay(plan, d):
                 return dict(PLANES)
             return d
-        return {"family": "gemm_tc", "BM": 64, "BN": 64, "WM": 2, "WN": 2, "stages": 1, "pad": 8}
+        return dict(MMA16)
 
     @staticmethod
     def _simt_default() -> dict:
@@ -699,7 +717,7 @@ class ExpertAgent:
                 steps.append((launch, node or writes))
                 names.append(launch.kernel)
                 owner.append(i)
-            for pre in (PRELUDE, WGMMA_PRELUDE, TF32_PRELUDE, BOOL_PRELUDE, CLUSTER_PRELUDE):
+            for pre in (PRELUDE, WGMMA_PRELUDE, TF32_PRELUDE, BOOL_PRELUDE, CLUSTER_PRELUDE, *gemm_wgmma16.WGMMA16_PRELUDES.values()):
                 if pre in src and any(pre in s for s in srcs):
                     src = src.replace(pre, "")
             compiled[key] = names[first:]
@@ -853,8 +871,10 @@ class ExpertAgent:
                     raise Unsupported("tile shape")
                 src, smem = gemm.render_simt(g, plan, k), 0
             else:
-                src = gemm.render_tc(g, plan, k) if path == "mma" else gemm_tf32.render(g, plan, k)
-                smem = (gemm.shared_bytes_tc(plan, k) if path == "mma" else
+                src = (gemm_wgmma16.render(g, plan, k) if path == "mma" and k.wgmma else
+                       gemm.render_tc(g, plan, k) if path == "mma" else gemm_tf32.render(g, plan, k))
+                smem = (gemm_wgmma16.shared_bytes(plan, k) if path == "mma" and k.wgmma else
+                        gemm.shared_bytes_tc(plan, k) if path == "mma" else
                         gemm_tf32.shared_bytes_planes(plan, k) if k.planes else
                         gemm_tf32.shared_bytes_wgmma3(plan, k) if k.wgmma else gemm_tf32.shared_bytes(plan, k))
                 align16 = path == "tf32x3" and gemm_tf32.aligned16(plan, k)
@@ -871,6 +891,16 @@ class ExpertAgent:
                        + (", output tile stored through shared memory, 16 bytes a thread" if k.ostage else "")
                        + (", each product swept over the warp tile in turn" if k.order == "term" and not k.wgmma else "") if path == "tf32x3" else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
+            if path == "mma" and k.wgmma:  # the operands staged K-major by a first kernel, then wgmma k16 on them
+                staged = gemm_wgmma16.staged_node(g, plan, k)
+                stage = host.Launch("egg_gemm_stage", gemm_wgmma16.stage_grid(plan, k), (gemm_wgmma16.STAGE_BLOCK,),
+                                    gemm.arg_order(g, plan), 0)
+                main = host.Launch("egg_gemm", gemm_wgmma16.grid(plan, k), (k.threads(True),),
+                                   [staged] + gemm.arg_order(g, plan), smem)
+                return src, [(stage, staged), (main, None)], (
+                    f"GEMM {plan.dtype} wgmma (fp32 accumulation) tile {k.BM}x{k.BN}, {k.BM // 64} warpgroup(s), "
+                    f"{k.stages}-stage cp.async ring, both operands staged K-major into whole 128-byte-swizzled tiles "
+                    f"by a first kernel, 4 MMAs of k16 a tile")
             if path == "tf32x3" and k.planes:  # the operands split into planes by a first kernel, then the GEMM on them
                 planes = gemm_tf32.planes_node(g, plan, k)
                 split = host.Launch("egg_gemm_split", gemm_tf32.split_grid(plan, k), (gemm_tf32.SPLIT_BLOCK,),

@@ -514,12 +514,15 @@ def staged_fits(p: GemmPlan, k: GemmKnobs) -> bool:
 WGMMA_NS = (64, 128, 256)
 
 
-def _wgmma_fn(n: int) -> str:
+def _wgmma_fn(n: int, kind: str = "tf32") -> str:
+    """`wgmma_<kind>_n<n>(d, da, db)`: both operands from shared memory; tf32 steps k8, the 16-bit kinds
+    (bf16, f16) k16 and take the two transpose immediates (0: K-major)."""
     regs = ", ".join(f"%{i}" for i in range(n // 2))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(n // 2))
-    return (f"__device__ __forceinline__ void wgmma_tf32_n{n}(float* d, unsigned long long da, unsigned long long db) {{\n"
+    ks, trans = ("k8", "") if kind == "tf32" else ("k16", ", 0, 0")
+    return (f"__device__ __forceinline__ void wgmma_{kind}_n{n}(float* d, unsigned long long da, unsigned long long db) {{\n"
             f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n // 2 + 2}, 0;\\n"\n'
-            f'                 "wgmma.mma_async.sync.aligned.m64n{n}k8.f32.tf32.tf32 {{{regs}}}, %{n // 2}, %{n // 2 + 1}, p, 1, 1;\\n}}\\n"\n'
+            f'                 "wgmma.mma_async.sync.aligned.m64n{n}{ks}.f32.{kind}.{kind} {{{regs}}}, %{n // 2}, %{n // 2 + 1}, p, 1, 1{trans};\\n}}\\n"\n'
             f'                 : {outs}\n'
             f'                 : "l"(da), "l"(db), "r"(1));\n}}\n')
 
@@ -809,6 +812,20 @@ extern "C" __global__ void __launch_bounds__({SPLIT_BLOCK}) egg_gemm_split(float
 """
 
 
+def grouped_tile(mt: int, nt: int, k: GemmKnobs) -> str:
+    """A warpgroup GEMM's thread indices and its block's output tile (m0, n0; the batch entry bz): blocks
+    walk the output in groups of GROUP_M row tiles, the group's column tiles in turn, so a wave's tiles
+    share their operands' tiles in L2."""
+    return f"""    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int wg = tid >> 7, wq = (tid >> 5) & 3;  // warpgroup: 64 rows of the tile; warp in it: 16 of those
+    const int id = blockIdx.y * {mt} + blockIdx.x, gm = id / {GROUP_M * nt}, first = gm * {GROUP_M};
+    const int rows_in = min({mt} - first, {GROUP_M}), in = id % {GROUP_M * nt};
+    const long long m0 = (long long)(first + in % rows_in) * {k.BM}, n0 = (long long)(in / rows_in) * {k.BN};
+    const int bz = blockIdx.z;
+    (void)bz;
+"""
+
+
 def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
     """The split kernel, then `egg_gemm(out, P, <the GEMM's arguments>)` on the planes. Tiles of K = k.BK
     (16: twice the ring's stages in the same shared memory, so the copies run further ahead of the MMAs);
@@ -841,15 +858,7 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const floa
     float* sAl = sAh + {S * EA};
     float* sBh = sAl + {S * EA};
     float* sBl = sBh + {S * EB};
-    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const int wg = tid >> 7, wq = (tid >> 5) & 3;  // warpgroup: 64 rows of the tile; warp in it: 16 of those
-    // this block's output tile: groups of {GROUP_M} row tiles, the group's column tiles in turn
-    const int id = blockIdx.y * {mt} + blockIdx.x, gm = id / {GROUP_M * nt}, first = gm * {GROUP_M};
-    const int rows_in = min({mt} - first, {GROUP_M}), in = id % {GROUP_M * nt};
-    const long long m0 = (long long)(first + in % rows_in) * {k.BM}, n0 = (long long)(in / rows_in) * {k.BN};
-    const int bz = blockIdx.z;
-    (void)bz;
-    float acc[1][{NI}][4], part[{NI * 4}];
+{grouped_tile(mt, nt, k)}    float acc[1][{NI}][4], part[{NI * 4}];
     #pragma unroll
     for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] = 0.0f; part[q] = 0.0f; }}
 {fast_head}{_ring_head(Kp, S, load, S - 2, bk=bk)}    // a fold of F k-tiles at a time, unrolled: `part` is never copied between branches while MMAs that

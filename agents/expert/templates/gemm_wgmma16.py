@@ -1,0 +1,176 @@
+"""bf16/fp16 GEMM on Hopper's warpgroup MMA (`wgmma.m64nNk16`, fp32 accumulation).
+
+The mma.sync kernel (gemm.render_tc) ran KernelBench-like bf16 GEMMs at about 30% of cuBLAS on the H200
+(8192^3: 5.19 ms against 1.41). This is the planes GEMM's structure (gemm_tf32.render_planes, 1.58 ms
+against mma.sync's 2.67 at 4096^3 fp32) on 16-bit operands: a first kernel stages A and B K-major and
+padded to whole tiles (B transposed through shared memory where it is (K, N)), then the GEMM reads whole
+canonical tiles in the 128-byte swizzle with no bounds test, one MMA a k-step of 16, a ring of cp.async
+tiles, blocks walking the output in groups of row tiles.
+
+The tiles are addressed in 32-bit words (two 16-bit elements): a 128-byte row of K is 64 elements, 32
+words, exactly the TF32 tile row, and a k-step of 16 elements is 32 bytes as TF32's k8 is, so the
+canonical layout, its swizzle, the loaders and the descriptors are the TF32 ones (Operand with K in words).
+"""
+from __future__ import annotations
+
+from agents.expert.codegen import CTYPE, PRELUDE
+from agents.expert.opgraph import Node, OpGraph, Unsupported
+from agents.expert.templates.gemm import GemmKnobs, GemmPlan, epilogue, kernel_args
+from agents.expert.templates.gemm_tf32 import (TF32_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, _ring_head, _ring_refill,
+                                               _wg_store, _wgmma_fn, grouped_tile)
+
+BKW = 32  # a tile's K in words: 64 elements, one 128-byte swizzle row
+STAGE_BLOCK = 256
+KIND = {"bfloat16": "bf16", "float16": "f16"}
+
+
+# the MMA functions a kind, one prelude each (the CPU emulator replaces them)
+WGMMA16_PRELUDES = {kind: "".join(_wgmma_fn(n, kind) for n in WGMMA_NS) for kind in KIND.values()}
+
+
+def padded(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
+    """(Mp, Np, Kp): the staged operands' rows and K (elements), whole tiles."""
+    kq = 2 * BKW
+    return -(-p.M // k.BM) * k.BM, -(-p.N // k.BN) * k.BN, -(-p.K // kq) * kq
+
+
+def batches(p: GemmPlan) -> tuple[int, int]:
+    return (p.batch if p.a_batched else 1), (p.batch if p.b_batched else 1)
+
+
+def check(p: GemmPlan, k: GemmKnobs) -> None:
+    if p.dtype not in KIND:
+        raise Unsupported("the 16-bit warpgroup MMA takes bf16 or fp16 operands")
+    if k.splitk != 1 or p.batch > 65535:
+        raise Unsupported("the 16-bit wgmma GEMM is for whole-K GEMMs of at most 65535 batches")
+    if k.BM % 64 or k.BM > 256 or k.BN not in WGMMA_NS or k.stages < 3:
+        raise Unsupported("wgmma tile shape (a ring of 3 stages or more: one step's MMAs stay in flight)")
+    if p.a_layout != "mk":
+        raise Unsupported("a transposed A on the 16-bit wgmma GEMM")
+
+
+def staged_node(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> Node:
+    """The staged operands' workspace, in words: A (batches, Mp, Kp) then B (batches, Np, Kp), 16-bit."""
+    Mp, Np, Kp = padded(p, k)
+    ba, bb = batches(p)
+    return Node(f"{p.gemm.name}_staged", "input", shape=((ba * Mp + bb * Np) * Kp // 2,), dtype="float32")
+
+
+def stage_grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int]:
+    """A 32-row by 64-element tile of A or B a block on x, the batch on y."""
+    Mp, Np, Kp = padded(p, k)
+    return ((Mp // 32 + Np // 32) * (Kp // 64), max(batches(p)))
+
+
+def shared_bytes(p: GemmPlan, k: GemmKnobs) -> int:
+    return k.stages * (k.BM + k.BN) * BKW * 4
+
+
+def grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
+    mt, nt = -(-p.M // k.BM), -(-p.N // k.BN)
+    if nt > 65535:
+        raise Unsupported("more than 65535 column tiles")
+    return (mt, nt, p.batch)
+
+
+def _stage_source(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
+    """`egg_gemm_stage`: a 32 x 64 tile of A or B a block, read along its contiguous dim into shared memory,
+    written K-major (16-bit elements) into the workspace; zeros past the edges."""
+    Mp, Np, Kp = padded(p, k)
+    ba, bb = batches(p)
+    ta = (Mp // 32) * (Kp // 64)
+    args = kernel_args(g, p).split(", ", 1)[1]
+
+    def tile(src: str, R: int, kcontig: bool, dst: str) -> str:
+        if kcontig:  # thread (row ty + 4j... ) reads along K
+            load = (f"const int r = c / 64, kk = c % 64; const long long gr = r0 + r, gk = k0 + kk;\n"
+                    f"                s[r][kk] = (gr < {R} && gk < {p.K}) ? src[gr * {p.K}LL + gk] : 0;")
+        else:  # (K, R) row-major: read along R, 32 rows of the tile a K row
+            load = (f"const int kk = c / 32, r = c % 32; const long long gr = r0 + r, gk = k0 + kk;\n"
+                    f"                s[r][kk] = (gr < {R} && gk < {p.K}) ? src[gk * {R}LL + gr] : 0;")
+        return f"""        const unsigned short* src = reinterpret_cast<const unsigned short*>({src});
+        unsigned short* dst = reinterpret_cast<unsigned short*>({dst});
+        for (int c = threadIdx.x; c < 2048; c += {STAGE_BLOCK}) {{
+            {load}
+        }}
+        __syncthreads();
+        for (int c = threadIdx.x; c < 2048; c += {STAGE_BLOCK}) {{
+            const int r = c / 64, kk = c % 64;
+            dst[(r0 + r) * {Kp}LL + k0 + kk] = s[r][kk];
+        }}"""
+    a = f"(A + (long long)bz * {p.M * p.K}LL)" if ba > 1 else "A"
+    b = f"(B + (long long)bz * {p.K * p.N}LL)" if bb > 1 else "B"
+    pa = f"(P + (long long)bz * {Mp * Kp // 2}LL)" if ba > 1 else "P"
+    pb = f"(P + {ba * Mp * Kp // 2}LL" + (f" + (long long)bz * {Np * Kp // 2}LL)" if bb > 1 else ")")
+    return f"""
+extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_gemm_stage(float* __restrict__ P, {args}) {{
+    __shared__ unsigned short s[32][66];
+    const int bz = blockIdx.y;
+    (void)bz;
+    long long b = blockIdx.x;
+    if (b < {ta}LL) {{
+        if (bz >= {ba}) return;  // an operand shared by the batch: staged once
+        const long long r0 = (b / {Kp // 64}) * 32, k0 = (b % {Kp // 64}) * 64;
+{tile(a, p.M, True, pa)}
+    }} else {{
+        if (bz >= {bb}) return;
+        b -= {ta}LL;
+        const long long r0 = (b / {Kp // 64}) * 32, k0 = (b % {Kp // 64}) * 64;
+{tile(b, p.N, p.b_layout == "nk", pb)}
+    }}
+}}
+"""
+
+
+def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
+    """The stage kernel, then `egg_gemm(out, P, <the GEMM's arguments>)` on the staged tiles."""
+    check(p, k)
+    Mp, Np, Kp = padded(p, k)
+    ba, bb = batches(p)
+    Kw = Kp // 2
+    kind = KIND[p.dtype]
+    T, S, NI = k.threads(True), k.stages, k.BN // 8
+    EA, EB = k.BM * BKW, k.BN * BKW
+    ops = {"A": Operand("A", k.BM, Mp, Kw, True, 4, True, BKW, True), "B": Operand("B", k.BN, Np, Kw, True, 4, True, BKW, True)}
+    bases = {"A": f"(P + (long long)bz * {Mp * Kw}LL)" if ba > 1 else "P",
+             "B": f"(P + {ba * Mp * Kw}LL" + (f" + (long long)bz * {Np * Kw}LL)" if bb > 1 else ")")}
+    fast = all(o.fast(T) for o in ops.values())
+    r0 = {"A": "m0", "B": "n0"}
+
+    def load(slot: str) -> str:
+        return "\n".join(o.fast_loader(T, f"s{n} + ({slot}) * {o.elems}", bases[n], f"{n}_") if fast else
+                         o.loader(T, f"s{n} + ({slot}) * {o.elems}", bases[n], r0[n]) for n, o in ops.items())
+    fast_head = "".join(o.fast_setup(T, bases[n], r0[n], f"{n}_") for n, o in ops.items()) if fast else ""
+    args = kernel_args(g, p).split(", ", 1)
+    steps = "\n".join(f"            wgmma_{kind}_n{k.BN}(d, {ops['A'].desc('sA_s', kk * 8)}, {ops['B'].desc('sB_s', kk * 8)});"
+                      for kk in range(BKW // 8))
+    epi, v = epilogue(g, p, "acc[mi][ni][2 * h + e]", f"(((long long)bz * {p.M}LL + m) * {p.N}LL + n)", "                    ")
+    store = f"{epi}\n                    out[((long long)bz * {p.M}LL + m) * {p.N}LL + n] = from_f<{CTYPE[g.output.dtype]}>({v});"
+    mt, nt = Mp // k.BM, Np // k.BN
+    return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{WGMMA16_PRELUDES[kind]}{_stage_source(g, p, k)}
+extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const float* __restrict__ P, {args[1]}) {{
+    extern __shared__ __align__(1024) unsigned char smem[];
+    float* sA = reinterpret_cast<float*>(smem);
+    float* sB = sA + {S * EA};
+{grouped_tile(mt, nt, k)}    float d[{NI * 4}];
+    #pragma unroll
+    for (int q = 0; q < {NI * 4}; ++q) d[q] = 0.0f;
+{fast_head}{_ring_head(Kw, S, load, S - 2, bk=BKW)}    // one step's MMAs left in flight while the next tile is waited for: the slot refilled is the one
+    // read two steps back
+    for (int kt = 0; kt < KT; ++kt) {{
+        cp_async_wait<{S - 3}>();
+        fence_proxy_async();
+        __syncthreads();
+{_ring_refill(S, load, S - 2, bk=BKW)}        const int sl = kt % {S};
+        const float* sA_s = sA + sl * {EA} + wg * {64 * BKW};
+        const float* sB_s = sB + sl * {EB};
+        wgmma_fence();
+{steps}
+        wgmma_commit();
+        wgmma_wait1();
+    }}
+    wgmma_wait0();
+    float acc[1][{NI}][4];
+    #pragma unroll
+    for (int q = 0; q < {NI * 4}; ++q) acc[0][q / 4][q % 4] = d[q];
+{_wg_store(NI, p.M, p.N, store, "wg * 64 + wq * 16")}"""

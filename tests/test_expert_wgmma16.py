@@ -1,0 +1,117 @@
+"""The bf16/fp16 GEMM on the warpgroup MMA (agents/expert/templates/gemm_wgmma16.py): operands staged
+K-major into whole swizzled tiles, then wgmma.m64nNk16, run on the CPU emulator (its wgmma reads the
+16-bit elements back through the descriptors as the PTX ISA lays them out) against float64; compiled for
+sm_90a with ptxas."""
+import shutil
+
+import pytest
+import torch
+
+from agents.expert.opgraph import export_graph
+from agents.expert.templates import gemm, gemm_wgmma16
+from runtime.compile import compile_check
+from tasks import load_task
+
+TEMPLATE = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def forward(self, a, b):
+        return {expr}
+def get_inputs():
+    return [torch.randn({sa}, dtype=torch.{dt}), torch.randn({sb}, dtype=torch.{dt})]
+def get_init_inputs():
+    return []
+"""
+
+
+def _graph_plan(tmp, expr, sa, sb, dt):
+    p = tmp / "g16.py"
+    p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb)), dt=dt))
+    g = export_graph(load_task(p))
+    return p, g, gemm.plan_gemm(g)
+
+
+CASES = [  # expr, A, B, dtype, (BM, BN, stages): B (K, N) transposed by the stage, B (N, K), a batch,
+    # partial tiles everywhere, K not a whole tile, a fused epilogue, fp16
+    ("torch.matmul(a, b)", (70, 100), (100, 50), "bfloat16", (64, 64, 3)),
+    ("torch.relu(torch.matmul(a, b.T)) * 2.0", (130, 72), (90, 72), "bfloat16", (128, 64, 4)),
+    ("torch.bmm(a, b)", (2, 65, 136), (2, 136, 70), "bfloat16", (64, 128, 3)),
+    ("torch.matmul(a, b)", (70, 100), (100, 50), "float16", (64, 64, 3)),
+]
+
+
+@pytest.mark.parametrize("expr,sa,sb,dt,knobs", CASES)
+def test_wgmma16_gemm_matches_float64_on_the_cpu_emulator(tmp_egg, expr, sa, sb, dt, knobs):
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    p, g, plan = _graph_plan(tmp_egg, expr, sa, sb, dt)
+    BM, BN, S = knobs
+    k = gemm.GemmKnobs(BM=BM, BN=BN, stages=S, wgmma=True)
+    src = gemm_wgmma16.render(g, plan, k)
+    assert f"m64n{BN}k16.f32.{gemm_wgmma16.KIND[dt]}" in src and "wg_desc_sw128(sA_s" in src
+    torch.manual_seed(3)
+    a, b = torch.randn(*sa, dtype=getattr(torch, dt)), torch.randn(*sb, dtype=getattr(torch, dt))
+    model = load_task(p).make_model(42)
+    want = model(a, b)
+    truth = model.double()(a.double(), b.double())
+    steps = [("egg_gemm_stage", gemm_wgmma16.stage_grid(plan, k), gemm_wgmma16.STAGE_BLOCK, ["P", "in0", "in1"]),
+             ("egg_gemm", gemm_wgmma16.grid(plan, k), k.threads(True), ["out", "P", "in0", "in1"])]
+    ctype = {"bfloat16": "__nv_bfloat16", "float16": "__half"}[dt]
+    got = cpu_emulator.run_program(src, steps, {"out": (want.numel(), ctype), "P": gemm_wgmma16.staged_node(g, plan, k).shape[0]},
+                                   {"in0": a, "in1": b}, "out", tmp_egg / "emu").reshape(want.shape).double()
+    scale = truth.abs().max()
+    err, eager_err = (got - truth).abs().max() / scale, (want.double() - truth).abs().max() / scale
+    assert err < 2 * max(eager_err, 2 ** -9), (err, eager_err)  # the output's own rounding, as eager's
+    # a wrong layout, a dropped k-step or an unstaged tile is far off: the check can fail
+    lines = src.splitlines()
+    one = [i for i, ln in enumerate(lines) if "wgmma_" + gemm_wgmma16.KIND[dt] + f"_n{BN}(d," in ln]
+    assert len(one) == 4  # a tile of 64 elements: four k16 steps
+    del lines[one[1]]
+    got1 = cpu_emulator.run_program("\n".join(lines), steps, {"out": (want.numel(), ctype),
+                                    "P": gemm_wgmma16.staged_node(g, plan, k).shape[0]},
+                                    {"in0": a, "in1": b}, "out", tmp_egg / "emu1").reshape(want.shape).double()
+    assert (got1 - truth).abs().max() / scale > 10 * err
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+@pytest.mark.parametrize("expr,sa,sb,BN", [("torch.matmul(a, b)", (8192, 8192), (8192, 8192), 128),
+                                           ("torch.matmul(a, b.T)", (4096, 4096), (4096, 4096), 256)])
+def test_wgmma16_gemm_compiles_for_sm90_without_spills(tmp_egg, expr, sa, sb, BN):
+    _, g, plan = _graph_plan(tmp_egg, expr, sa, sb, "bfloat16")
+    k = gemm.GemmKnobs(BM=128, BN=BN, stages=4, wgmma=True)
+    assert gemm_wgmma16.shared_bytes(plan, k) <= 227 * 1024
+    r = compile_check(gemm_wgmma16.render(g, plan, k), ["-lineinfo"], "sm_90a")
+    assert r.ok, r.log[-2000:]
+    assert sorted(x.name for x in r.resources) == ["egg_gemm", "egg_gemm_stage"]
+    assert all((x.spill_store_bytes, x.spill_load_bytes) == (0, 0) for x in r.resources), r.resources
+    assert "C7517" not in r.log, r.log[-2000:]  # no wait for the MMAs injected by ptxas
+
+
+def test_the_agents_wgmma16_design_runs_through_its_host_code(tmp_egg):
+    """A bf16 nn.Linear with its bias and GELU: the agent's first design on an H200 is the warpgroup MMA
+    (two launches: the stage into a workspace, then the GEMM), mma.sync beside it; none on an A100; the
+    module matches float64 within bf16's own rounding on the CPU emulator."""
+    from agents.expert import ExpertAgent
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    from tests.test_expert import request
+    p = tmp_egg / "lin16.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.fc = nn.Linear(136, 200).to(torch.bfloat16)\n"
+                 "    def forward(self, x):\n        return torch.nn.functional.gelu(self.fc(x))\n"
+                 "def get_inputs():\n    return [torch.randn(150, 136, dtype=torch.bfloat16)]\n"
+                 "def get_init_inputs():\n    return []\n")
+    agent = ExpertAgent()
+    kernels = agent.propose(request(p)).kernels
+    assert [bool(k.params.get("wgmma")) for k in kernels] == [True, False]
+    first = kernels[0]
+    assert first.kernel_names == ["egg_gemm_stage", "egg_gemm"] and "staged K-major" in first.description
+    a100 = request(p).model_copy(update={"profile": load_profile("a100_80gb")})
+    assert not any(k.params.get("wgmma") for k in agent.propose(a100).kernels)
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    g, fam, plan = agent._plan(str(p))
+    k = agent.emit(g, fam, plan, first.params, load_profile("h200"))
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err < 2 * max(eager_err, 2 ** -9), (err, eager_err)
