@@ -16,7 +16,9 @@ import threading
 import time
 from pathlib import Path
 
-from state import CompileError, CompileResult, KernelResources
+from concurrent.futures import ThreadPoolExecutor
+
+from state import CompileError, CompileResult, KernelResources, module_parts
 
 SOURCE_NAME = "kern.cu"
 _ERR_RE = re.compile(r"^(?:.*?kern\.cu)\((\d+)\): (?:catastrophic )?error:?\s*(.*)$", re.M)
@@ -137,23 +139,113 @@ def _nvcc_compile(source: str, options: list[str], arch: str) -> CompileResult:
 
 def compile_check(source: str, options: list[str] | None = None, arch: str = "sm_90a",
                   use_cache: bool = True) -> CompileResult:
-    """Compile without a GPU; report errors and per-kernel resources."""
+    """Compile without a GPU; report errors and per-kernel resources. A source of several compilation
+    units (state.MODULE_PART) compiles them in parallel, its errors' lines counted in the whole source."""
     options = list(options or [])
     key = source_key(source, options, arch)
     if use_cache and (hit := _cached(key)) is not None:
         return hit
-    try:
-        res = _nvrtc_compile(source, options, arch)
-    except ImportError:
-        res = _nvcc_compile(source, options, arch)
+
+    def one(unit: str) -> CompileResult:
+        try:
+            return _nvrtc_compile(unit, options, arch)
+        except ImportError:
+            return _nvcc_compile(unit, options, arch)
+    units = module_parts(source)
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=min(len(units), os.cpu_count() or 1)) as pool:  # NVRTC releases the GIL
+        parts = list(pool.map(one, units))
+    res = parts[0] if len(parts) == 1 else _merged(parts, units, time.perf_counter() - t0)
     if use_cache:
         _store(key, res)
     return res
 
 
+def _merged(parts: list[CompileResult], units: list[str], seconds: float) -> CompileResult:
+    """Compilation units' results as the whole source's: errors at their line in it (a unit starts after
+    the previous ones and their separator lines)."""
+    errors, offset = [], 0
+    for r, unit in zip(parts, units):
+        errors += [e.model_copy(update={"line": e.line + offset}) if e.line else e for e in r.errors]
+        offset += unit.count("\n") + 2
+    return parts[0].model_copy(update={"ok": all(r.ok for r in parts), "log": "\n".join(r.log for r in parts)[-20000:],
+                                       "errors": errors, "resources": [x for r in parts for x in r.resources],
+                                       "seconds": seconds})
+
+
+class Units:
+    """A module of several compilation units, each loaded as its own CuPy module: `get_function` finds a
+    kernel in the unit that defines it (kernel names are unique across a program's units)."""
+
+    def __init__(self, modules: list, units: list[str]):
+        self.modules, self.units = modules, units
+
+    def get_function(self, name: str):
+        for mod, unit in zip(self.modules, self.units):
+            if re.search(rf"\b{re.escape(name)}\s*\(", unit) and "__global__" in unit:
+                try:
+                    return mod.get_function(name)
+                except Exception:  # the name is only mentioned there
+                    continue
+        raise KeyError(f"no compilation unit defines kernel {name}")
+
+
+def _device_arch() -> str:
+    import cupy
+    cc = cupy.cuda.Device().compute_capability
+    return f"sm_{cc}a" if cc in ("90", "100", "120") else f"sm_{cc}"  # wgmma and friends need the "a" target
+
+
+def _cubin(unit: str, options: list[str], arch: str) -> bytes:
+    """One compilation unit to a cubin through NVRTC (no CUDA context needed: any thread)."""
+    from cuda.bindings import nvrtc
+    err, prog = nvrtc.nvrtcCreateProgram(unit.encode(), SOURCE_NAME.encode(), 0, [], [])
+    opts = [f"-arch={arch}", "--std=c++17", *[f"-I{d}" for d in cuda_include_dirs()], *options]
+    try:
+        (rc,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+        if rc != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+            buf = b" " * n
+            nvrtc.nvrtcGetProgramLog(prog, buf)
+            raise UnitError(buf.rstrip(b"\x00 ").decode(errors="replace"))
+        _, n = nvrtc.nvrtcGetCUBINSize(prog)
+        buf = b" " * n
+        nvrtc.nvrtcGetCUBIN(prog, buf)
+        return buf
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+
+
+class UnitError(RuntimeError):
+    """A compilation unit that NVRTC refused: its log."""
+
+
+def load_units(source: str, options: list[str], arch: str | None):
+    """A CuPy module for a source: one RawModule; several compilation units compiled to cubins in
+    parallel threads (NVRTC) and loaded here, in the caller's CUDA context (CuPy compiling them one by
+    one where NVRTC's bindings are missing)."""
+    import cupy
+    units = module_parts(source)
+    opts = ("--std=c++17", *options) if not arch else (f"-arch={arch}", "--std=c++17", *options)
+    if len(units) == 1:
+        return cupy.RawModule(code=source, options=opts)
+    try:
+        target = arch or _device_arch()
+        with ThreadPoolExecutor(max_workers=min(len(units), os.cpu_count() or 1)) as pool:
+            cubins = list(pool.map(lambda u: _cubin(u, list(options), target), units))
+    except ImportError:
+        return Units([cupy.RawModule(code=u, options=opts) for u in units], units)
+    mods = []
+    for cb in cubins:
+        m = cupy.cuda.function.Module()
+        m.load(cb)
+        mods.append(m)
+    return Units(mods, units)
+
+
 def load_module(source: str, kernel_names: list[str], options: list[str] | None = None,
                 arch: str | None = None):
-    """Compile on the live GPU through CuPy. Returns (RawModule or None, CompileResult)."""
+    """Compile on the live GPU through CuPy. Returns (module or None, CompileResult)."""
     import cupy
 
     options = list(options or [])
@@ -162,9 +254,9 @@ def load_module(source: str, kernel_names: list[str], options: list[str] | None 
     if arch:
         opts = (f"-arch={arch}", *opts)
     try:
-        mod = cupy.RawModule(code=source, options=opts)
+        mod = load_units(source, options, arch)
         kernels = {n: mod.get_function(n) for n in kernel_names}
-    except cupy.cuda.compiler.CompileException as exc:
+    except (cupy.cuda.compiler.CompileException, UnitError) as exc:
         log = str(exc).replace("/tmp/", "")
         log = re.sub(r"\S*?(\w+\.cu)\(", r"kern.cu(", log)
         return None, CompileResult(ok=False, backend="cupy", arch=arch or "device", log=log[-20000:],

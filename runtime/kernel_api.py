@@ -150,5 +150,5 @@ class _Graph:
 
 def load(cuda_source: str, options=()) -> KernelAPI:
     """For exported modules: compile the source with CuPy and return the API."""
-    import cupy
-    return KernelAPI(cupy.RawModule(code=cuda_source, options=("--std=c++17", *options)))
+    from runtime.compile import load_units
+    return KernelAPI(load_units(cuda_source, list(options), None))

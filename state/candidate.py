@@ -5,6 +5,16 @@ from pydantic import BaseModel, Field
 
 Param = int | float | str | bool
 
+# A candidate's cuda_source may be several compilation units, each whole (its own includes and helpers),
+# separated by this line: a network's program compiles them in parallel (NVRTC, one thread each) and
+# launches each kernel from the unit that defines it
+MODULE_PART = "// ---- egg: a new compilation unit ----"
+
+
+def module_parts(source: str) -> list[str]:
+    """The compilation units of a candidate's source (one where it has no MODULE_PART line)."""
+    return source.split("\n" + MODULE_PART + "\n")
+
 
 class KernelCandidate(BaseModel):
     id: str

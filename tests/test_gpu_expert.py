@@ -211,3 +211,18 @@ def test_program_as_a_cuda_graph_verifies_beside_its_direct_launches():
     assert on.verdict.value == "correct" and "refused" not in on.reason, on.reason
     assert off.verdict.value == "correct", off.reason
     print(f"graph {on.timing.median_ms:.4f} ms, direct {off.timing.median_ms:.4f} ms")
+
+
+def test_a_program_in_compilation_units_verifies(tmp_egg, monkeypatch):
+    """The bundled transformer block with its source cut into compilation units (the cut lowered so it
+    splits): compiled in parallel to cubins by NVRTC, loaded into the worker's context, verified."""
+    from agents.expert import agent as expert_agent
+    from state import MODULE_PART
+    from tasks import SUITE_DIR
+    monkeypatch.setattr(expert_agent, "UNIT_CHARS", 10_000)
+    _, st = optimize(SUITE_DIR / "level3" / "04_transformer_block.py", checkpoint=str(tmp_egg / "cp.sqlite"),
+                     out_dir=str(tmp_egg / "out"), budget=Budget(candidates_per_stage=1, total_candidates=1), quiet=True,
+                     timing_reps=5, kernel_profile=False)
+    first = st.candidate(st.attempts[0].candidate_id)
+    assert MODULE_PART in first.cuda_source
+    assert st.result.status == "verified", [(a.candidate_id, a.verdict, a.reason) for a in st.attempts]

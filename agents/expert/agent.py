@@ -9,7 +9,7 @@ from collections import Counter
 
 from agents import principles
 from agents.protocol import Proposal, ProposedKernel, StageRequest
-from state import TF32_GRADE
+from state import MODULE_PART, TF32_GRADE
 from agents.expert import advice, host, program
 from dataclasses import replace
 
@@ -233,6 +233,35 @@ def gemm_path(plan, params: dict) -> str:
     if plan.dtype != "float32":
         return "mma"
     return "tf32x3" if params.get("family") == "gemm_tf32" else "simt"
+
+
+UNIT_CHARS = 150_000  # a program's source past this is cut into compilation units of about this size
+MAX_UNITS = 16  # (compiled in parallel: DenseNet-201's 2.2 MB took NVRTC 52 s on one core)
+PRELUDES = (PRELUDE, WGMMA_PRELUDE, TF32_PRELUDE, BOOL_PRELUDE, CLUSTER_PRELUDE, *gemm_wgmma16.WGMMA16_PRELUDES.values())
+
+
+def join_units(srcs: list[str]) -> str:
+    """A program's stage sources as one module source: consecutive stages grouped into up to MAX_UNITS
+    compilation units of about UNIT_CHARS (state.MODULE_PART between them), each with the preludes its
+    kernels use once."""
+    total = sum(map(len, srcs))
+    units = max(1, min(MAX_UNITS, total // UNIT_CHARS, len(srcs)))
+    groups, size = [[]], 0
+    for src in srcs:
+        if groups[-1] and size >= total / units * len(groups) and len(groups) < units:
+            groups.append([])
+        groups[-1].append(src)
+        size += len(src)
+    out = []
+    for group in groups:
+        seen = []
+        for src in group:
+            for pre in PRELUDES:
+                if pre in src and any(pre in s for s in seen):
+                    src = src.replace(pre, "")
+            seen.append(src)
+        out.append("\n".join(seen))
+    return ("\n" + MODULE_PART + "\n").join(out)
 
 
 def _canonical(src: str, leaves: list) -> str:
@@ -684,7 +713,7 @@ class ExpertAgent:
         srcs, steps, descs, names, _, views = self._program_parts(prog, params, profile)
         graph = params.get("graph", graph_default(g, len(prog.stages())))
         desc = "; then ".join(descs) + (f"; its {len(steps)} launches replayed as one CUDA graph" if graph else "")
-        return ProposedKernel(cuda_source="\n".join(srcs), host_code=host.module_source_program(g, steps, graph, views),
+        return ProposedKernel(cuda_source=join_units(srcs), host_code=host.module_source_program(g, steps, graph, views),
                               kernel_names=names, params=params, description=desc,
                               family=prog.stages()[prog.tuned][1], guard_policy="strict", compile_options=["-lineinfo"],
                               algorithm_flops=rewrite_flops([(f, p) for _, f, p, _ in prog.stages()]))
@@ -717,9 +746,6 @@ class ExpertAgent:
                 steps.append((launch, node or writes))
                 names.append(launch.kernel)
                 owner.append(i)
-            for pre in (PRELUDE, WGMMA_PRELUDE, TF32_PRELUDE, BOOL_PRELUDE, CLUSTER_PRELUDE, *gemm_wgmma16.WGMMA16_PRELUDES.values()):
-                if pre in src and any(pre in s for s in srcs):
-                    src = src.replace(pre, "")
             compiled[key] = names[first:]
             srcs.append(src)
             descs.append(desc)

@@ -1,0 +1,78 @@
+"""A program's source as several compilation units (state.MODULE_PART): grouped by the agent, compiled
+in parallel by runtime.compile, errors placed in the whole source, run on the CPU emulator unchanged."""
+import shutil
+
+import pytest
+
+from agents.expert import agent as expert_agent
+from agents.expert.codegen import PRELUDE
+from runtime.compile import compile_check
+from state import MODULE_PART, module_parts
+
+BODY = """extern "C" __global__ void k{i}(float* out, const float* x) {{
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    out[j] = to_f(x[j]) * {i}.0f;
+}}
+"""
+
+
+def kernel(i: int) -> str:
+    return PRELUDE + BODY.format(i=i)
+
+
+
+def test_join_units_groups_stages_with_their_preludes_once():
+    srcs = [kernel(i) for i in range(10)]
+    one = expert_agent.join_units(srcs)
+    assert MODULE_PART not in one and one.count(PRELUDE) == 1  # small: one unit, the prelude once
+    size = sum(map(len, srcs))
+    old = expert_agent.UNIT_CHARS
+    try:
+        expert_agent.UNIT_CHARS = size // 3
+        units = module_parts(expert_agent.join_units(srcs))
+    finally:
+        expert_agent.UNIT_CHARS = old
+    assert len(units) == 3 and all(u.count(PRELUDE) == 1 for u in units)
+    assert sum(u.count("__global__") for u in units) == 10  # every kernel once, in stage order
+    assert [int(x.split("void k")[1].split("(")[0]) for u in units for x in u.split("__global__")[1:]] == list(range(10))
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+def test_units_compile_in_parallel_and_errors_keep_their_line(tmp_egg, monkeypatch):
+    monkeypatch.setenv("EGG_CACHE_DIR", str(tmp_egg / "cache"))
+    units = [kernel(i) for i in range(3)]
+    src = ("\n" + MODULE_PART + "\n").join(units)
+    r = compile_check(src, [], "sm_90a", use_cache=False)
+    assert r.ok and sorted(x.name for x in r.resources) == ["k0", "k1", "k2"], r.log[-2000:]
+    bad = units[2].replace("out[j] =", "out[j] = undefined_name +")
+    src = ("\n" + MODULE_PART + "\n").join(units[:2] + [bad])
+    r = compile_check(src, [], "sm_90a", use_cache=False)
+    line = next(i for i, ln in enumerate(src.splitlines(), 1) if "undefined_name" in ln)
+    assert not r.ok and [e.line for e in r.errors] == [line], (r.errors, line)
+
+
+def test_a_program_in_units_runs_on_the_emulator(tmp_egg, monkeypatch):
+    """A conv + training BatchNorm + ReLU program cut into units (the cut lowered so it splits): the same
+    kernels, the same launches, matching float64."""
+    from agents.expert import ExpertAgent
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    p = tmp_egg / "cbr.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.conv = nn.Conv2d(4, 8, 3, padding=1)\n        self.bn = nn.BatchNorm2d(8)\n"
+                 "    def forward(self, x):\n        return torch.relu(self.bn(self.conv(x)))\n"
+                 "def get_inputs():\n    return [torch.randn(2, 4, 9, 7)]\ndef get_init_inputs():\n    return []\n")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "program"
+    st = plan.stages()
+    params = agent._default(st[plan.tuned][1], st[plan.tuned][0], st[plan.tuned][2], None, load_profile("h200"))
+    whole = agent.emit(g, fam, plan, params, load_profile("h200"))
+    monkeypatch.setattr(expert_agent, "UNIT_CHARS", len(whole.cuda_source) // 3)
+    cut = agent.emit(g, fam, plan, params, load_profile("h200"))
+    assert len(module_parts(cut.cuda_source)) > 1 and cut.kernel_names == whole.kernel_names
+    assert cut.host_code == whole.host_code
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(p, g, cut, tmp_egg / "emu")
+    assert err < 2e-3, (err, eager_err)
