@@ -93,7 +93,9 @@ def cuda_include_dirs() -> list[str]:
     import sysconfig
     cands = [os.environ.get("CUDA_PATH", ""), os.environ.get("CUDA_HOME", ""), "/usr/local/cuda",
              *sorted(glob.glob("/usr/local/cuda-*"), reverse=True)]
-    dirs = [*cands, str(Path(sysconfig.get_paths()["purelib"]) / "nvidia" / "cu13")]
+    import sys
+    wheels = [str(Path(p) / "nvidia" / "cu13") for p in [sysconfig.get_paths()["purelib"], *sys.path] if p]  # pip --target too
+    dirs = [*cands, *wheels]
     return [f"{d}/include" for d in dirs if d and Path(d, "include", "cuda_bf16.h").exists()][:1]
 
 
@@ -181,12 +183,10 @@ class Units:
         self.modules, self.units = modules, units
 
     def get_function(self, name: str):
+        head = re.compile(rf"__global__[^;{{}}]*?\b{re.escape(name)}\s*\(")  # the kernel's definition
         for mod, unit in zip(self.modules, self.units):
-            if re.search(rf"\b{re.escape(name)}\s*\(", unit) and "__global__" in unit:
-                try:
-                    return mod.get_function(name)
-                except Exception:  # the name is only mentioned there
-                    continue
+            if head.search(unit):
+                return mod.get_function(name)
         raise KeyError(f"no compilation unit defines kernel {name}")
 
 
@@ -194,6 +194,10 @@ def _device_arch() -> str:
     import cupy
     cc = cupy.cuda.Device().compute_capability
     return f"sm_{cc}a" if cc in ("90", "100", "120") else f"sm_{cc}"  # wgmma and friends need the "a" target
+
+
+class UnitError(RuntimeError):
+    """A compilation unit that NVRTC refused: its log."""
 
 
 def _cubin(unit: str, options: list[str], arch: str) -> bytes:
@@ -216,10 +220,6 @@ def _cubin(unit: str, options: list[str], arch: str) -> bytes:
         nvrtc.nvrtcDestroyProgram(prog)
 
 
-class UnitError(RuntimeError):
-    """A compilation unit that NVRTC refused: its log."""
-
-
 def load_units(source: str, options: list[str], arch: str | None):
     """A CuPy module for a source: one RawModule; several compilation units compiled to cubins in
     parallel threads (NVRTC) and loaded here, in the caller's CUDA context (CuPy compiling them one by
@@ -233,14 +233,15 @@ def load_units(source: str, options: list[str], arch: str | None):
         target = arch or _device_arch()
         with ThreadPoolExecutor(max_workers=min(len(units), os.cpu_count() or 1)) as pool:
             cubins = list(pool.map(lambda u: _cubin(u, list(options), target), units))
-    except ImportError:
+        mods = []
+        for cb in cubins:
+            m = cupy.cuda.function.Module()
+            m.load(cb)
+            mods.append(m)
+        return Units(mods, units)
+    except Exception:  # NVRTC's bindings missing or unusable here (headers elsewhere), a cubin the driver
+        # refused: CuPy compiles each unit as it would the whole (and raises its CompileException if one is wrong)
         return Units([cupy.RawModule(code=u, options=opts) for u in units], units)
-    mods = []
-    for cb in cubins:
-        m = cupy.cuda.function.Module()
-        m.load(cb)
-        mods.append(m)
-    return Units(mods, units)
 
 
 def load_module(source: str, kernel_names: list[str], options: list[str] | None = None,

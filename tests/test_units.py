@@ -76,3 +76,22 @@ def test_a_program_in_units_runs_on_the_emulator(tmp_egg, monkeypatch):
         pytest.skip("no g++")
     err, eager_err = cpu_emulator.run_module(p, g, cut, tmp_egg / "emu")
     assert err < 2e-3, (err, eager_err)
+
+
+def test_units_find_a_kernel_in_the_unit_that_defines_it():
+    """Not where it is only mentioned (a helper of a similar name), and a clear error for a name no unit
+    defines."""
+    from runtime.compile import Units
+
+    class Mod:
+        def __init__(self, n):
+            self.n = n
+
+        def get_function(self, name):
+            return self.n, name
+    units = ['extern "C" __global__ void __launch_bounds__(256) egg_a(float* x) { egg_b_helper(x); }',
+             'extern "C" __global__ void __launch_bounds__(128) __cluster_dims__(2, 1, 1) egg_b(float* x) {}']
+    u = Units([Mod(0), Mod(1)], units)
+    assert u.get_function("egg_a") == (0, "egg_a") and u.get_function("egg_b") == (1, "egg_b")
+    with pytest.raises(KeyError, match="egg_c"):
+        u.get_function("egg_c")
