@@ -9,7 +9,7 @@
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit 1
-timeout 200 python3 -m pytest -m gpu -q -rA -s tests/test_gpu_expert.py -k "gemm_bf16 or matmul_bf16 or planes_bmm or conv_wgmma or compilation_units" \
+timeout 240 python3 -m pytest -m gpu -q -rA -s tests/test_gpu_expert.py -k "gemm_bf16 or matmul_bf16 or planes_bmm or conv_wgmma or compilation_units" \
   > "$OUT/first_tests.txt" 2>&1
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed" "$OUT/first_tests.txt" | tail -6
 probe() {  # task, seconds, extra args...
@@ -19,9 +19,9 @@ probe() {  # task, seconds, extra args...
     | grep '^\[{"name"\|^{"name"\|Error\|error' | cut -c1-900 >> "$OUT/first_probe.txt"
 }
 w='"wgmma":true,"BM":128,"stages":4'
-probe tasks/suite/level1/29_matmul_bf16.py 80 --vary '{}' --vary "{$w,\"BN\":128}" --vary "{$w,\"BN\":256,\"stages\":3}"
-probe .kb/level1/3_Batched_matrix_multiplication.py 80 --vary '{}' \
+probe tasks/suite/level1/29_matmul_bf16.py 70 --vary '{}' --vary "{$w,\"BN\":128}" --vary "{$w,\"BN\":256,\"stages\":3}"
+probe .kb/level1/3_Batched_matrix_multiplication.py 70 --vary '{}' \
   --vary '{"family":"gemm_tf32","BM":128,"BN":128,"WM":2,"WN":4,"stages":3,"wgmma":false,"planes":false}'
-probe .kb/level1/87_conv_pointwise_2D.py 90 --ncu --vary '{}'
-probe .kb/level2/55_Matmul_MaxPool_Sum_Scale.py 90 --ncu --vary '{}'
+probe .kb/level1/87_conv_pointwise_2D.py 80 --ncu --vary '{}'
+probe .kb/level2/55_Matmul_MaxPool_Sum_Scale.py 80 --ncu --vary '{}'
 cat "$OUT/first_probe.txt"
