@@ -18,6 +18,7 @@ from pathlib import Path
 
 from concurrent.futures import ThreadPoolExecutor
 
+from runtime.kernel_api import Units
 from state import CompileError, CompileResult, KernelResources, module_parts
 
 SOURCE_NAME = "kern.cu"
@@ -173,21 +174,6 @@ def _merged(parts: list[CompileResult], units: list[str], seconds: float) -> Com
     return parts[0].model_copy(update={"ok": all(r.ok for r in parts), "log": "\n".join(r.log for r in parts)[-20000:],
                                        "errors": errors, "resources": [x for r in parts for x in r.resources],
                                        "seconds": seconds})
-
-
-class Units:
-    """A module of several compilation units, each loaded as its own CuPy module: `get_function` finds a
-    kernel in the unit that defines it (kernel names are unique across a program's units)."""
-
-    def __init__(self, modules: list, units: list[str]):
-        self.modules, self.units = modules, units
-
-    def get_function(self, name: str):
-        head = re.compile(rf"__global__[^;{{}}]*?\b{re.escape(name)}\s*\(")  # the kernel's definition
-        for mod, unit in zip(self.modules, self.units):
-            if head.search(unit):
-                return mod.get_function(name)
-        raise KeyError(f"no compilation unit defines kernel {name}")
 
 
 def _device_arch() -> str:

@@ -9,6 +9,7 @@ scalars (np.int32(n), np.float64(x), ...) pass with their own type.
 """
 from __future__ import annotations
 
+import re
 import weakref
 
 import numpy as np
@@ -148,7 +149,31 @@ class _Graph:
         self.replay, self.static, self.out = None, [], None
 
 
+# state.MODULE_PART, repeated here so this file stays self-contained (a test holds them equal)
+MODULE_PART = "// ---- egg: a new compilation unit ----"
+
+
+class Units:
+    """A module of several compilation units, each loaded as its own CuPy module: `get_function` finds a
+    kernel in the unit that defines it (kernel names are unique across a program's units)."""
+
+    def __init__(self, modules: list, units: list[str]):
+        self.modules, self.units = modules, units
+
+    def get_function(self, name: str):
+        head = re.compile(rf"__global__[^;{{}}]*?\b{re.escape(name)}\s*\(")  # the kernel's definition
+        for mod, unit in zip(self.modules, self.units):
+            if head.search(unit):
+                return mod.get_function(name)
+        raise KeyError(f"no compilation unit defines kernel {name}")
+
+
 def load(cuda_source: str, options=()) -> KernelAPI:
-    """For exported modules: compile the source with CuPy and return the API."""
-    from runtime.compile import load_units
-    return KernelAPI(load_units(cuda_source, list(options), None))
+    """For exported modules: compile the source with CuPy (each compilation unit its own module) and
+    return the API."""
+    import cupy
+    opts = ("--std=c++17", *options)
+    units = cuda_source.split("\n" + MODULE_PART + "\n")
+    if len(units) == 1:
+        return KernelAPI(cupy.RawModule(code=cuda_source, options=opts))
+    return KernelAPI(Units([cupy.RawModule(code=u, options=opts) for u in units], units))

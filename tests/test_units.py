@@ -81,7 +81,9 @@ def test_a_program_in_units_runs_on_the_emulator(tmp_egg, monkeypatch):
 def test_units_find_a_kernel_in_the_unit_that_defines_it():
     """Not where it is only mentioned (a helper of a similar name), and a clear error for a name no unit
     defines."""
-    from runtime.compile import Units
+    from runtime.kernel_api import MODULE_PART as API_PART
+    from runtime.kernel_api import Units
+    assert API_PART == MODULE_PART  # the exported module's copy of the separator
 
     class Mod:
         def __init__(self, n):
