@@ -3,7 +3,9 @@
 # Here, before every call: git rev-parse --short HEAD > bench_state/COMMIT (the tree there has no .git).
 # Here (once): ../shared/device/wheels.sh; mkdir -p .kb && cp -r ../shared/kernelbench/level{1,2} .kb/
 #   (.kb and .whl are ignored: list them in .git/info/exclude) and carry [".whl", ".kb", "bench_state"].
-# There: [BENCH_NAME=kb BENCH_PATHS='.kb/level1 .kb/level2' CPS=2 REPS=30 KB_SECONDS=540] benchmarks/kb_device.sh. The bench's checkpoints live in bench_state/
+# There: [BENCH_NAME=kb BENCH_PATHS='.kb/level1 .kb/level2' CPS=2 REPS=30 KB_SECONDS=540] benchmarks/kb_device.sh [egg bench flags].
+# Timing first candidates only (--total-candidates 1)? Add --no-profile: no later stage reads the profile, and ncu
+# replays each kernel of a network's program (ResNet-101's first candidate: 238 s with it). The bench's checkpoints live in bench_state/
 # (carried back and forth: copy $OUT/NAME/NAME.sqlite.xz into bench_state/ after each call), so a call that runs out
 # of time loses at most the task in flight and the next call resumes where it stopped.
 set -uo pipefail
