@@ -243,8 +243,7 @@ def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
         store = f"                    out[((long long)blockIdx.z * {M}LL + m) * {N}LL + n] = acc[mi][ni][2 * h + e];"
         args = "float* __restrict__ out, " + kernel_args(g, p).split(", ", 1)[1]
         return kernel_source("egg_gemm", args, k, A, B, M, N, K, setup, store, ksplit=(kc, p.batch)) + reduce_source(g, p, k)
-    epi, v = epilogue(g, p, "acc[mi][ni][2 * h + e]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                    ")
-    store = f"{epi}\n                    out[((long long)bz * {M}LL + m) * {N}LL + n] = from_f<{CTYPE[g.output.dtype]}>({v});"
+    epi, v, store = output_store(g, p)
     if k.planes:
         return render_planes(g, p, k, store)
     if k.wgmma:
@@ -747,14 +746,46 @@ def split_grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int]:
     return ((Mp // 32 + Np // 32) * (Kp // 32), max(plane_batches(p)))
 
 
+def workspace_bases(regions: list[tuple[str, int, int]], K: int, bz: str) -> dict[str, str]:
+    """Pointers into a workspace P of regions laid end to end, (name, rows, batches) each: `batches`
+    blocks of rows x K (floats, or words of two 16-bit elements); the batch entry `bz`'s block where the
+    region holds one an entry, else its only one."""
+    out, at = {}, 0
+    for name, rows, n in regions:
+        off = f" + (long long)({bz}) * {rows * K}LL" if n > 1 else ""
+        out[name] = f"(P + {at}LL{off})" if at else f"(P{off})"
+        at += n * rows * K
+    return out
+
+
 def _plane_bases(p: GemmPlan, k: GemmKnobs, bz: str) -> dict[str, str]:
     """The batch entry `bz`'s four planes in the workspace P."""
     Mp, Np, Kp = padded(p, k)
     ba, bb = plane_batches(p)
-    oa = f" + (long long)({bz}) * {Mp * Kp}LL" if ba > 1 else ""
-    ob = f" + (long long)({bz}) * {Np * Kp}LL" if bb > 1 else ""
-    return {"Ah": f"(P{oa})", "Al": f"(P + {ba * Mp * Kp}LL{oa})",
-            "Bh": f"(P + {2 * ba * Mp * Kp}LL{ob})", "Bl": f"(P + {2 * ba * Mp * Kp + bb * Np * Kp}LL{ob})"}
+    return workspace_bases([("Ah", Mp, ba), ("Al", Mp, ba), ("Bh", Np, bb), ("Bl", Np, bb)], Kp, bz)
+
+
+def whole_tile_loads(ops: dict[str, Operand], bases: dict[str, str], T: int):
+    """(load(slot), setup): a stage of the ring copying whole canonical tiles of the operands (A's rows
+    from m0, B's from n0) into `s<name> + slot * elems`, and what runs before the ring. Where a thread's
+    pieces are whole passes apart, one pointer an operand and constant steps with no bounds test (the
+    generic loader's integer work, 1744 IMAD and 1309 ISETP in the SASS of an unrolled fold of the planes
+    GEMM, had outweighed the MMAs on the H200)."""
+    fast = all(o.fast(T) for o in ops.values())
+    r0 = {n: "m0" if n[0] == "A" else "n0" for n in ops}
+
+    def load(slot: str) -> str:
+        return "\n".join(o.fast_loader(T, f"s{n} + ({slot}) * {o.elems}", bases[n], f"{n}_") if fast else
+                         o.loader(T, f"s{n} + ({slot}) * {o.elems}", bases[n], r0[n]) for n, o in ops.items())
+    return load, "".join(o.fast_setup(T, bases[n], r0[n], f"{n}_") for n, o in ops.items()) if fast else ""
+
+
+def output_store(g: OpGraph, p: GemmPlan) -> tuple[str, str, str]:
+    """(epilogue statements, its value, the store): the fused epilogue of the accumulator
+    `acc[mi][ni][2 * h + e]` at row m, column n of batch entry bz, stored in the output's dtype."""
+    M, N = p.M, p.N
+    epi, v = epilogue(g, p, "acc[mi][ni][2 * h + e]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", "                    ")
+    return epi, v, f"{epi}\n                    out[((long long)bz * {M}LL + m) * {N}LL + n] = from_f<{CTYPE[g.output.dtype]}>({v});"
 
 
 def shared_bytes_planes(p: GemmPlan, k: GemmKnobs) -> int:
@@ -836,17 +867,7 @@ def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
     EA, EB = k.BM * bk, k.BN * bk
     ops = {n: Operand(n, rows, tot, Kp, True, 4, True, bk, k.swz) for n, rows, tot in
            (("Ah", k.BM, Mp), ("Al", k.BM, Mp), ("Bh", k.BN, Np), ("Bl", k.BN, Np))}
-    bases = _plane_bases(p, k, "bz")
-    # the planes are whole tiles: where a thread's pieces are whole passes apart, one pointer an operand
-    # and constant steps with no bounds test (the generic loader's integer work, 1744 IMAD and 1309 ISETP
-    # in the SASS of an unrolled fold, had outweighed the MMAs on the H200)
-    fast = all(o.fast(T) for o in ops.values())
-    r0 = {n: "m0" if n[0] == "A" else "n0" for n in ops}
-
-    def load(slot: str) -> str:
-        return "\n".join(o.fast_loader(T, f"s{n} + ({slot}) * {o.elems}", bases[n], f"{n}_") if fast else
-                         o.loader(T, f"s{n} + ({slot}) * {o.elems}", bases[n], r0[n]) for n, o in ops.items())
-    fast_head = "".join(o.fast_setup(T, bases[n], r0[n], f"{n}_") for n, o in ops.items()) if fast else ""
+    load, fast_head = whole_tile_loads(ops, _plane_bases(p, k, "bz"), T)  # the planes are whole tiles
     args = kernel_args(g, p).split(", ", 1)
     steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {ops[a].desc(f's{a}_s', kk * 8)}, {ops[b].desc(f's{b}_s', kk * 8)});"
                       for kk in range(bk // 8) for a, b in (("Al", "Bh"), ("Ah", "Bl"), ("Ah", "Bh")))

@@ -13,11 +13,12 @@ canonical layout, its swizzle, the loaders and the descriptors are the TF32 ones
 """
 from __future__ import annotations
 
-from agents.expert.codegen import CTYPE, PRELUDE
+from agents.expert.codegen import PRELUDE
 from agents.expert.opgraph import Node, OpGraph, Unsupported
-from agents.expert.templates.gemm import GemmKnobs, GemmPlan, epilogue, kernel_args
+from agents.expert.templates.gemm import GemmKnobs, GemmPlan, kernel_args
 from agents.expert.templates.gemm_tf32 import (TF32_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, _ring_head, _ring_refill,
-                                               _wg_store, _wgmma_fn, grouped_tile)
+                                               _wg_store, _wgmma_fn, grouped_tile, output_store, plane_batches,
+                                               whole_tile_loads, workspace_bases)
 
 BKW = 32  # a tile's K in words: 64 elements, one 128-byte swizzle row
 STAGE_BLOCK = 256
@@ -34,10 +35,6 @@ def padded(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
     return -(-p.M // k.BM) * k.BM, -(-p.N // k.BN) * k.BN, -(-p.K // kq) * kq
 
 
-def batches(p: GemmPlan) -> tuple[int, int]:
-    return (p.batch if p.a_batched else 1), (p.batch if p.b_batched else 1)
-
-
 def check(p: GemmPlan, k: GemmKnobs) -> None:
     if p.dtype not in KIND:
         raise Unsupported("the 16-bit warpgroup MMA takes bf16 or fp16 operands")
@@ -52,14 +49,14 @@ def check(p: GemmPlan, k: GemmKnobs) -> None:
 def staged_node(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> Node:
     """The staged operands' workspace, in words: A (batches, Mp, Kp) then B (batches, Np, Kp), 16-bit."""
     Mp, Np, Kp = padded(p, k)
-    ba, bb = batches(p)
+    ba, bb = plane_batches(p)
     return Node(f"{p.gemm.name}_staged", "input", shape=((ba * Mp + bb * Np) * Kp // 2,), dtype="float32")
 
 
 def stage_grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int]:
     """A 32-row by 64-element tile of A or B a block on x, the batch on y."""
     Mp, Np, Kp = padded(p, k)
-    return ((Mp // 32 + Np // 32) * (Kp // 64), max(batches(p)))
+    return ((Mp // 32 + Np // 32) * (Kp // 64), max(plane_batches(p)))
 
 
 def shared_bytes(p: GemmPlan, k: GemmKnobs) -> int:
@@ -73,16 +70,23 @@ def grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
     return (mt, nt, p.batch)
 
 
+def _staged_bases(p: GemmPlan, k: GemmKnobs) -> dict[str, str]:
+    """The batch entry bz's staged A and B in the workspace P (words)."""
+    Mp, Np, Kp = padded(p, k)
+    ba, bb = plane_batches(p)
+    return workspace_bases([("A", Mp, ba), ("B", Np, bb)], Kp // 2, "bz")
+
+
 def _stage_source(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     """`egg_gemm_stage`: a 32 x 64 tile of A or B a block, read along its contiguous dim into shared memory,
     written K-major (16-bit elements) into the workspace; zeros past the edges."""
     Mp, Np, Kp = padded(p, k)
-    ba, bb = batches(p)
+    ba, bb = plane_batches(p)
     ta = (Mp // 32) * (Kp // 64)
     args = kernel_args(g, p).split(", ", 1)[1]
 
     def tile(src: str, R: int, kcontig: bool, dst: str) -> str:
-        if kcontig:  # thread (row ty + 4j... ) reads along K
+        if kcontig:  # (R, K) row-major: read along K, 64 elements a row
             load = (f"const int r = c / 64, kk = c % 64; const long long gr = r0 + r, gk = k0 + kk;\n"
                     f"                s[r][kk] = (gr < {R} && gk < {p.K}) ? src[gr * {p.K}LL + gk] : 0;")
         else:  # (K, R) row-major: read along R, 32 rows of the tile a K row
@@ -100,8 +104,7 @@ def _stage_source(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
         }}"""
     a = f"(A + (long long)bz * {p.M * p.K}LL)" if ba > 1 else "A"
     b = f"(B + (long long)bz * {p.K * p.N}LL)" if bb > 1 else "B"
-    pa = f"(P + (long long)bz * {Mp * Kp // 2}LL)" if ba > 1 else "P"
-    pb = f"(P + {ba * Mp * Kp // 2}LL" + (f" + (long long)bz * {Np * Kp // 2}LL)" if bb > 1 else ")")
+    pl = _staged_bases(p, k)
     return f"""
 extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_gemm_stage(float* __restrict__ P, {args}) {{
     __shared__ unsigned short s[32][66];
@@ -111,12 +114,12 @@ extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_gemm_stage(float
     if (b < {ta}LL) {{
         if (bz >= {ba}) return;  // an operand shared by the batch: staged once
         const long long r0 = (b / {Kp // 64}) * 32, k0 = (b % {Kp // 64}) * 64;
-{tile(a, p.M, True, pa)}
+{tile(a, p.M, True, pl["A"])}
     }} else {{
         if (bz >= {bb}) return;
         b -= {ta}LL;
         const long long r0 = (b / {Kp // 64}) * 32, k0 = (b % {Kp // 64}) * 64;
-{tile(b, p.N, p.b_layout == "nk", pb)}
+{tile(b, p.N, p.b_layout == "nk", pl["B"])}
     }}
 }}
 """
@@ -126,26 +129,16 @@ def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     """The stage kernel, then `egg_gemm(out, P, <the GEMM's arguments>)` on the staged tiles."""
     check(p, k)
     Mp, Np, Kp = padded(p, k)
-    ba, bb = batches(p)
     Kw = Kp // 2
     kind = KIND[p.dtype]
     T, S, NI = k.threads(True), k.stages, k.BN // 8
     EA, EB = k.BM * BKW, k.BN * BKW
     ops = {"A": Operand("A", k.BM, Mp, Kw, True, 4, True, BKW, True), "B": Operand("B", k.BN, Np, Kw, True, 4, True, BKW, True)}
-    bases = {"A": f"(P + (long long)bz * {Mp * Kw}LL)" if ba > 1 else "P",
-             "B": f"(P + {ba * Mp * Kw}LL" + (f" + (long long)bz * {Np * Kw}LL)" if bb > 1 else ")")}
-    fast = all(o.fast(T) for o in ops.values())
-    r0 = {"A": "m0", "B": "n0"}
-
-    def load(slot: str) -> str:
-        return "\n".join(o.fast_loader(T, f"s{n} + ({slot}) * {o.elems}", bases[n], f"{n}_") if fast else
-                         o.loader(T, f"s{n} + ({slot}) * {o.elems}", bases[n], r0[n]) for n, o in ops.items())
-    fast_head = "".join(o.fast_setup(T, bases[n], r0[n], f"{n}_") for n, o in ops.items()) if fast else ""
+    load, fast_head = whole_tile_loads(ops, _staged_bases(p, k), T)
     args = kernel_args(g, p).split(", ", 1)
     steps = "\n".join(f"            wgmma_{kind}_n{k.BN}(d, {ops['A'].desc('sA_s', kk * 8)}, {ops['B'].desc('sB_s', kk * 8)});"
                       for kk in range(BKW // 8))
-    epi, v = epilogue(g, p, "acc[mi][ni][2 * h + e]", f"(((long long)bz * {p.M}LL + m) * {p.N}LL + n)", "                    ")
-    store = f"{epi}\n                    out[((long long)bz * {p.M}LL + m) * {p.N}LL + n] = from_f<{CTYPE[g.output.dtype]}>({v});"
+    store = output_store(g, p)[2]
     mt, nt = Mp // k.BM, Np // k.BN
     return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{WGMMA16_PRELUDES[kind]}{_stage_source(g, p, k)}
 extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const float* __restrict__ P, {args[1]}) {{
