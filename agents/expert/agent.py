@@ -173,12 +173,16 @@ def conv_wgmma(g, plan, d: dict, profile) -> dict | None:
         return None
     w = {**d, "wgmma": True, "swz": True, "stages": 3}
     k = gemm.GemmKnobs(**{f: w[f] for f in ("BM", "BN", "WM", "WN", "stages", "wgmma", "swz")})
-    smem = profile.shared_per_block_optin if profile is not None else DEFAULT_SMEM
     try:
-        conv.render(g, plan, k, 1, "nhwc")
-        return w if conv.shared_bytes(plan, k, "nhwc") + conv.static_bytes(plan, k, "nhwc") <= smem else None
+        conv.render_fitting(g, plan, k, 1, "nhwc", profile.shared_per_block_optin if profile is not None else DEFAULT_SMEM)
+        return w
     except Unsupported:
         return None
+
+
+def on_mma_sync(d: dict) -> dict:
+    """A conv design on mma.sync: the same knobs without the warpgroup MMA's."""
+    return {k: v for k, v in d.items() if k not in ("wgmma", "swz")}
 
 
 def _fill_tile(plan, d: dict, sms: int) -> dict:
@@ -470,8 +474,7 @@ class ExpertAgent:
             if fam == "conv":  # plain TF32 (what eager's cuDNN runs by default) and 3xTF32 (fp32 grade); the
                 # fp32-grade one first where eager was measured exact here (cuDNN's choice for many shapes)
                 tf32 = self._default(fam, g, plan, req)
-                exact = {k: v for k, v in tf32.items() if k not in ("wgmma", "swz")}  # 3xTF32 stays on mma.sync
-                both = [tf32, {**exact, "split": 3}]
+                both = [tf32, {**on_mma_sync(tf32), "split": 3}]  # 3xTF32 stays on mma.sync
                 both = both[::-1] if eager_is_fp32_grade(req) else both
                 if direct_conv.suits(plan):  # few channels: exact fp32 on the CUDA cores, a block of channels a thread
                     both.insert(1, {"family": "conv", "algo": "direct", "block": 256, "waves": 8,
@@ -515,7 +518,7 @@ class ExpertAgent:
                 out.append({**base, "waves": 0 if base.get("waves") else 8})
         elif fam == "conv":
             if st == "parallel_mapping" and base.get("wgmma"):  # mma.sync, and its warp shapes, beside it
-                sync = {k: v for k, v in base.items() if k not in ("wgmma", "swz")}
+                sync = on_mma_sync(base)
                 out = [sync] + [{**sync, "WM": wm, "WN": wn} for wm, wn in kn["gemm_tf32_warps"]]
                 out.append({**base, "BN": 192 - base["BN"]} if plan.OCg > 64 else {**base, "stages": 4})
             elif st == "parallel_mapping":  # the warp shapes, then Hopper's warpgroup MMA where tiles are staged
@@ -810,10 +813,7 @@ class ExpertAgent:
             k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages", "ldm", "wgmma", "order", "swz", "splitk")
                                   if f in params})
             layout = params.get("layout", "nchw")
-            src = conv.render(g, plan, k, int(params.get("split", 1)), layout)
-            smem = conv.shared_bytes(plan, k, layout)
-            if smem + conv.static_bytes(plan, k, layout) > profile.shared_per_block_optin:
-                raise Unsupported("tile does not fit in shared memory")
+            src, smem = conv.render_fitting(g, plan, k, int(params.get("split", 1)), layout, profile.shared_per_block_optin)
             launch = host.Launch("egg_conv", conv.grid(plan, k, layout), (k.threads(True),),
                                  conv.arg_order(g, plan, layout == "nhwc"), smem, align16=conv.aligned16(plan, k, layout))
             desc = (f"conv{plan.nd}d as {'a GEMM per image (1x1)' if layout == 'gemm' else 'implicit GEMM'} "

@@ -356,6 +356,15 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str = "nch
     return _render(g, p, k, split, layout)
 
 
+def render_fitting(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str, smem_limit: int) -> tuple[str, int]:
+    """`render`, and the dynamic shared memory its launch asks; Unsupported where that and the static
+    part pass what a block may have."""
+    src, smem = render(g, p, k, split, layout), shared_bytes(p, k, layout)
+    if smem + static_bytes(p, k, layout) > smem_limit:
+        raise Unsupported("tile does not fit in shared memory")
+    return src, smem
+
+
 def _render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str, ksplit: tuple[int, int] = (0, 1),
             args: str | None = None) -> str:
     T = k.threads(True)
