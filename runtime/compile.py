@@ -155,10 +155,12 @@ def compile_check(source: str, options: list[str] | None = None, arch: str = "sm
         except ImportError:
             return _nvcc_compile(unit, options, arch)
     units = module_parts(source)
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=min(len(units), os.cpu_count() or 1)) as pool:  # NVRTC releases the GIL
-        parts = list(pool.map(one, units))
-    res = parts[0] if len(parts) == 1 else _merged(parts, units, time.perf_counter() - t0)
+    if len(units) == 1:
+        res = one(source)
+    else:
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(max_workers=min(len(units), os.cpu_count() or 1)) as pool:  # NVRTC releases the GIL
+            res = _merged(list(pool.map(one, units)), units, time.perf_counter() - t0)
     if use_cache:
         _store(key, res)
     return res
@@ -182,10 +184,6 @@ def _device_arch() -> str:
     return f"sm_{cc}a" if cc in ("90", "100", "120") else f"sm_{cc}"  # wgmma and friends need the "a" target
 
 
-class UnitError(RuntimeError):
-    """A compilation unit that NVRTC refused: its log."""
-
-
 def _cubin(unit: str, options: list[str], arch: str) -> bytes:
     """One compilation unit to a cubin through NVRTC (no CUDA context needed: any thread)."""
     from cuda.bindings import nvrtc
@@ -197,7 +195,7 @@ def _cubin(unit: str, options: list[str], arch: str) -> bytes:
             _, n = nvrtc.nvrtcGetProgramLogSize(prog)
             buf = b" " * n
             nvrtc.nvrtcGetProgramLog(prog, buf)
-            raise UnitError(buf.rstrip(b"\x00 ").decode(errors="replace"))
+            raise RuntimeError(buf.rstrip(b"\x00 ").decode(errors="replace"))  # load_units falls back to CuPy
         _, n = nvrtc.nvrtcGetCUBINSize(prog)
         buf = b" " * n
         nvrtc.nvrtcGetCUBIN(prog, buf)
@@ -237,13 +235,10 @@ def load_module(source: str, kernel_names: list[str], options: list[str] | None 
 
     options = list(options or [])
     t0 = time.perf_counter()
-    opts = ("--std=c++17", *options)
-    if arch:
-        opts = (f"-arch={arch}", *opts)
     try:
         mod = load_units(source, options, arch)
         kernels = {n: mod.get_function(n) for n in kernel_names}
-    except (cupy.cuda.compiler.CompileException, UnitError) as exc:
+    except cupy.cuda.compiler.CompileException as exc:
         log = str(exc).replace("/tmp/", "")
         log = re.sub(r"\S*?(\w+\.cu)\(", r"kern.cu(", log)
         return None, CompileResult(ok=False, backend="cupy", arch=arch or "device", log=log[-20000:],
