@@ -280,6 +280,13 @@ PLANE_CASES = [  # expr, A shape, B shape, (BM, BN, stages, fold, BK): B (K, N) 
     ("torch.matmul(a.T, b)", (96, 70), (96, 130), (64, 128, 3, 1, 32, True)),
     ("torch.bmm(a, b)", (3, 70, 75), (3, 75, 50), (64, 64, 3, 2, 32, True)),  # a batch: each entry's own planes
     ("torch.relu(torch.bmm(a, b)) * 2.0", (2, 130, 40), (2, 40, 90), (128, 64, 3, 1, 16)),  # the epilogue at bz
+    # B split in the ring (bsplit: only A's planes in memory): an nn.Linear-like B (N, K) with partial tiles
+    # and K past the last whole tile, the swizzle, whole folds, a batch on A only, K 16 tiles with a guarded split
+    ("torch.matmul(a, b.T)", (70, 200), (90, 200), (64, 64, 3, 4, 16, False, True)),
+    ("torch.relu(torch.matmul(a, b.T)) * 2.0", (130, 100), (200, 100), (128, 128, 3, 2, 32, True, True)),
+    ("torch.matmul(a, b.T)", (70, 64), (50, 64), (64, 64, 3, 2, 32, True, True)),  # K whole folds: no tail test
+    ("torch.matmul(a, b.T)", (2, 70, 36), (130, 36), (64, 128, 4, 1, 32, True, True)),
+    ("torch.matmul(a, b.T)", (40, 96), (64, 96), (256, 64, 3, 1, 16, False, True)),
 ]
 
 
@@ -294,10 +301,11 @@ def test_tf32x3_from_split_planes_is_fp32_grade_on_the_cpu_emulator(tmp_egg, exp
     if not cpu_emulator.available():
         pytest.skip("no g++")
     g, plan = _graph_plan(tmp_egg, expr, sa, sb)
-    BM, BN, S, F, BK, *swz = knobs
-    k = gemm.GemmKnobs(BM=BM, BN=BN, BK=BK, stages=S, wgmma=True, planes=True, fold=F, swz=swz == [True])
+    BM, BN, S, F, BK, swz, bsplit = (*knobs, False, False)[:7]
+    k = gemm.GemmKnobs(BM=BM, BN=BN, BK=BK, stages=S, wgmma=True, planes=True, fold=F, swz=swz, bsplit=bsplit)
     src = gemm_tf32.render(g, plan, k)
     assert ("wg_desc_sw128(sAh_s" in src) == k.swz
+    assert ("reinterpret_cast<float4*>(sBl" in src) == bsplit and ("b -= " in src) != bsplit  # B: no planes
     torch.manual_seed(5)
     a, b = torch.randn(*sa), torch.randn(*sb)
     p = tmp_egg / "gp.py"
@@ -364,5 +372,36 @@ def test_planes_candidate_runs_through_its_host_code(tmp_egg):
     if not cpu_emulator.available():
         pytest.skip("no g++")
     k = agent.emit(g, fam, plan, first.params, load_profile("h200"))
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err < 4 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_weight_streaming_linear_splits_b_in_the_ring(tmp_egg):
+    """A linear of 128 rows streaming its weight (KernelBench's level 2 task 59 in miniature: 128 x 3000 @
+    (2100, 3000)^T): B's planes would cost more traffic than they save (planes_pay says no), so the first
+    design on the H200 splits B in the ring (one kernel for A's planes, then the GEMM reading B raw);
+    mma.sync on an A100; and through the generated host code it matches float64 on the CPU emulator."""
+    from agents.expert import ExpertAgent
+    from agents.expert.agent import bsplit_pays, planes_pay
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    p = tmp_egg / "lin.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.fc = nn.Linear(3000, 2100)\n"
+                 "    def forward(self, x):\n        y = self.fc(x)\n        return y * torch.sigmoid(y) * 2.0\n"
+                 "def get_inputs():\n    return [torch.randn(100, 3000)]\ndef get_init_inputs():\n    return []\n")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert not planes_pay(plan, {}) and bsplit_pays(plan, {})
+    small = {"sms": 8}  # 17 column tiles fill it (on 132 SMs these few tiles would take split-K first)
+    assert not agent._default(fam, g, plan, None, load_profile("a100_80gb").model_copy(update=small)).get("planes")
+    h200 = load_profile("h200").model_copy(update=small)
+    base = agent._default(fam, g, plan, None, h200)
+    assert base["planes"] and base["bsplit"]
+    k = agent.emit(g, fam, plan, base, h200)
+    assert "B's raw tiles split in shared memory" in k.description and "egg_gemm_split" in k.host_code
+    assert compile_check(k.cuda_source, k.compile_options, "sm_90a").ok
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
     assert err < 4 * max(eager_err, 2 ** -24), (err, eager_err)

@@ -140,6 +140,12 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                    "        return torch.bmm(a, b)\n"
                    "def get_inputs():\n    return [torch.randn(8, 1000, 700), torch.randn(8, 700, 1100)]\n"
                    "def get_init_inputs():\n    return []\n", "planes by a first kernel"),
+    # a weight streamed by 128 rows (level 2 task 59's shape, smaller K): B split in the GEMM's ring
+    "gemm_bsplit": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                    "        super().__init__()\n        self.fc = nn.Linear(1000, 17000)\n"
+                    "    def forward(self, x):\n        y = self.fc(x)\n        return y * torch.sigmoid(y)\n"
+                    "def get_inputs():\n    return [torch.randn(128, 1000)]\ndef get_init_inputs():\n    return []\n",
+                    "B's raw tiles split in shared memory"),
     "conv_wgmma": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
                    "        super().__init__()\n        self.conv = nn.Conv2d(32, 96, 3, padding=1)\n"
                    "    def forward(self, x):\n        return torch.relu(self.conv(x)) + 0.5\n"

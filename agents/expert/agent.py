@@ -103,6 +103,10 @@ GRAPH_BYTES_PER_LAUNCH = 16 << 20
 PLANES = {"family": "gemm_tf32", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "wgmma": True, "planes": True,
           "BK": 32, "stages": 3, "fold": 4, "swz": True}
 MMA_SYNC = {"family": "gemm_tf32", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "stages": 3}
+# Where few row tiles read each B tile (a weight streamed by 128 rows: KernelBench's level 2 tasks 55, 56,
+# 59, 68), B's planes would cost more traffic than the MMAs save: B is read raw into the ring and split in
+# shared memory (gemm_tf32's `bsplit`), only A's planes in memory
+BSPLIT = {**PLANES, "bsplit": True}
 
 
 # the 16-bit GEMM's designs: mma.sync (about 30% of cuBLAS on the H200 at 8192^3, RESULTS.md), and the
@@ -126,6 +130,9 @@ def wgmma_ok(profile) -> bool:
 # 3xTF32 at about 51 (eager's cuBLAS fp32 as fast); the split's extra traffic (a read of A and B, two writes,
 # the second plane's read: 16 bytes an element of each) at about 4 TB/s
 PLANES_TFLOPS, SYNC_TFLOPS, PLANES_TBS = 93.0, 51.0, 4.0
+# B split in the ring: a second barrier and the split's shared-memory pass each k-step, taken (unmeasured:
+# a guess until the first GPU run) as a fifth off the planes GEMM's rate
+BSPLIT_TFLOPS = 75.0
 
 
 def planes_pay(plan, params: dict) -> bool:
@@ -137,6 +144,17 @@ def planes_pay(plan, params: dict) -> bool:
         return False
     mn = plan.M * plan.N
     return 2 * mn / PLANES_TFLOPS + 16 * (plan.M + plan.N) / PLANES_TBS < 0.9 * 2 * mn / SYNC_TFLOPS
+
+
+def bsplit_pays(plan, params: dict) -> bool:
+    """Whether the weight-streaming variant (B split in the ring, A's planes only) beats mma.sync: whole-K
+    GEMMs with B (N, K) whose faster MMAs outweigh A's split traffic (16 M bytes a k) by a tenth, where
+    the planes of both do not already pay; at least 128 columns (a block's tile) and K 256."""
+    if (params.get("splitk", 1) != 1 or not gemm_tf32.bsplit_ok(plan) or plan.N < 128 or plan.K < 256
+            or planes_pay(plan, params)):
+        return False
+    mn = plan.M * plan.N
+    return 2 * mn / BSPLIT_TFLOPS + 16 * plan.M / PLANES_TBS < 0.9 * 2 * mn / SYNC_TFLOPS
 
 
 SPLIT_MIN_KTILES = 32  # a conv's K in 32-wide tiles past which its few pixels are split along K instead
@@ -599,6 +617,8 @@ class ExpertAgent:
                             if (bn == 64 or plan.N > 64) and base.get("splitk", 1) == 1]
                     if planes_pay(plan, base):  # the planes (first where the GPU has wgmma and they pay)
                         out.append(dict(PLANES))
+                    elif bsplit_pays(plan, base):
+                        out.append(dict(BSPLIT))
                 else:
                     out = [{**base, "BM": bm, "BN": bn, "TM": tm, "TN": tn} for bm, bn, tm, tn in kn["gemm_simt_tiles"]]
             elif st == "tiling":
@@ -618,6 +638,8 @@ class ExpertAgent:
                 elif path == "tf32x3" and base.get("planes"):  # the ring's tile K and depth, a narrower tile, the fold
                     out = [{**base, "BK": 32, "stages": 3, "fold": 4, "swz": True}, {**base, "BN": 64, "stages": 4},
                            {**base, "fold": 8}, {**base, "fold": 2}, {**base, "BK": 16, "stages": 6, "fold": 8, "swz": False}]
+                    if gemm_tf32.bsplit_ok(plan):  # B's planes in memory or split in the ring, whichever is not first
+                        out.insert(1, {**base, "bsplit": not base.get("bsplit", False)})
                 elif path == "tf32x3":
                     out = [{**base, "stages": s, "ldm": ld} for ld in (True, False) for s in kn["gemm_tf32_stages"]]
                     if not base.get("wgmma") and base.get("splitk", 1) == 1 and g.output.dtype == "float32":
@@ -684,6 +706,8 @@ class ExpertAgent:
                 return {**d, "ostage": True}
             if wgmma_ok(prof) and planes_pay(plan, d):
                 return dict(PLANES)
+            if wgmma_ok(prof) and bsplit_pays(plan, d):
+                return dict(BSPLIT)
             return d
         return dict(MMA16)
 
@@ -890,7 +914,7 @@ class ExpertAgent:
         else:
             path = gemm_path(plan, params)
             k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "BK", "TM", "TN", "WM", "WN", "stages", "pad", "ldm",
-                                                       "wgmma", "splitk", "ostage", "planes", "fold", "order", "swz") if f in params})
+                                                       "wgmma", "splitk", "ostage", "planes", "fold", "order", "swz", "bsplit") if f in params})
             align16 = False
             if path == "simt":
                 if k.BM % k.TM or k.BN % k.TN or k.threads(False) > 1024:
@@ -932,8 +956,10 @@ class ExpertAgent:
                 split = host.Launch("egg_gemm_split", gemm_tf32.split_grid(plan, k), (gemm_tf32.SPLIT_BLOCK,),
                                     gemm.arg_order(g, plan), 0)
                 main = host.Launch("egg_gemm", launch.grid, launch.block, [planes] + gemm.arg_order(g, plan), smem)
+                what = ("A split once into TF32 high and low planes by a first kernel, B's raw tiles split in shared "
+                        "memory as they arrive" if k.bsplit else "both operands split once into TF32 high and low planes by a first kernel")
                 return src, [(split, planes), (main, None)], (
-                    desc + f", both operands split once into TF32 high and low planes by a first kernel, "
+                    desc + f", {what}, "
                            f"3 MMAs a k-step from 4 tiles of K {k.BK} a stage{' (128-byte swizzle)' if k.swz else ''}, summed per {k.fold} k-tile(s)")
             if path == "tf32x3" and (ranges := gemm_tf32.splits(plan, k)[0]) > 1:  # partials, then their sum and the epilogue
                 part = gemm_tf32.partials_node(g, plan, k)

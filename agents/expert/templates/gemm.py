@@ -51,6 +51,7 @@ class GemmKnobs:
     ostage: bool = False  # 3xTF32 mma.sync: the output tile through shared memory, stored 16 bytes a thread
     planes: bool = False  # 3xTF32 wgmma (with wgmma): both operands split once into TF32 high/low planes in memory
     fold: int = 4  # planes: k-tiles summed in their own accumulator before it is added to the total
+    bsplit: bool = False  # planes: B read raw into the ring and split in shared memory (only A's planes in memory)
     swz: bool = False  # wgmma (planes GEMM, conv): tiles in the 128-byte swizzle (K 32: a row of a tile is 128 bytes), so the
     # tensor cores' reads of 8-row groups 1 KB apart spread over the banks
     order: str = "tile"  # 3xTF32 mma.sync: "term" issues each of the three products over the whole warp tile
@@ -133,6 +134,15 @@ def _batched_source(n: Node) -> tuple[Node, bool]:
 
 def _plan_batched_views(gm: Node, a: Node, b: Node) -> GemmPlan:
     """A bmm over merged batch dims (attention's (B, H, L, E) as (B*H, L, E)), B possibly K^T."""
+    if len(a.shape) == 3 and len(b.shape) == 2 and b.kind == "pw" and b.op == "transpose2d":
+        sa, ta = _batched_source(a)  # (B, M, K) @ W.T, W (N, K) read in place: one GEMM of B * M rows
+        sb = b.args[0]
+        if ta or sb.kind not in ("input", "param") or sa.dtype != sb.dtype or sa.dtype not in ("float32", "bfloat16", "float16"):
+            raise Unsupported(f"matmul of shapes {a.shape} x {b.shape} (a transposed or computed operand)")
+        return GemmPlan(gm, 1, a.shape[0] * a.shape[1], b.shape[1], a.shape[2], "nk", False, False, None, sa.dtype,
+                        a_src=sa, b_src=sb)
+    if len(a.shape) != 3 or len(b.shape) != 3:
+        raise Unsupported(f"matmul of shapes {a.shape} x {b.shape}")
     (sa, ta), (sb, tb) = _batched_source(a), _batched_source(b)
     if ta:
         raise Unsupported("a transposed A operand of a batched matmul")

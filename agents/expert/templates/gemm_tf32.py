@@ -81,6 +81,7 @@ class Operand:
     canon: bool = False  # k-contiguous in wgmma's canonical no-swizzle layout (8-row x 16-byte core matrices)
     bk: int = BK  # the tile's K (the planes GEMM also runs 16)
     swz: bool = False  # canonical in the 128-byte swizzle (bk 32): piece c of row r at piece c ^ (r % 8)
+    tail: bool = False  # the ring runs past K (whole folds): pieces there are zero-filled
 
     @property
     def ld(self) -> int:  # padded so the 32 lanes of a fragment read hit 32 banks
@@ -135,7 +136,7 @@ class Operand:
         rs = threads // (self.bk // 4)
         out = []
         for j in range(self.rows // rs):
-            conds = ([f"{tag}v{j}"] if self.total % self.rows else []) + ([f"k0 + {tag}k < {self.K}"] if self.K % self.bk else [])
+            conds = ([f"{tag}v{j}"] if self.total % self.rows else []) + ([f"k0 + {tag}k < {self.K}"] if self.K % self.bk or self.tail else [])
             src, dst = f"{tag}g + k0 + {j * rs * self.K}LL", f"{smem} + {tag}o + {j * rs * self.bk}"
             if conds:
                 ok = " && ".join(conds)
@@ -717,9 +718,16 @@ def padded(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
     return -(-p.M // k.BM) * k.BM, -(-p.N // k.BN) * k.BN, -(-p.K // kq) * kq
 
 
-def plane_batches(p: GemmPlan) -> tuple[int, int]:
-    """How many A and B operands the planes hold: the batch's where that operand is batched, else one."""
-    return (p.batch if p.a_batched else 1), (p.batch if p.b_batched else 1)
+def plane_batches(p: GemmPlan, k: GemmKnobs | None = None) -> tuple[int, int]:
+    """How many A and B operands the planes hold: the batch's where that operand is batched, else one;
+    no B where B is split in the ring (`bsplit`)."""
+    return (p.batch if p.a_batched else 1), (0 if k is not None and k.bsplit else p.batch if p.b_batched else 1)
+
+
+def bsplit_ok(p: GemmPlan) -> bool:
+    """B can be read raw into the ring's canonical tiles: K-contiguous ((N, K), an nn.Linear weight) in
+    16-byte pieces."""
+    return p.b_layout == "nk" and p.K % 4 == 0
 
 
 def planes_check(p: GemmPlan, k: GemmKnobs) -> None:
@@ -731,19 +739,21 @@ def planes_check(p: GemmPlan, k: GemmKnobs) -> None:
         raise Unsupported("the 128-byte swizzle holds a tile row of K 32")
     if k.BK not in (16, 32) or k.BM % 64 or k.BM > 256 or k.BN not in WGMMA_NS or k.stages < 3 or k.fold < 1:
         raise Unsupported("wgmma tile shape (K 16 or 32; a ring of 3 stages or more: one step's MMAs stay in flight)")
+    if k.bsplit and not bsplit_ok(p):
+        raise Unsupported("B split in the ring needs B K-contiguous in 16-byte pieces ((N, K), K a multiple of 4)")
 
 
 def planes_node(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> Node:
     """The planes' workspace: A's high, A's low, B's high, B's low, flat (each its operands of the batch)."""
     Mp, Np, Kp = padded(p, k)
-    ba, bb = plane_batches(p)
+    ba, bb = plane_batches(p, k)
     return Node(f"{p.gemm.name}_planes", "input", shape=(2 * (ba * Mp + bb * Np) * Kp,), dtype="float32")
 
 
 def split_grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int]:
-    """A 32x32 tile of A or B a block on x, the batch on y."""
+    """A 32x32 tile of A or B (not with `bsplit`) a block on x, the batch on y."""
     Mp, Np, Kp = padded(p, k)
-    return ((Mp // 32 + Np // 32) * (Kp // 32), max(plane_batches(p)))
+    return ((Mp // 32 + (0 if k.bsplit else Np // 32)) * (Kp // 32), max(plane_batches(p, k)))
 
 
 def workspace_bases(regions: list[tuple[str, int, int]], K: int, bz: str) -> dict[str, str]:
@@ -761,7 +771,7 @@ def workspace_bases(regions: list[tuple[str, int, int]], K: int, bz: str) -> dic
 def _plane_bases(p: GemmPlan, k: GemmKnobs, bz: str) -> dict[str, str]:
     """The batch entry `bz`'s four planes in the workspace P."""
     Mp, Np, Kp = padded(p, k)
-    ba, bb = plane_batches(p)
+    ba, bb = plane_batches(p, k)
     return workspace_bases([("Ah", Mp, ba), ("Al", Mp, ba), ("Bh", Np, bb), ("Bl", Np, bb)], Kp, bz)
 
 
@@ -819,10 +829,15 @@ def _split_source(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
                 {lo}[r * {Kp}LL + kk] = __uint_as_float(round_tf32(v - h));
             }}"""
     ta = (Mp // 32) * (Kp // 32)
-    ba, bb = plane_batches(p)
+    ba, bb = plane_batches(p, k)
     pl = _plane_bases(p, k, "bz")
     a = f"(A + (long long)bz * {p.M * p.K}LL)" if ba > 1 else "A"
     b = f"(B + (long long)bz * {p.K * p.N}LL)" if bb > 1 else "B"
+    b_tiles = "" if k.bsplit else f"""\n    }} else {{
+        if (bz >= {bb}) return;
+        b -= {ta}LL;
+        const long long r0 = (b / {Kp // 32}) * 32, k0 = (b % {Kp // 32}) * 32;
+{tile(b, p.N, p.b_layout == "nk", pl["Bh"], pl["Bl"])}"""
     return f"""
 extern "C" __global__ void __launch_bounds__({SPLIT_BLOCK}) egg_gemm_split(float* __restrict__ P, {args[1]}) {{
     __shared__ float s[32][33];
@@ -832,12 +847,7 @@ extern "C" __global__ void __launch_bounds__({SPLIT_BLOCK}) egg_gemm_split(float
     if (b < {ta}LL) {{
         if (bz >= {ba}) return;  // an operand shared by the batch: split once
         const long long r0 = (b / {Kp // 32}) * 32, k0 = (b % {Kp // 32}) * 32;
-{tile(a, p.M, p.a_layout == "mk", pl["Ah"], pl["Al"])}
-    }} else {{
-        if (bz >= {bb}) return;
-        b -= {ta}LL;
-        const long long r0 = (b / {Kp // 32}) * 32, k0 = (b % {Kp // 32}) * 32;
-{tile(b, p.N, p.b_layout == "nk", pl["Bh"], pl["Bl"])}
+{tile(a, p.M, p.a_layout == "mk", pl["Ah"], pl["Al"])}{b_tiles}
     }}
 }}
 """
@@ -857,6 +867,30 @@ def grouped_tile(mt: int, nt: int, k: GemmKnobs) -> str:
 """
 
 
+def _ring_split(EB: int, T: int) -> str:
+    """`bsplit`: this k-tile's raw B split where it lies, the high part over it and the low part at the same
+    offset of the low ring (the swizzle moves both alike), then made visible to the tensor cores; the step
+    before's MMAs, still in flight, read the other slots."""
+    n = -(-EB // (4 * T))
+    guard = f"\n                if (i >= {EB // 4}) break;" if EB % (4 * T) else ""
+    return f"""            #pragma unroll
+            for (int j = 0; j < {n}; ++j) {{
+                const int i = tid + j * {T};{guard}
+                float4* hp = reinterpret_cast<float4*>(sBh + sl * {EB}) + i;
+                const float4 v = *hp;
+                float4 h, l;
+                h.x = __uint_as_float(round_tf32(v.x)); l.x = __uint_as_float(round_tf32(v.x - h.x));
+                h.y = __uint_as_float(round_tf32(v.y)); l.y = __uint_as_float(round_tf32(v.y - h.y));
+                h.z = __uint_as_float(round_tf32(v.z)); l.z = __uint_as_float(round_tf32(v.z - h.z));
+                h.w = __uint_as_float(round_tf32(v.w)); l.w = __uint_as_float(round_tf32(v.w - h.w));
+                *hp = h;
+                reinterpret_cast<float4*>(sBl + sl * {EB})[i] = l;
+            }}
+            fence_proxy_async();
+            __syncthreads();
+"""
+
+
 def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
     """The split kernel, then `egg_gemm(out, P, <the GEMM's arguments>)` on the planes. Tiles of K = k.BK
     (16: twice the ring's stages in the same shared memory, so the copies run further ahead of the MMAs);
@@ -867,7 +901,12 @@ def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
     EA, EB = k.BM * bk, k.BN * bk
     ops = {n: Operand(n, rows, tot, Kp, True, 4, True, bk, k.swz) for n, rows, tot in
            (("Ah", k.BM, Mp), ("Al", k.BM, Mp), ("Bh", k.BN, Np), ("Bl", k.BN, Np))}
-    load, fast_head = whole_tile_loads(ops, _plane_bases(p, k, "bz"), T)  # the planes are whole tiles
+    copied, bases = dict(ops), _plane_bases(p, k, "bz")
+    if k.bsplit:  # B's raw tiles into the high plane's ring (bounds tested: B is not padded), split there
+        del copied["Bl"]
+        copied["Bh"] = Operand("Bh", k.BN, p.N, p.K, True, 4, True, bk, k.swz, tail=Kp > p.K)
+        bases["Bh"] = f"(B + (long long)bz * {p.N * p.K}LL)" if p.b_batched else "B"
+    load, fast_head = whole_tile_loads(copied, bases, T)  # the planes are whole tiles
     args = kernel_args(g, p).split(", ", 1)
     steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {ops[a].desc(f's{a}_s', kk * 8)}, {ops[b].desc(f's{b}_s', kk * 8)});"
                       for kk in range(bk // 8) for a, b in (("Al", "Bh"), ("Ah", "Bl"), ("Ah", "Bh")))
@@ -896,7 +935,7 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const floa
             const float* sAl_s = sAl + sl * {EA} + wg * {64 * bk};
             const float* sBh_s = sBh + sl * {EB};
             const float* sBl_s = sBl + sl * {EB};
-            wgmma_fence();
+{_ring_split(EB, T) if k.bsplit else ""}            wgmma_fence();
 {steps}
             wgmma_commit();
             if (f < {F - 1}) wgmma_wait1();
