@@ -164,8 +164,38 @@ class Units:
         head = re.compile(rf"__global__[^;{{}}]*?\b{re.escape(name)}\s*\(")  # the kernel's definition
         for mod, unit in zip(self.modules, self.units):
             if head.search(unit):
-                return mod.get_function(name)
+                f = mod.get_function(name)
+                return f if hasattr(f, "num_regs") else CubinKernel(f)
         raise KeyError(f"no compilation unit defines kernel {name}")
+
+
+class CubinKernel:
+    """A kernel of a module loaded from a cubin (a bare cupy.cuda.function.Function): launched the same
+    way, with the attributes a RawModule's RawKernel has and the runtime reads (registers, static shared
+    memory, local memory) or sets (the dynamic shared-memory limit past 48 KB), through the driver."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def __call__(self, *args, **kw):
+        return self.f(*args, **kw)
+
+    def _attr(self, name: str) -> int:
+        from cupy_backends.cuda.api import driver
+        return driver.funcGetAttribute(getattr(driver, name), self.f.ptr)
+
+    num_regs = property(lambda self: self._attr("CU_FUNC_ATTRIBUTE_NUM_REGS"))
+    shared_size_bytes = property(lambda self: self._attr("CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES"))
+    local_size_bytes = property(lambda self: self._attr("CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES"))
+
+    @property
+    def max_dynamic_shared_size_bytes(self) -> int:
+        return self._attr("CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES")
+
+    @max_dynamic_shared_size_bytes.setter
+    def max_dynamic_shared_size_bytes(self, value: int) -> None:
+        from cupy_backends.cuda.api import driver
+        driver.funcSetAttribute(self.f.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(value))
 
 
 def load(cuda_source: str, options=()) -> KernelAPI:

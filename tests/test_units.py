@@ -94,6 +94,46 @@ def test_units_find_a_kernel_in_the_unit_that_defines_it():
     units = ['extern "C" __global__ void __launch_bounds__(256) egg_a(float* x) { egg_b_helper(x); }',
              'extern "C" __global__ void __launch_bounds__(128) __cluster_dims__(2, 1, 1) egg_b(float* x) {}']
     u = Units([Mod(0), Mod(1)], units)
-    assert u.get_function("egg_a") == (0, "egg_a") and u.get_function("egg_b") == (1, "egg_b")
+    assert u.get_function("egg_a").f == (0, "egg_a") and u.get_function("egg_b").f == (1, "egg_b")
     with pytest.raises(KeyError, match="egg_c"):
         u.get_function("egg_c")
+
+
+def test_a_kernel_loaded_from_a_cubin_has_the_attributes_the_runtime_uses(monkeypatch):
+    """NVRTC's cubins load as bare cupy Functions, which lack RawKernel's num_regs and its settable
+    dynamic shared-memory limit (on the H100 every program in units failed verification with
+    AttributeError: 'Function' object has no attribute 'num_regs'): the wrapper reads and sets them
+    through the driver, on the function's own handle, and launches as the function does."""
+    import cupy_backends.cuda.api as api
+
+    from runtime.kernel_api import CubinKernel, Units
+    calls = []
+
+    class Driver:
+        CU_FUNC_ATTRIBUTE_NUM_REGS, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 4, 1
+        CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 3, 8
+
+        @staticmethod
+        def funcGetAttribute(attr, ptr):
+            return {4: 96, 1: 1024, 3: 0, 8: 49152}[attr] + ptr
+
+        @staticmethod
+        def funcSetAttribute(ptr, attr, value):
+            calls.append((ptr, attr, value))
+    monkeypatch.setattr(api, "driver", Driver, raising=False)
+
+    class Function:  # cupy.cuda.function.Function's surface: ptr and __call__
+        ptr = 7
+
+        def __call__(self, grid, block, args, shared_mem=0, stream=None):
+            calls.append(("launch", grid, block, args, shared_mem))
+
+    class Mod:
+        def get_function(self, name):
+            return Function()
+    k = Units([Mod()], ['extern "C" __global__ void egg_a(float* x) {}']).get_function("egg_a")
+    assert isinstance(k, CubinKernel)
+    assert (k.num_regs, k.shared_size_bytes, k.local_size_bytes, k.max_dynamic_shared_size_bytes) == (103, 1031, 7, 49159)
+    k.max_dynamic_shared_size_bytes = 196608
+    k((2, 1, 1), (256, 1, 1), (1,), shared_mem=196608)
+    assert calls == [(7, 8, 196608), ("launch", (2, 1, 1), (256, 1, 1), (1,), 196608)]
