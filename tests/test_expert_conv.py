@@ -130,21 +130,23 @@ def test_wgmma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case):
     (2, 8, 24, (3, 2), (2, 1), (1, 1), (1, 2), 2, True, (2, 8, 9, 7), "torch.relu(self.conv(x))"),  # 4 channels a group
     (3, 8, 12, 3, 2, 1, 1, 1, False, (1, 8, 5, 4, 6), "self.conv(x)"),  # K = 216: a tile past K; 12 channels < BN
 ])
-@pytest.mark.parametrize("swz", [False, True])
-def test_wgmma_conv_lean_gather_matches_a_float64_truth(tmp_egg, spec, swz):
+@pytest.mark.parametrize("swz,lead", [(False, False), (True, False), (True, True)])
+def test_wgmma_conv_lean_gather_matches_a_float64_truth(tmp_egg, spec, swz, lead):
     """The wgmma gather with its rows' image bases and window origins in registers, and the weights'
     pieces from one pointer (Operand.fast_loader): padding, stride, dilation, groups, rows past the
     output, K not a whole number of tiles, fewer channels than the tile; tiles plain canonical or in
-    the 128-byte swizzle (read back through the descriptors by the emulator)."""
+    the 128-byte swizzle (read back through the descriptors by the emulator), the ring S - 2 or S - 1
+    tiles ahead (`lead`)."""
     from hardware_profiles import load_profile
     from tests import cpu_emulator
     path = _task(tmp_egg, *spec)
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(path))
     params = {**agent._default(fam, g, plan, None), "BM": 64, "BN": 64, "stages": 3, "split": 1, "layout": "nhwc",
-              "wgmma": True, "swz": swz}
+              "wgmma": True, "swz": swz, "lead": lead}
     pk = agent.emit(g, fam, plan, params, load_profile("h200"))
     assert "gb_[" in pk.cuda_source and "fb_g" in pk.cuda_source
+    assert ("its slot takes tile kt + S - 1" in pk.cuda_source) == lead and ("2 ahead" in pk.description) == lead
     assert ("wg_desc_sw128(As_s" in pk.cuda_source) == swz
     if not cpu_emulator.available():
         pytest.skip("no g++")

@@ -287,6 +287,9 @@ PLANE_CASES = [  # expr, A shape, B shape, (BM, BN, stages, fold, BK): B (K, N) 
     ("torch.matmul(a, b.T)", (70, 64), (50, 64), (64, 64, 3, 2, 32, True, True)),  # K whole folds: no tail test
     ("torch.matmul(a, b.T)", (2, 70, 36), (130, 36), (64, 128, 4, 1, 32, True, True)),
     ("torch.matmul(a, b.T)", (40, 96), (64, 96), (256, 64, 3, 1, 16, False, True)),
+    # the ring a tile further ahead (lead): planes over several folds, and B split in the ring
+    ("torch.matmul(a, b)", (130, 300), (300, 70), (128, 64, 3, 2, 32, True, False, True)),
+    ("torch.matmul(a, b.T)", (70, 200), (90, 200), (64, 64, 4, 2, 16, False, True, True)),
 ]
 
 
@@ -301,8 +304,8 @@ def test_tf32x3_from_split_planes_is_fp32_grade_on_the_cpu_emulator(tmp_egg, exp
     if not cpu_emulator.available():
         pytest.skip("no g++")
     g, plan = _graph_plan(tmp_egg, expr, sa, sb)
-    BM, BN, S, F, BK, swz, bsplit = (*knobs, False, False)[:7]
-    k = gemm.GemmKnobs(BM=BM, BN=BN, BK=BK, stages=S, wgmma=True, planes=True, fold=F, swz=swz, bsplit=bsplit)
+    BM, BN, S, F, BK, swz, bsplit, lead = (*knobs, False, False, False)[:8]
+    k = gemm.GemmKnobs(BM=BM, BN=BN, BK=BK, stages=S, wgmma=True, planes=True, fold=F, swz=swz, bsplit=bsplit, lead=lead)
     src = gemm_tf32.render(g, plan, k)
     assert ("wg_desc_sw128(sAh_s" in src) == k.swz
     assert ("reinterpret_cast<float4*>(sBl" in src) == bsplit and ("b -= " in src) != bsplit  # B: no planes

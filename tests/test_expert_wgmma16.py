@@ -37,6 +37,9 @@ CASES = [  # expr, A, B, dtype, (BM, BN, stages): B (K, N) transposed by the sta
     ("torch.relu(torch.matmul(a, b.T)) * 2.0", (130, 72), (90, 72), "bfloat16", (128, 64, 4)),
     ("torch.bmm(a, b)", (2, 65, 136), (2, 136, 70), "bfloat16", (64, 128, 3)),
     ("torch.matmul(a, b)", (70, 100), (100, 50), "float16", (64, 64, 3)),
+    # the ring a tile further ahead (lead: the slot refilled after a second barrier), K of 5 tiles
+    ("torch.relu(torch.matmul(a, b.T)) * 2.0", (130, 300), (90, 300), "bfloat16", (128, 64, 3, True)),
+    ("torch.bmm(a, b)", (2, 65, 136), (2, 136, 70), "float16", (64, 128, 4, True)),
 ]
 
 
@@ -46,8 +49,8 @@ def test_wgmma16_gemm_matches_float64_on_the_cpu_emulator(tmp_egg, expr, sa, sb,
     if not cpu_emulator.available():
         pytest.skip("no g++")
     p, g, plan = _graph_plan(tmp_egg, expr, sa, sb, dt)
-    BM, BN, S = knobs
-    k = gemm.GemmKnobs(BM=BM, BN=BN, stages=S, wgmma=True)
+    BM, BN, S, lead = (*knobs, False)[:4]
+    k = gemm.GemmKnobs(BM=BM, BN=BN, stages=S, wgmma=True, lead=lead)
     src = gemm_wgmma16.render(g, plan, k)
     assert f"m64n{BN}k16.f32.{gemm_wgmma16.KIND[dt]}" in src and "wg_desc_sw128(sA_s" in src
     torch.manual_seed(3)

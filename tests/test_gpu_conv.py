@@ -42,6 +42,7 @@ def test_every_layout_verifies_at_awkward_shapes(tmp_egg, evaluator, case):
     variants = [{**knobs, "layout": lay, "split": sp} for lay in ("nchw", "nhwc") for sp in (1, 3)]
     variants.append({**knobs, "layout": "nhwc", "ldm": True})
     variants.append({**knobs, "layout": "nhwc", "wgmma": True, "BM": 64, "BN": 64, "stages": 4})  # the hardware reads wgmma's layout as the emulator does
+    variants.append({**knobs, "layout": "nhwc", "wgmma": True, "swz": True, "lead": True, "BM": 64, "BN": 64, "stages": 3})  # tiles 2 ahead
     evs = evaluator.evaluate(str(path), _candidates(path, variants), None)
     _judged_as_eager_allows(evs, variants)
 
@@ -112,10 +113,26 @@ def test_tf32x3_from_split_planes_is_fp32_grade(tmp_egg, evaluator, expr, sa, sb
     p = tmp_egg / "g.py"
     p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb))))
     planes = {"wgmma": True, "planes": True, "BM": 128, "stages": 3}
-    cands = _candidates(p, [{**planes, "BN": 128, "fold": 4}, {**planes, "BN": 64, "stages": 4, "fold": 8},
-                            {**planes, "BN": 128, "fold": 1}])
-    evs = evaluator.evaluate(str(p), cands, None)
-    assert [e.verdict.value for e in evs] == ["correct"] * 3, [(e.candidate_id, e.reason) for e in evs]
+    variants = [{**planes, "BN": 128, "fold": 4}, {**planes, "BN": 64, "stages": 4, "fold": 8},
+                {**planes, "BN": 128, "fold": 1}, {**planes, "BN": 128, "fold": 4, "BK": 32, "swz": True, "lead": True}]
+    if "b.T" in expr:  # B (N, K): split in the ring, tiles S - 2 and S - 1 ahead
+        sw = {**planes, "BN": 128, "BK": 32, "swz": True, "bsplit": True}
+        variants += [sw, {**sw, "lead": True}]
+    evs = evaluator.evaluate(str(p), _candidates(p, variants), None)
+    assert [e.verdict.value for e in evs] == ["correct"] * len(variants), [(e.candidate_id, e.reason) for e in evs]
+
+
+@pytest.mark.parametrize("expr,sa,sb", [("torch.matmul(a, b)", (1030, 770), (770, 2060)),
+                                        ("torch.relu(torch.matmul(a, b.T))", (2050, 1000), (3000, 1000))])
+def test_wgmma16_rings_verify(tmp_egg, evaluator, expr, sa, sb):
+    """The bf16 warpgroup-MMA GEMM with its ring S - 2 and S - 1 tiles ahead (lead), two tile widths."""
+    from tests.test_expert_wgmma16 import TEMPLATE
+    p = tmp_egg / "g16.py"
+    p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb)), dt="bfloat16"))
+    w = {"wgmma": True, "BM": 128}
+    variants = [{**w, "BN": 128, "stages": 4, "lead": True}, {**w, "BN": 256, "stages": 3, "lead": True}, {**w, "BN": 256, "stages": 3}]
+    evs = evaluator.evaluate(str(p), _candidates(p, variants), None)
+    assert [e.verdict.value for e in evs] == ["correct"] * len(variants), [(e.candidate_id, e.reason) for e in evs]
 
 
 def test_baselines_measure_eagers_own_error_where_it_may_run_tf32(tmp_egg, evaluator):

@@ -157,6 +157,9 @@ def bsplit_pays(plan, params: dict) -> bool:
     return 2 * mn / BSPLIT_TFLOPS + 16 * plan.M / PLANES_TBS < 0.9 * 2 * mn / SYNC_TFLOPS
 
 
+SHORT_ROW = 1024  # contiguous rows up to this long start a warp each (32 values a lane at most)
+
+
 SPLIT_MIN_KTILES = 32  # a conv's K in 32-wide tiles past which its few pixels are split along K instead
 SPLIT_WARPS_PER_SM = 8  # warps an SM the first tile should give before split-K is left out
 
@@ -553,8 +556,8 @@ class ExpertAgent:
                 out = [{**base, "BM": bm, "BN": bn} for bm, bn in kn["gemm_tf32_tiles"]]
             elif st == "memory_optimization":  # the ring's depth, and the other layout (staging vs in place)
                 out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"] if s >= 3 or not base.get("wgmma")]
-                if base.get("wgmma"):  # first: the tiles with the swizzle toggled
-                    out.insert(0, {**base, "swz": not base.get("swz", False)})
+                if base.get("wgmma"):  # first: the ring a tile further ahead (wg_ring), the swizzle toggled
+                    out[:0] = [{**base, "lead": not base.get("lead", False)}, {**base, "swz": not base.get("swz", False)}]
                 out += [{**base, "ldm": True}] + [{**base, "layout": lay} for lay in conv.LAYOUTS if lay != base.get("layout", "nchw")]
         elif fam == "recurrent":
             if st == "parallel_mapping":  # threads a block; with clusters, also half the cluster and no cluster
@@ -602,7 +605,8 @@ class ExpertAgent:
             tk = "gemm_tf32" if path == "tf32x3" else "gemm_tc"
             if path == "mma" and base.get("wgmma"):  # the 16-bit warpgroup MMA: tile width, then the ring's depth
                 out = ([{**base, "BN": 256}, {**base, "BM": 64}, {**base, "BM": 256, "stages": 3}] if st == "tiling" else
-                       [{**base, "stages": s} for s in (3, 5, 6) if s != base.get("stages")] if st == "memory_optimization" else
+                       [{**base, "lead": not base.get("lead", False)}] + [{**base, "stages": s} for s in (3, 5, 6) if s != base.get("stages")]
+                       if st == "memory_optimization" else
                        [dict(MMA16)])
             elif st == "parallel_mapping" and base.get("planes"):  # the other kernels: mma.sync (staged stores
                 # where its stores bound it), the warpgroup MMA splitting A in registers
@@ -640,6 +644,7 @@ class ExpertAgent:
                            {**base, "fold": 8}, {**base, "fold": 2}, {**base, "BK": 16, "stages": 6, "fold": 8, "swz": False}]
                     if gemm_tf32.bsplit_ok(plan):  # B's planes in memory or split in the ring, whichever is not first
                         out.insert(1, {**base, "bsplit": not base.get("bsplit", False)})
+                    out.insert(0, {**base, "lead": not base.get("lead", False)})  # the ring a tile further ahead
                 elif path == "tf32x3":
                     out = [{**base, "stages": s, "ldm": ld} for ld in (True, False) for s in kn["gemm_tf32_stages"]]
                     if not base.get("wgmma") and base.get("splitk", 1) == 1 and g.output.dtype == "float32":
@@ -689,6 +694,10 @@ class ExpertAgent:
                 if cols_rows(plan, prof):  # few long strided rows: a thread per row would leave the GPU idle
                     return {"family": "rows", "mapping": "cols", "block": 1024, "cache": "none", "waves": 2}
                 return {"family": "rows", "mapping": "thread", "block": 256, "cache": "none", "waves": 8}
+            if plan.R <= SHORT_ROW:  # a warp a row: shuffles alone, no block barrier a row (LayerNorm over 64
+                # positions after level 2 task 34's conv: 6.07 ms for 1 GB with a 128-thread block a row, on the H100)
+                d = {"family": "rows", "mapping": "warp", "block": 256, "cache": "none", "waves": 8}
+                return {**d, "vec": 4} if rowwise.vectorizable(plan, rowwise.RowKnobs(mapping="warp")) and plan.R >= 128 else d
             # too long for one block's shared memory: a cluster holds it, where the passes are plain sums or
             # maxima (L1/L2 norms 1.24 -> 1.75x, 0.82 -> 1.18x on the H200 at 0aec91c); online softmax and
             # Welford rows lost there (softmax 0.68 -> 0.43x, instance norm 1.10 -> 0.54x: one block an SM
@@ -834,7 +843,7 @@ class ExpertAgent:
                 f"a thread per output pixel and {k.ocb} output channels, the weight in shared memory" if k.ocb > 1 else
                 "a thread per output (narrow groups)") + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop"))
         elif fam == "conv":
-            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages", "ldm", "wgmma", "order", "swz", "splitk")
+            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages", "ldm", "wgmma", "order", "swz", "splitk", "lead")
                                   if f in params})
             layout = params.get("layout", "nchw")
             src, smem = conv.render_fitting(g, plan, k, int(params.get("split", 1)), layout, profile.shared_per_block_optin)
@@ -844,7 +853,8 @@ class ExpertAgent:
                     f"({'3xTF32' if params.get('split') == 3 else 'TF32'} {'wgmma' if k.wgmma else 'mma.sync'}), "
                     f"tile {k.BM} pixels x {k.BN} channels, "
                     f"{'wgmma, ' + str(k.BM // 64) + ' warpgroup(s)' if k.wgmma else f'warps {k.WM}x{k.WN}'}, {k.stages}-stage cp.async ring"
-                    f"{', ldmatrix' if k.ldm else ''}{', 128-byte swizzle' if k.wgmma and k.swz else ''}")
+                    f"{', ldmatrix' if k.ldm else ''}{', 128-byte swizzle' if k.wgmma and k.swz else ''}"
+                    f"{f', tiles {k.stages - 1} ahead' if k.wgmma and k.lead else ''}")
             steps = [(launch, None)]
             if (ranges := conv.splits(plan, k, layout)[0]) > 1:  # partials, then their sum and the epilogue
                 part = conv.partials_node(plan, k, layout)
@@ -914,7 +924,7 @@ class ExpertAgent:
         else:
             path = gemm_path(plan, params)
             k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "BK", "TM", "TN", "WM", "WN", "stages", "pad", "ldm",
-                                                       "wgmma", "splitk", "ostage", "planes", "fold", "order", "swz", "bsplit") if f in params})
+                                                       "wgmma", "splitk", "ostage", "planes", "fold", "order", "swz", "bsplit", "lead") if f in params})
             align16 = False
             if path == "simt":
                 if k.BM % k.TM or k.BN % k.TN or k.threads(False) > 1024:
@@ -938,6 +948,7 @@ class ExpertAgent:
                     + (f", warps {k.WM}x{k.WN}, {k.stages} stage(s), pad {k.pad}{', ldmatrix' if k.ldm else ''}" if path == "mma" else
                        (f", wgmma, {k.BM // 64} warpgroup(s)" if k.wgmma else f", warps {k.WM}x{k.WN}")
                        + f", {k.stages}-stage cp.async ring{', ldmatrix' if k.ldm else ''}"
+                       + (f", tiles {k.stages - 1} ahead" if k.wgmma and k.lead else "")
                        + (", output tile stored through shared memory, 16 bytes a thread" if k.ostage else "")
                        + (", each product swept over the warp tile in turn" if k.order == "term" and not k.wgmma else "") if path == "tf32x3" else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
@@ -949,7 +960,8 @@ class ExpertAgent:
                                    [staged] + gemm.arg_order(g, plan), smem)
                 return src, [(stage, staged), (main, None)], (
                     f"GEMM {plan.dtype} wgmma (fp32 accumulation) tile {k.BM}x{k.BN}, {k.BM // 64} warpgroup(s), "
-                    f"{k.stages}-stage cp.async ring, both operands staged K-major into whole 128-byte-swizzled tiles "
+                    f"{k.stages}-stage cp.async ring{f', tiles {k.stages - 1} ahead' if k.lead else ''}, "
+                    f"both operands staged K-major into whole 128-byte-swizzled tiles "
                     f"by a first kernel, 4 MMAs of k16 a tile")
             if path == "tf32x3" and k.planes:  # the operands split into planes by a first kernel, then the GEMM on them
                 planes = gemm_tf32.planes_node(g, plan, k)

@@ -314,6 +314,20 @@ def _ring_refill(S: int, load, ahead: int | None = None, kc: int = 0, bk: int = 
 """
 
 
+def wg_ring(K: int, S: int, load, lead: bool, bk: int = BK) -> tuple[str, str, str, str]:
+    """A warpgroup-MMA kernel's cp.async ring, one step's MMAs left in flight (wait_group 1 after each
+    step's): (the head before the loop, the wait for step kt's tile, the refill after the step's barrier,
+    the refill after its MMAs). Tiles S - 2 ahead: step kt refills the slot of tile kt - 2, which every
+    warpgroup has waited for before the barrier. `lead`: S - 1 ahead (half as many tiles in flight more
+    for 3 stages, where a step's MMAs hid one tile's latency only), the slot of tile kt - 1 refilled after
+    the step's MMAs are issued and a second barrier (every warpgroup then past its wait for kt - 1's)."""
+    if lead:
+        return (_ring_head(K, S, load, S - 1, bk=bk), str(S - 2), "",
+                "        __syncthreads();  // every warpgroup's MMAs of step kt - 1 done: its slot takes tile kt + S - 1\n"
+                + _ring_refill(S, load, S - 1, bk=bk))
+    return _ring_head(K, S, load, S - 2, bk=bk), str(S - 3), _ring_refill(S, load, S - 2, bk=bk), ""
+
+
 def _wg_store(NI: int, M: int, N: int, store: str, rows: str) -> str:
     """The warpgroup MMA's epilogue: register (ni, h, e) of this thread is row `rows` + g + 8h, column
     ni * 8 + 2t + e of the tile (the m64nNk8 D fragment)."""
@@ -585,10 +599,10 @@ def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Opera
              B.fast_loader(T, f"Bs + ({slot}) * {B.elems}", "Bb", "fb_") if fb else B.loader(T, f"Bs + ({slot}) * {B.elems}", "Bb", "n0"))
         return a + "\n" + b
     fast = (A.fast_setup(T, "Ab", "m0", "fa_") if fa else "") + (B.fast_setup(T, "Bb", "n0", "fb_") if fb else "")
-    # The ring runs S - 2 tiles ahead, so one step's MMAs stay in flight (wait_group 1) while the next
-    # step waits for its tile: step kt refills the slot of tile kt - 2, whose MMAs every warpgroup has
-    # waited for before the barrier of step kt. A landed tile is made visible to the tensor cores'
-    # async proxy by each copying thread (fence.proxy.async) before the barrier.
+    # The ring (wg_ring) keeps one step's MMAs in flight (wait_group 1) while the next step waits for its
+    # tile. A landed tile is made visible to the tensor cores' async proxy by each copying thread
+    # (fence.proxy.async) before the barrier.
+    head, wait, top, bottom = wg_ring(K, S, load, k.lead)
     return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}
 extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
     extern __shared__ __align__({1024 if A.swz else 128}) unsigned char smem[];
@@ -604,11 +618,11 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
     for (int ni = 0; ni < {NI}; ++ni)
         #pragma unroll
         for (int q = 0; q < 4; ++q) acc[0][ni][q] = 0.0f;
-{fast}{_ring_head(K, S, load, S - 2)}    for (int kt = 0; kt < KT; ++kt) {{
-        cp_async_wait<{S - 3}>();
+{fast}{head}    for (int kt = 0; kt < KT; ++kt) {{
+        cp_async_wait<{wait}>();
         fence_proxy_async();
         __syncthreads();
-{_ring_refill(S, load, S - 2)}        {{
+{top}        {{
             const float* As_s = As + (kt % {S}) * {A.elems} + wg * {64 * BK};
             const float* Bs_s = Bs + (kt % {S}) * {B.elems};
             wgmma_fence();
@@ -618,7 +632,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
             wgmma_commit();
             wgmma_wait1();
         }}
-    }}
+{bottom}    }}
     wgmma_wait0();
 {_wg_store(NI, M, N, store, "wg * 64 + wq * 16")}"""
 
@@ -911,6 +925,7 @@ def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
     steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {ops[a].desc(f's{a}_s', kk * 8)}, {ops[b].desc(f's{b}_s', kk * 8)});"
                       for kk in range(bk // 8) for a, b in (("Al", "Bh"), ("Ah", "Bl"), ("Ah", "Bh")))
     mt, nt = Mp // k.BM, Np // k.BN
+    head, wait, top, bottom = wg_ring(Kp, S, load, k.lead, bk)
     return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{_split_source(g, p, k)}
 extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const float* __restrict__ P, {args[1]}) {{
     extern __shared__ __align__(1024) unsigned char smem[];
@@ -921,16 +936,16 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const floa
 {grouped_tile(mt, nt, k)}    float acc[1][{NI}][4], part[{NI * 4}];
     #pragma unroll
     for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] = 0.0f; part[q] = 0.0f; }}
-{fast_head}{_ring_head(Kp, S, load, S - 2, bk=bk)}    // a fold of F k-tiles at a time, unrolled: `part` is never copied between branches while MMAs that
+{fast_head}{head}    // a fold of F k-tiles at a time, unrolled: `part` is never copied between branches while MMAs that
     // write it are in flight (a data-dependent fold made ptxas wait for every step's MMAs: C7517)
     for (int kg = 0; kg < KT; kg += {F}) {{
         #pragma unroll
         for (int f = 0; f < {F}; ++f) {{
             const int kt = kg + f;
-            cp_async_wait<{S - 3}>();
+            cp_async_wait<{wait}>();
             fence_proxy_async();
             __syncthreads();
-{_ring_refill(S, load, S - 2, bk=bk)}            const int sl = kt % {S};
+{top}            const int sl = kt % {S};
             const float* sAh_s = sAh + sl * {EA} + wg * {64 * bk};
             const float* sAl_s = sAl + sl * {EA} + wg * {64 * bk};
             const float* sBh_s = sBh + sl * {EB};
@@ -938,8 +953,8 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const floa
 {_ring_split(EB, T) if k.bsplit else ""}            wgmma_fence();
 {steps}
             wgmma_commit();
-            if (f < {F - 1}) wgmma_wait1();
-        }}
+            {"" if k.lead else f"if (f < {F - 1}) "}wgmma_wait1();
+{bottom}        }}
         wgmma_wait0();  // this fold's k-tiles done: into the total
         #pragma unroll
         for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] += part[q]; part[q] = 0.0f; }}

@@ -16,7 +16,7 @@ from __future__ import annotations
 from agents.expert.codegen import PRELUDE
 from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.gemm import GemmKnobs, GemmPlan, kernel_args
-from agents.expert.templates.gemm_tf32 import (TF32_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, _ring_head, _ring_refill,
+from agents.expert.templates.gemm_tf32 import (TF32_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, wg_ring,
                                                _wg_store, _wgmma_fn, grouped_tile, output_store, plane_batches,
                                                whole_tile_loads, workspace_bases)
 
@@ -140,6 +140,7 @@ def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
                       for kk in range(BKW // 8))
     store = output_store(g, p)[2]
     mt, nt = Mp // k.BM, Np // k.BN
+    head, wait, top, bottom = wg_ring(Kw, S, load, k.lead, BKW)
     return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{WGMMA16_PRELUDES[kind]}{_stage_source(g, p, k)}
 extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const float* __restrict__ P, {args[1]}) {{
     extern __shared__ __align__(1024) unsigned char smem[];
@@ -148,20 +149,19 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const floa
 {grouped_tile(mt, nt, k)}    float d[{NI * 4}];
     #pragma unroll
     for (int q = 0; q < {NI * 4}; ++q) d[q] = 0.0f;
-{fast_head}{_ring_head(Kw, S, load, S - 2, bk=BKW)}    // one step's MMAs left in flight while the next tile is waited for: the slot refilled is the one
-    // read two steps back
+{fast_head}{head}    // one step's MMAs left in flight while the next tile is waited for (wg_ring)
     for (int kt = 0; kt < KT; ++kt) {{
-        cp_async_wait<{S - 3}>();
+        cp_async_wait<{wait}>();
         fence_proxy_async();
         __syncthreads();
-{_ring_refill(S, load, S - 2, bk=BKW)}        const int sl = kt % {S};
+{top}        const int sl = kt % {S};
         const float* sA_s = sA + sl * {EA} + wg * {64 * BKW};
         const float* sB_s = sB + sl * {EB};
         wgmma_fence();
 {steps}
         wgmma_commit();
         wgmma_wait1();
-    }}
+{bottom}    }}
     wgmma_wait0();
     float acc[1][{NI}][4];
     #pragma unroll

@@ -1,0 +1,28 @@
+#!/bin/bash
+# The warpgroup-MMA rings a tile further ahead (`lead`, 743d5be+): one device call of about 500 s. GPU tests
+# of the lead and bsplit kernels (planes, B split in the ring, bf16 wgmma, the wgmma conv at awkward shapes),
+# then kernel probes beside eager, each design against itself with lead: the bundled 8192^3 bf16 matmul
+# (128x256 on 3 stages, 128x128 on 4), level 2 task 4 (3x3 conv, 7.3 ms on the H100 against eager's 8.6 and
+# torch.compile's 5.0), level 1 task 63, level 2 task 16 (transposed conv), level 2 task 59 (B split in
+# the ring) and level 1 task 1 (planes). Writes $OUT/ring_tests.txt and $OUT/ring_probe.txt. Carry [".whl", ".kb"].
+set -uo pipefail
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit 1
+timeout 200 python3 -m pytest -m gpu -q -rA tests/test_gpu_conv.py -k "wgmma16_rings or split_planes or every_layout" \
+  > "$OUT/ring_tests.txt" 2>&1
+grep -E "^(PASSED|FAILED|ERROR)|passed|failed" "$OUT/ring_tests.txt" | tail -12
+probe() {  # task, seconds, extra args...
+  local t=$1 s=$2; shift 2
+  echo "== $t" >> "$OUT/ring_probe.txt"
+  timeout "$s" python3 benchmarks/kernel_probe.py "$t" --reps 10 --no-compile "$@" 2>&1 | grep -v Warning \
+    | grep '^\[{"name"\|^{"name"\|Error\|error' | cut -c1-600 >> "$OUT/ring_probe.txt"
+}
+w='"wgmma":true,"BM":128'
+probe tasks/suite/level1/29_matmul_bf16.py 60 --vary "{$w,\"BN\":256,\"stages\":3}" --vary "{$w,\"BN\":256,\"stages\":3,\"lead\":true}" \
+  --vary "{$w,\"BN\":128,\"stages\":4}" --vary "{$w,\"BN\":128,\"stages\":4,\"lead\":true}"
+probe .kb/level2/4_Conv2d_Mish_Mish.py 50 --vary '{}' --vary '{"lead":true}'
+probe .kb/level1/63_conv_standard_2D__square_input__square_kernel.py 50 --vary '{}' --vary '{"lead":true}'
+probe .kb/level2/16_ConvTranspose2d_Mish_Add_Hardtanh_Scaling.py 50 --vary '{}' --vary '{"lead":true}'
+probe .kb/level2/59_Matmul_Swish_Scaling.py 50 --vary '{}' --vary '{"lead":true}'
+probe .kb/level1/1_Square_matrix_multiplication_.py 40 --vary '{}' --vary '{"lead":true}'
+cat "$OUT/ring_probe.txt"
