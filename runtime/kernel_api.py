@@ -181,7 +181,7 @@ class CubinKernel:
         return self.f(*args, **kw)
 
     def _attr(self, name: str) -> int:
-        from cupy_backends.cuda.api import driver
+        from cupy.cuda import driver
         return driver.funcGetAttribute(getattr(driver, name), self.f.ptr)
 
     num_regs = property(lambda self: self._attr("CU_FUNC_ATTRIBUTE_NUM_REGS"))
@@ -194,7 +194,7 @@ class CubinKernel:
 
     @max_dynamic_shared_size_bytes.setter
     def max_dynamic_shared_size_bytes(self, value: int) -> None:
-        from cupy_backends.cuda.api import driver
+        from cupy.cuda import driver
         driver.funcSetAttribute(self.f.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(value))
 
 

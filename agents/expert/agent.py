@@ -107,6 +107,15 @@ MMA_SYNC = {"family": "gemm_tf32", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "stag
 # 59, 68), B's planes would cost more traffic than the MMAs save: B is read raw into the ring and split in
 # shared memory (gemm_tf32's `bsplit`), only A's planes in memory
 BSPLIT = {**PLANES, "bsplit": True}
+# Where both planes pay, B split in the ring still saved B's split pass at 1024 rows (KernelBench's (1024, 8192)
+# linears: level 2 task 12 1.86 ms against the planes' 2.03 on the H100, 2026-12-05); each row tile splits
+# B again, so only up to this many rows
+BSPLIT_MAX_M = 2048
+
+
+def planes_design(plan) -> dict:
+    """The planes GEMM's first design where planes pay: B split in the ring where it can be and rows are few."""
+    return dict(BSPLIT) if gemm_tf32.bsplit_ok(plan) and plan.M <= BSPLIT_MAX_M else dict(PLANES)
 
 
 # the 16-bit GEMM's designs: mma.sync (about 30% of cuBLAS on the H200 at 8192^3, RESULTS.md), and the
@@ -620,7 +629,7 @@ class ExpertAgent:
                     out += [{**base, "wgmma": True, "BM": 128, "BN": bn} for bn in (128, 64)
                             if (bn == 64 or plan.N > 64) and base.get("splitk", 1) == 1]
                     if planes_pay(plan, base):  # the planes (first where the GPU has wgmma and they pay)
-                        out.append(dict(PLANES))
+                        out.append(planes_design(plan))
                     elif bsplit_pays(plan, base):
                         out.append(dict(BSPLIT))
                 else:
@@ -714,7 +723,7 @@ class ExpertAgent:
             if plan.K <= STORE_BOUND_K and g.output.dtype == "float32":  # bound by its stores: stage them
                 return {**d, "ostage": True}
             if wgmma_ok(prof) and planes_pay(plan, d):
-                return dict(PLANES)
+                return planes_design(plan)
             if wgmma_ok(prof) and bsplit_pays(plan, d):
                 return dict(BSPLIT)
             return d
