@@ -112,9 +112,12 @@ def test_the_agents_wgmma16_design_runs_through_its_host_code(tmp_egg):
     assert first.kernel_names == ["egg_gemm_stage", "egg_gemm"] and "staged K-major" in first.description
     a100 = request(p).model_copy(update={"profile": load_profile("a100_80gb")})
     assert not any(k.params.get("wgmma") for k in agent.propose(a100).kernels)
+    g, fam, plan = agent._plan(str(p))
+    # a program's untuned GEMM kernels start the same way (200 columns: a 128-wide tile; 256 from 256 on)
+    assert agent._default(fam, g, plan, None, load_profile("h200")) == {**first.params, "BN": 128, "stages": 4}
+    assert not agent._default(fam, g, plan, None, load_profile("a100_80gb")).get("wgmma")
     if not cpu_emulator.available():
         pytest.skip("no g++")
-    g, fam, plan = agent._plan(str(p))
     k = agent.emit(g, fam, plan, first.params, load_profile("h200"))
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
     assert err < 2 * max(eager_err, 2 ** -9), (err, eager_err)
