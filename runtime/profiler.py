@@ -119,8 +119,10 @@ def profile_from_report(candidate_id: str, text: str, kernel_names: list[str]) -
     parsed = {k: v for k, v in parse_details(text).items() if k in kernel_names}
     if not parsed:
         err = next((ln.strip() for ln in text.splitlines() if "==ERROR==" in ln), "")
+        # the driver's own exception (ncu says only "returned an error code (1)"): its last line, e.g. an out-of-memory
+        exc = next((ln.strip() for ln in reversed(text.splitlines()) if re.match(r"[\w.]+(Error|Exception)\b[^:]*:", ln.strip())), "")
         return KernelProfile(candidate_id=candidate_id, available=False,
-                             note=err[:300] or "ncu reported none of the candidate's kernels")
+                             note="; ".join(x for x in (err, exc) if x)[:300] or "ncu reported none of the candidate's kernels")
     profs = [to_profile(candidate_id, k, m) for k, m in parsed.items()]
     profs.sort(key=lambda p: -(p.duration_ms or 0.0))
     main = profs[0]

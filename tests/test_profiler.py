@@ -77,6 +77,12 @@ def test_the_longest_own_kernel_leads_and_raw_metrics_are_read():
 def test_no_profile_is_a_reason_not_an_error(monkeypatch):
     p = profiler.profile_from_report("c2", "==ERROR== Failed to initialize the profiler: LibraryNotLoaded\n", ["k"])
     assert not p.available and "LibraryNotLoaded" in p.note and p.summary().startswith("no profile")
+    # the profiled process failed: ncu says only its exit code; the note carries the exception's last line too
+    crashed = ("==PROF== Connected to process 7\nTraceback (most recent call last):\n  File \"x.py\", line 1\n"
+               "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 8.00 GiB\n"
+               "==ERROR== The application returned an error code (1).\n")
+    p = profiler.profile_from_report("c4", crashed, ["k"])
+    assert not p.available and "error code (1)" in p.note and "OutOfMemoryError: CUDA out of memory" in p.note
     monkeypatch.setattr(profiler, "ncu_path", lambda: None)
     cand = KernelCandidate(id="c3", stage="tiling", cuda_source="", host_code="", kernel_names=["k"])
     p = profiler.profile_candidate("task.py", cand)
