@@ -349,15 +349,23 @@ def _wg_store(NI: int, M: int, N: int, store: str, rows: str) -> str:
 """
 
 
+def _xyz_tiles(k: GemmKnobs, zs: str = "const int bz = blockIdx.z;", note: bool = True) -> str:
+    """The block's tile in launch order: M tiles on x, N tiles on y, `zs` (bz's definition) from z."""
+    return ("    // M tiles on x (up to 2^31 - 1 blocks: a convolution's output pixels pass 65535 tiles), N tiles on y\n" if note else "") + \
+        f"""    const long long m0 = (long long)blockIdx.x * {k.BM}, n0 = (long long)blockIdx.y * {k.BN};
+    {zs}"""
+
+
 def kernel_source(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int, setup: str,
                   store: str, a_loader=None, split: int = 3, b_loader=None, rounded: bool = False,
-                  ksplit: tuple[int, int] = (0, 1), staged: tuple[str, str] | None = None) -> str:
+                  ksplit: tuple[int, int] = (0, 1), staged: tuple[str, str] | None = None, tiles: str | None = None) -> str:
     """The tensor-core main loop around pluggable parts: `setup` (statements after `bz`, defining the
     operand bases `Ab` and `Bb`), `a_loader(smem)` (A's tile copy; default: A read in place),
     `b_loader(smem)` likewise for B, `store` (inside `if (m < M && n < N)`, the accumulator `acc[mi][ni][2 * h + e]` at GEMM row m,
     column n). `split` 3: 3xTF32 (fp32-grade); 1: plain TF32 (where the reference itself runs TF32), each
     operand rounded to nearest as it is read, or before (`rounded`: the staged tensors hold TF32 values).
     `ksplit` (kc, batch): split-K, blockIdx.z is split * batch + bz and the block sums K [kb, kb + kc).
+    `tiles`: statements defining the block's m0, n0 and bz in place of (x, y, z) (another launch order).
     `staged` (epilogue code, its value): instead of `store`, the fp32 values go to a shared-memory tile
     (the ring's space) and from there to `out`, row-major (bz, M, N), in 16-byte stores: a GEMM whose
     output outweighs its operands (small K) is bound by its stores, which from the MMA's fragments are
@@ -435,9 +443,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
     float* Bs = As + {S} * {A.elems};
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int wm = warp / {k.WN}, wn = warp % {k.WN};
-    // M tiles on x (up to 2^31 - 1 blocks: a convolution's output pixels pass 65535 tiles), N tiles on y
-    const long long m0 = (long long)blockIdx.x * {k.BM}, n0 = (long long)blockIdx.y * {k.BN};
-    {zs}
+{tiles or _xyz_tiles(k, zs)}
 {setup}
     float acc[{MI}][{NI}][4];
     #pragma unroll
@@ -577,7 +583,7 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 
 
 def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int,
-                        setup: str, store: str, a_loader=None, b_loader=None) -> str:
+                        setup: str, store: str, a_loader=None, b_loader=None, tiles: str | None = None) -> str:
     """kernel_source's contract (setup, loaders, store with `acc[mi][ni][2 * h + e]` at row m, column n)
     on `wgmma.m64nNk8.tf32`: BM / 64 warpgroups, each 64 rows by all BN columns; both tiles in the
     canonical no-swizzle layout (Operand.canon), so the tensor cores read them straight from shared
@@ -610,8 +616,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
     float* Bs = As + {S} * {A.elems};
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int wg = tid >> 7, wq = (tid >> 5) & 3;  // warpgroup: 64 rows of the tile; warp in it: 16 of those
-    const long long m0 = (long long)blockIdx.x * {k.BM}, n0 = (long long)blockIdx.y * {k.BN};
-    const int bz = blockIdx.z;
+{tiles or _xyz_tiles(k, note=False)}
 {setup}
     float acc[1][{NI}][4];
     #pragma unroll
