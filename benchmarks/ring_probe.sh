@@ -20,7 +20,7 @@ probe() {  # task, seconds, extra args...
 }
 w='"wgmma":true,"BM":128'
 probe tasks/suite/level1/29_matmul_bf16.py 60 --vary "{$w,\"BN\":256,\"stages\":3}" --vary "{$w,\"BN\":256,\"stages\":3,\"lead\":true}" \
-  --vary "{$w,\"BN\":128,\"stages\":4}" --vary "{$w,\"BN\":128,\"stages\":4,\"lead\":true}"
+  --vary "{$w,\"BN\":256,\"stages\":4,\"lead\":true}" --vary "{$w,\"BN\":128,\"stages\":4}" --vary "{$w,\"BN\":128,\"stages\":4,\"lead\":true}"
 probe .kb/level2/4_Conv2d_Mish_Mish.py 50 --vary '{}' --vary '{"lead":true}'
 probe .kb/level1/63_conv_standard_2D__square_input__square_kernel.py 50 --vary '{}' --vary '{"lead":true}'
 probe .kb/level2/16_ConvTranspose2d_Mish_Add_Hardtanh_Scaling.py 50 --vary '{}' --vary '{"lead":true}'
