@@ -40,6 +40,10 @@ CASES = [  # expr, A, B, dtype, (BM, BN, stages): B (K, N) transposed by the sta
     # the ring a tile further ahead (lead: the slot refilled after a second barrier), K of 5 tiles
     ("torch.relu(torch.matmul(a, b.T)) * 2.0", (130, 300), (90, 300), "bfloat16", (128, 64, 3, True)),
     ("torch.bmm(a, b)", (2, 65, 136), (2, 136, 70), "float16", (64, 128, 4, True)),
+    # tiles copied straight from the tensors (direct: A (M, K), B (N, K), K % 8 == 0): partial tiles, K past
+    # the last whole tile, a batch on A, and lead
+    ("torch.relu(torch.matmul(a, b.T)) * 2.0", (130, 72), (90, 72), "bfloat16", (128, 64, 4, False, True)),
+    ("torch.matmul(a, b.T)", (2, 70, 136), (200, 136), "float16", (64, 128, 3, True, True)),
 ]
 
 
@@ -49,9 +53,10 @@ def test_wgmma16_gemm_matches_float64_on_the_cpu_emulator(tmp_egg, expr, sa, sb,
     if not cpu_emulator.available():
         pytest.skip("no g++")
     p, g, plan = _graph_plan(tmp_egg, expr, sa, sb, dt)
-    BM, BN, S, lead = (*knobs, False)[:4]
-    k = gemm.GemmKnobs(BM=BM, BN=BN, stages=S, wgmma=True, lead=lead)
+    BM, BN, S, lead, direct = (*knobs, False, False)[:5]
+    k = gemm.GemmKnobs(BM=BM, BN=BN, stages=S, wgmma=True, lead=lead, direct=direct)
     src = gemm_wgmma16.render(g, plan, k)
+    assert ("egg_gemm_stage" in src) != direct
     assert f"m64n{BN}k16.f32.{gemm_wgmma16.KIND[dt]}" in src and "wg_desc_sw128(sA_s" in src
     torch.manual_seed(3)
     a, b = torch.randn(*sa, dtype=getattr(torch, dt)), torch.randn(*sb, dtype=getattr(torch, dt))
@@ -60,6 +65,8 @@ def test_wgmma16_gemm_matches_float64_on_the_cpu_emulator(tmp_egg, expr, sa, sb,
     truth = model.double()(a.double(), b.double())
     steps = [("egg_gemm_stage", gemm_wgmma16.stage_grid(plan, k), gemm_wgmma16.STAGE_BLOCK, ["P", "in0", "in1"]),
              ("egg_gemm", gemm_wgmma16.grid(plan, k), k.threads(True), ["out", "P", "in0", "in1"])]
+    if direct:
+        steps = [("egg_gemm", gemm_wgmma16.grid(plan, k), k.threads(True), ["out", "in0", "in1"])]
     ctype = {"bfloat16": "__nv_bfloat16", "float16": "__half"}[dt]
     got = cpu_emulator.run_program(src, steps, {"out": (want.numel(), ctype), "P": gemm_wgmma16.staged_node(g, plan, k).shape[0]},
                                    {"in0": a, "in1": b}, "out", tmp_egg / "emu").reshape(want.shape).double()
@@ -109,12 +116,15 @@ def test_the_agents_wgmma16_design_runs_through_its_host_code(tmp_egg):
     kernels = agent.propose(request(p)).kernels
     assert [bool(k.params.get("wgmma")) for k in kernels] == [True, False]
     first = kernels[0]
-    assert first.kernel_names == ["egg_gemm_stage", "egg_gemm"] and "staged K-major" in first.description
+    # A (M, K) and the weight (N, K), K a multiple of 8: one kernel copying its tiles from the tensors
+    assert first.kernel_names == ["egg_gemm"] and "no staging pass" in first.description and first.params["direct"]
     a100 = request(p).model_copy(update={"profile": load_profile("a100_80gb")})
     assert not any(k.params.get("wgmma") for k in agent.propose(a100).kernels)
     g, fam, plan = agent._plan(str(p))
     # a program's untuned GEMM kernels start the same way (200 columns: a 128-wide tile; 256 from 256 on)
     assert agent._default(fam, g, plan, None, load_profile("h200")) == {**first.params, "BN": 128, "stages": 4}
+    staged = agent.emit(g, fam, plan, {**first.params, "direct": False}, load_profile("h200"))  # offered at memory optimization
+    assert staged.kernel_names == ["egg_gemm_stage", "egg_gemm"] and "staged K-major" in staged.description
     assert not agent._default(fam, g, plan, None, load_profile("a100_80gb")).get("wgmma")
     if not cpu_emulator.available():
         pytest.skip("no g++")

@@ -125,13 +125,14 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
     "odd_rows": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
                  "        return torch.softmax(x, dim=1)\ndef get_inputs():\n    return [torch.randn(64, 4099)]\n"
                  "def get_init_inputs():\n    return []\n", "odd ends one by one"),
-    # the first designs of 2026-12-05: a bf16 linear on the warpgroup MMA (B the weight, K-major), a bf16
+    # the first designs of 2026-12-05: a bf16 linear on the warpgroup MMA (B the weight, K-major: its tiles copied
+    # from the tensors), a bf16
     # matmul whose B is staged transposed, the fp32 planes GEMM over a batch, a channels-last conv on wgmma
     "gemm_bf16": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
                   "        super().__init__()\n        self.fc = nn.Linear(1000, 3000).to(torch.bfloat16)\n"
                   "    def forward(self, x):\n        return torch.relu(self.fc(x))\n"
                   "def get_inputs():\n    return [torch.randn(2050, 1000, dtype=torch.bfloat16)]\ndef get_init_inputs():\n    return []\n",
-                  "staged K-major"),
+                  "no staging pass"),
     "matmul_bf16": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, a, b):\n"
                     "        return torch.matmul(a, b)\n"
                     "def get_inputs():\n    return [torch.randn(1030, 770, dtype=torch.bfloat16), torch.randn(770, 2060, dtype=torch.bfloat16)]\n"

@@ -2,6 +2,7 @@
 family, and at each stage proposes variants of that stage's own knobs only."""
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import sys
@@ -125,8 +126,10 @@ WGMMA16 = {"family": "gemm_tc", "wgmma": True, "BM": 128, "BN": 128, "stages": 4
 
 
 def wgmma16_design(plan) -> dict:
-    """The 16-bit warpgroup MMA's first tile: 256 columns where the GEMM has them."""
-    return {**WGMMA16, "BN": 256, "stages": 3} if plan.N >= 256 else dict(WGMMA16)
+    """The 16-bit warpgroup MMA's first tile: 256 columns where the GEMM has them; tiles copied straight
+    from the tensors where both are K-contiguous (the staging pass is a read and a write of both)."""
+    d = {**WGMMA16, "BN": 256, "stages": 3} if plan.N >= 256 else dict(WGMMA16)
+    return {**d, "direct": True} if gemm_wgmma16.direct_ok(plan) else d
 
 
 def wgmma16_fits(plan, profile) -> bool:
@@ -621,6 +624,7 @@ class ExpertAgent:
                 other = {"BN": 128, "stages": 4} if base.get("BN") == 256 else {"BN": 256, "stages": 3}
                 out = ([{**base, **other}, {**base, "BM": 64}, {**base, "BM": 256, "stages": 3}] if st == "tiling" else
                        [{**base, "lead": not base.get("lead", False)}] + [{**base, "stages": s} for s in (3, 5, 6) if s != base.get("stages")]
+                       + ([{**base, "direct": not base.get("direct", False)}] if gemm_wgmma16.direct_ok(plan) else [])
                        if st == "memory_optimization" else
                        [dict(MMA16)])
             elif st == "parallel_mapping" and base.get("planes"):  # the other kernels: mma.sync (staged stores
@@ -938,8 +942,7 @@ class ExpertAgent:
                         f"row in shared memory (read once), partial results exchanged through distributed shared memory")
         else:
             path = gemm_path(plan, params)
-            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "BK", "TM", "TN", "WM", "WN", "stages", "pad", "ldm",
-                                                       "wgmma", "splitk", "ostage", "planes", "fold", "order", "swz", "bsplit", "lead") if f in params})
+            k = gemm.GemmKnobs(**{f.name: params[f.name] for f in dataclasses.fields(gemm.GemmKnobs) if f.name in params})
             align16 = False
             if path == "simt":
                 if k.BM % k.TM or k.BN % k.TN or k.threads(False) > 1024:
@@ -967,6 +970,12 @@ class ExpertAgent:
                        + (", output tile stored through shared memory, 16 bytes a thread" if k.ostage else "")
                        + (", each product swept over the warp tile in turn" if k.order == "term" and not k.wgmma else "") if path == "tf32x3" else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
+            if path == "mma" and k.wgmma and k.direct:  # one kernel, its tiles copied from the tensors
+                return src, [(host.Launch("egg_gemm", gemm_wgmma16.grid(plan, k), (k.threads(True),), gemm.arg_order(g, plan), smem),
+                              None)], (
+                    f"GEMM {plan.dtype} wgmma (fp32 accumulation) tile {k.BM}x{k.BN}, {k.BM // 64} warpgroup(s), "
+                    f"{k.stages}-stage cp.async ring{f', tiles {k.stages - 1} ahead' if k.lead else ''}, both operands' tiles "
+                    f"copied from the tensors into the 128-byte swizzle (K-contiguous, no staging pass), 4 MMAs of k16 a tile")
             if path == "mma" and k.wgmma:  # the operands staged K-major by a first kernel, then wgmma k16 on them
                 staged = gemm_wgmma16.staged_node(g, plan, k)
                 stage = host.Launch("egg_gemm_stage", gemm_wgmma16.stage_grid(plan, k), (gemm_wgmma16.STAGE_BLOCK,),

@@ -51,6 +51,7 @@ class GemmKnobs:
     ostage: bool = False  # 3xTF32 mma.sync: the output tile through shared memory, stored 16 bytes a thread
     planes: bool = False  # 3xTF32 wgmma (with wgmma): both operands split once into TF32 high/low planes in memory
     fold: int = 4  # planes: k-tiles summed in their own accumulator before it is added to the total
+    direct: bool = False  # 16-bit warpgroup MMA: both operands' tiles copied straight from the tensors (no staging pass)
     lead: bool = False  # warpgroup-MMA rings: tiles S - 1 ahead (a second barrier a step) instead of S - 2
     bsplit: bool = False  # planes: B read raw into the ring and split in shared memory (only A's planes in memory)
     swz: bool = False  # wgmma (planes GEMM, conv): tiles in the 128-byte swizzle (K 32: a row of a tile is 128 bytes), so the

@@ -44,6 +44,15 @@ def check(p: GemmPlan, k: GemmKnobs) -> None:
         raise Unsupported("wgmma tile shape (a ring of 3 stages or more: one step's MMAs stay in flight)")
     if p.a_layout != "mk":
         raise Unsupported("a transposed A on the 16-bit wgmma GEMM")
+    if k.direct and not direct_ok(p):
+        raise Unsupported("direct tiles need A (M, K) and B (N, K) with K a multiple of 8")
+
+
+def direct_ok(p: GemmPlan) -> bool:
+    """Both operands K-contiguous in 16-byte pieces (A (M, K), B (N, K): an nn.Linear's weight): the ring
+    copies their tiles straight from the tensors into the swizzled layout, with no staging pass (a read
+    and a write of both operands, and a launch)."""
+    return p.a_layout == "mk" and p.b_layout == "nk" and p.K % 8 == 0
 
 
 def staged_node(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> Node:
@@ -126,23 +135,32 @@ extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_gemm_stage(float
 
 
 def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
-    """The stage kernel, then `egg_gemm(out, P, <the GEMM's arguments>)` on the staged tiles."""
+    """The stage kernel, then `egg_gemm(out, P, <the GEMM's arguments>)` on the staged tiles; `direct`:
+    `egg_gemm(<the GEMM's arguments>)` alone, its tiles copied from the tensors."""
     check(p, k)
     Mp, Np, Kp = padded(p, k)
     Kw = Kp // 2
     kind = KIND[p.dtype]
     T, S, NI = k.threads(True), k.stages, k.BN // 8
     EA, EB = k.BM * BKW, k.BN * BKW
-    ops = {"A": Operand("A", k.BM, Mp, Kw, True, 4, True, BKW, True), "B": Operand("B", k.BN, Np, Kw, True, 4, True, BKW, True)}
-    load, fast_head = whole_tile_loads(ops, _staged_bases(p, k), T)
+    if k.direct:  # the tensors' own rows, in words (bounds tested: they are not padded)
+        ops = {"A": Operand("A", k.BM, p.M, p.K // 2, True, 4, True, BKW, True, tail=Kp > p.K),
+               "B": Operand("B", k.BN, p.N, p.K // 2, True, 4, True, BKW, True, tail=Kp > p.K)}
+        bases = {n: f"(reinterpret_cast<const float*>({n}){f' + (long long)bz * {rows * p.K // 2}LL' if batched else ''})"
+                 for n, rows, batched in (("A", p.M, p.a_batched), ("B", p.N, p.b_batched))}
+    else:
+        ops = {"A": Operand("A", k.BM, Mp, Kw, True, 4, True, BKW, True), "B": Operand("B", k.BN, Np, Kw, True, 4, True, BKW, True)}
+        bases = _staged_bases(p, k)
+    load, fast_head = whole_tile_loads(ops, bases, T)
     args = kernel_args(g, p).split(", ", 1)
+    head_args = kernel_args(g, p) if k.direct else f"{args[0]}, const float* __restrict__ P, {args[1]}"
     steps = "\n".join(f"            wgmma_{kind}_n{k.BN}(d, {ops['A'].desc('sA_s', kk * 8)}, {ops['B'].desc('sB_s', kk * 8)});"
                       for kk in range(BKW // 8))
     store = output_store(g, p)[2]
     mt, nt = Mp // k.BM, Np // k.BN
     head, wait, top, bottom = wg_ring(Kw, S, load, k.lead, BKW)
-    return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{WGMMA16_PRELUDES[kind]}{_stage_source(g, p, k)}
-extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const float* __restrict__ P, {args[1]}) {{
+    return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{WGMMA16_PRELUDES[kind]}{"" if k.direct else _stage_source(g, p, k)}
+extern "C" __global__ void __launch_bounds__({T}) egg_gemm({head_args}) {{
     extern __shared__ __align__(1024) unsigned char smem[];
     float* sA = reinterpret_cast<float*>(smem);
     float* sB = sA + {S * EA};
