@@ -2,7 +2,8 @@
 # The warpgroup-MMA rings a tile further ahead (`lead`, 743d5be+): one device call of about 500 s. GPU tests
 # of the lead and bsplit kernels (planes, B split in the ring, bf16 wgmma, the wgmma conv at awkward shapes),
 # then kernel probes beside eager, each design against itself with lead: the bundled 8192^3 bf16 matmul
-# (128x256 on 3 stages, 128x128 on 4), level 2 task 4 (3x3 conv, 7.3 ms on the H100 against eager's 8.6 and
+# (128x256 on 3 stages, 128x128 on 4), the bundled bf16 linear (tiles copied from the tensors against staged),
+# level 2 task 4 (3x3 conv, 7.3 ms on the H100 against eager's 8.6 and
 # torch.compile's 5.0), level 1 task 63, level 2 task 16 (transposed conv), level 2 task 59 (B split in
 # the ring), level 1 task 1 (planes) and level 1 task 81 (stride-5 transposed conv, phases side by side: 4.8 ms
 # phase after phase). Writes $OUT/ring_tests.txt and $OUT/ring_probe.txt. Carry [".whl", ".kb"].
@@ -21,6 +22,7 @@ probe() {  # task, seconds, extra args...
 w='"wgmma":true,"BM":128'
 probe tasks/suite/level1/29_matmul_bf16.py 60 --vary "{$w,\"BN\":256,\"stages\":3}" --vary "{$w,\"BN\":256,\"stages\":3,\"lead\":true}" \
   --vary "{$w,\"BN\":256,\"stages\":4,\"lead\":true}" --vary "{$w,\"BN\":128,\"stages\":4}" --vary "{$w,\"BN\":128,\"stages\":4,\"lead\":true}"
+probe tasks/suite/level2/01_linear_relu_bf16.py 40 --vary '{}' --vary '{"direct":false}' --vary '{"lead":true,"stages":4}'
 probe .kb/level2/4_Conv2d_Mish_Mish.py 50 --vary '{}' --vary '{"lead":true}'
 probe .kb/level1/63_conv_standard_2D__square_input__square_kernel.py 50 --vary '{}' --vary '{"lead":true}'
 probe .kb/level2/16_ConvTranspose2d_Mish_Add_Hardtanh_Scaling.py 50 --vary '{}' --vary '{"lead":true}'
