@@ -10,7 +10,7 @@
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit 1
-timeout 200 python3 -m pytest -m gpu -q -rA tests/test_gpu_conv.py -k "wgmma16_rings or split_planes or every_layout" \
+timeout 170 python3 -m pytest -m gpu -q -rA tests/test_gpu_conv.py -k "wgmma16_rings or split_planes or every_layout" \
   > "$OUT/ring_tests.txt" 2>&1
 grep -E "^(PASSED|FAILED|ERROR)|passed|failed" "$OUT/ring_tests.txt" | tail -12
 probe() {  # task, seconds, extra args...
