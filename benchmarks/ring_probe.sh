@@ -5,7 +5,7 @@
 # (128x256 on 3 stages, 128x128 on 4), the bundled bf16 linear (tiles copied from the tensors against staged),
 # level 2 task 4 (3x3 conv, 7.3 ms on the H100 against eager's 8.6 and
 # torch.compile's 5.0), level 1 task 63, level 2 task 16 (transposed conv), level 2 task 59 (B split in
-# the ring), level 1 task 1 (planes) and level 1 task 81 (stride-5 transposed conv, phases side by side: 4.8 ms
+# the ring), level 1 task 9 (K 32: 64x64 tiles against 128x128) and level 1 task 81 (stride-5 transposed conv, phases side by side: 4.8 ms
 # phase after phase). Writes $OUT/ring_tests.txt and $OUT/ring_probe.txt. Carry [".whl", ".kb"].
 set -uo pipefail
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
@@ -27,6 +27,6 @@ probe .kb/level2/4_Conv2d_Mish_Mish.py 50 --vary '{}' --vary '{"lead":true}'
 probe .kb/level1/63_conv_standard_2D__square_input__square_kernel.py 50 --vary '{}' --vary '{"lead":true}'
 probe .kb/level2/16_ConvTranspose2d_Mish_Add_Hardtanh_Scaling.py 50 --vary '{}' --vary '{"lead":true}'
 probe .kb/level2/59_Matmul_Swish_Scaling.py 50 --vary '{}' --vary '{"lead":true}'
-probe .kb/level1/1_Square_matrix_multiplication_.py 40 --vary '{}' --vary '{"lead":true}'
+probe .kb/level1/9_Tall_skinny_matrix_multiplication_.py 40 --vary '{}' --vary '{"BM":128,"BN":128,"WM":2,"WN":4,"stages":3}'
 probe .kb/level1/81_conv_transposed_2D_asymmetric_input_square_kernel___dilated____padded____strided__.py 40 --vary '{}' --vary '{"lead":true}'
 cat "$OUT/ring_probe.txt"

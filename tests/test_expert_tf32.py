@@ -206,6 +206,7 @@ def test_split_k_gemm_compiles_for_sm90_without_spills(tmp_egg):
     ("torch.matmul(a, b)", (70, 32), (32, 48), (32, 32, 2, 1, 3)),  # N % 4 == 0: 16-byte stores, partial row tiles
     ("torch.relu(torch.matmul(a, b.T)) * 2.0", (40, 64), (37, 64), (32, 32, 2, 1, 2)),  # N % 4 != 0: element stores
     ("torch.bmm(a, b)", (2, 33, 24), (2, 24, 40), (64, 32, 2, 2, 3)),
+    ("torch.matmul(a, b)", (130, 32), (32, 200), (64, 64, 2, 2, 2)),  # K <= 64's first tile: 64x64, 4 warps, 2 stages
 ])
 def test_output_tile_staged_through_shared_memory(tmp_egg, expr, sa, sb, knobs):
     """A short-K GEMM (KernelBench 7, 9) is bound by its stores: the fp32 output tile goes through the
@@ -262,9 +263,11 @@ def test_product_sweeps_give_the_same_sums(tmp_egg):
 def test_short_k_gemms_stage_their_output_by_default(tmp_egg):
     from agents.expert import ExpertAgent
     agent = ExpertAgent()
-    for (sa, sb), staged in [(((32768, 64), (64, 32768)), True), (((4096, 4096), (4096, 4096)), False)]:
+    for (sa, sb), staged, bm in [(((32768, 64), (64, 32768)), True, 64), (((32768, 256), (256, 32768)), True, 128),
+                                 (((4096, 4096), (4096, 4096)), False, 128)]:
         g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b)", sa, sb)
-        assert agent._default("gemm", g, plan, None).get("ostage", False) == staged
+        d = agent._default("gemm", g, plan, None)
+        assert d.get("ostage", False) == staged and d["BM"] == bm, d  # K <= 64: 64x64 tiles, five blocks an SM
 
 
 PLANE_CASES = [  # expr, A shape, B shape, (BM, BN, stages, fold, BK): B (K, N) transposed by the split, B (N, K),

@@ -60,6 +60,11 @@ MIN_SPLIT_K = 1024  # K a split-K range sums at least: shorter ranges cost more 
 # a 3xTF32 GEMM this short in K writes its output (4 bytes an element at 4.19 TB/s) slower than it computes
 # it (6K tensor FLOPs an element at a few hundred TFLOP/s): KernelBench 7 (K = 64) and 9 (K = 32)
 STORE_BOUND_K = 256
+# Shorter still (one or two k-tiles: KernelBench 7 and 9), a 128x128 tile's 174-226 registers leave one block
+# an SM, which loads, multiplies and then stores 64 KB with nothing beside it (task 9 at 0.85x eager on the
+# H100): 64x64 tiles of 4 warps on a 2-stage ring (about 100-135 registers, 37 KB) let five share an SM
+SHORT_K = 64
+SHORT_K_TILE = {"BM": 64, "BN": 64, "WM": 2, "WN": 2, "stages": 2}
 
 
 def split_k(plan, params: dict, sms: int) -> int:
@@ -731,7 +736,7 @@ class ExpertAgent:
             if sk > 1:
                 return {**d, "splitk": sk}
             if plan.K <= STORE_BOUND_K and g.output.dtype == "float32":  # bound by its stores: stage them
-                return {**d, "ostage": True}
+                return {**d, "ostage": True, **(SHORT_K_TILE if plan.K <= SHORT_K else {})}
             if wgmma_ok(prof) and planes_pay(plan, d):
                 return planes_design(plan)
             if wgmma_ok(prof) and bsplit_pays(plan, d):
