@@ -8,25 +8,16 @@
 # Writes $OUT/first_tests.txt and $OUT/first_probe.txt.
 # Carry [".whl", ".kb"].
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit 1
-timeout 200 python3 -m pytest -m gpu -q -rA -s tests/test_gpu_expert.py -k "gemm_bf16 or matmul_bf16 or planes_bmm or gemm_bsplit or conv_wgmma or compilation_units" \
-  > "$OUT/first_tests.txt" 2>&1
-grep -E "^(PASSED|FAILED|ERROR)|passed|failed" "$OUT/first_tests.txt" | tail -6
-probe() {  # task, seconds, extra args...
-  local t=$1 s=$2; shift 2
-  echo "== $t" >> "$OUT/first_probe.txt"
-  timeout "$s" python3 benchmarks/kernel_probe.py "$t" --reps 10 --no-compile "$@" 2>&1 | grep -v Warning \
-    | grep '^\[{"name"\|^{"name"\|Error\|error' | cut -c1-900 >> "$OUT/first_probe.txt"
-}
+source benchmarks/probe_lib.sh
+gpu_tests tests/test_gpu_expert.py first_tests.txt 200 -k "gemm_bf16 or matmul_bf16 or planes_bmm or gemm_bsplit or conv_wgmma or compilation_units"
 w='"wgmma":true,"BM":128,"stages":4'
-probe tasks/suite/level1/29_matmul_bf16.py 70 --vary "{$w,\"BN\":128}" --vary '{"wgmma":false,"BM":64,"BN":64,"WM":2,"WN":2,"stages":1,"pad":8}' \
+probe first_probe.txt tasks/suite/level1/29_matmul_bf16.py 70 --vary "{$w,\"BN\":128}" --vary '{"wgmma":false,"BM":64,"BN":64,"WM":2,"WN":2,"stages":1,"pad":8}' \
   --vary "{$w,\"BN\":256,\"stages\":3}"
-probe .kb/level1/3_Batched_matrix_multiplication.py 60 --vary '{}' \
+probe first_probe.txt .kb/level1/3_Batched_matrix_multiplication.py 60 --vary '{}' \
   --vary '{"family":"gemm_tf32","BM":128,"BN":128,"WM":2,"WN":4,"stages":3,"wgmma":false,"planes":false}'
 p='"family":"gemm_tf32","BM":128,"BN":128,"WM":2,"WN":4'
-probe .kb/level2/59_Matmul_Swish_Scaling.py 80 --vary '{}' --vary "{$p,\"stages\":3,\"wgmma\":false,\"planes\":false}" \
+probe first_probe.txt .kb/level2/59_Matmul_Swish_Scaling.py 80 --vary '{}' --vary "{$p,\"stages\":3,\"wgmma\":false,\"planes\":false}" \
   --vary '{"bsplit":false}' --vary '{"BN":64,"stages":4}'
-probe .kb/level2/12_Gemm_Multiply_LeakyReLU.py 60 --vary '{}' --vary '{"bsplit":true}'
-probe .kb/level1/87_conv_pointwise_2D.py 80 --ncu --vary '{}'
+probe first_probe.txt .kb/level2/12_Gemm_Multiply_LeakyReLU.py 60 --vary '{}' --vary '{"bsplit":true}'
+probe first_probe.txt .kb/level1/87_conv_pointwise_2D.py 80 --ncu --vary '{}'
 cat "$OUT/first_probe.txt"

@@ -8,25 +8,16 @@
 # the ring), level 1 task 9 (K 32: 64x64 tiles against 128x128) and level 1 task 81 (stride-5 transposed conv, phases side by side: 4.8 ms
 # phase after phase). Writes $OUT/ring_tests.txt and $OUT/ring_probe.txt. Carry [".whl", ".kb"].
 set -uo pipefail
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
-  && export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 || exit 1
-timeout 170 python3 -m pytest -m gpu -q -rA tests/test_gpu_conv.py -k "wgmma16_rings or split_planes or every_layout" \
-  > "$OUT/ring_tests.txt" 2>&1
-grep -E "^(PASSED|FAILED|ERROR)|passed|failed" "$OUT/ring_tests.txt" | tail -12
-probe() {  # task, seconds, extra args...
-  local t=$1 s=$2; shift 2
-  echo "== $t" >> "$OUT/ring_probe.txt"
-  timeout "$s" python3 benchmarks/kernel_probe.py "$t" --reps 10 --no-compile "$@" 2>&1 | grep -v Warning \
-    | grep '^\[{"name"\|^{"name"\|Error\|error' | cut -c1-600 >> "$OUT/ring_probe.txt"
-}
+source benchmarks/probe_lib.sh
+gpu_tests tests/test_gpu_conv.py ring_tests.txt 170 -k "wgmma16_rings or split_planes or every_layout"
 w='"wgmma":true,"BM":128'
-probe tasks/suite/level1/29_matmul_bf16.py 60 --vary "{$w,\"BN\":256,\"stages\":3}" --vary "{$w,\"BN\":256,\"stages\":3,\"lead\":true}" \
+probe ring_probe.txt tasks/suite/level1/29_matmul_bf16.py 60 --vary "{$w,\"BN\":256,\"stages\":3}" --vary "{$w,\"BN\":256,\"stages\":3,\"lead\":true}" \
   --vary "{$w,\"BN\":256,\"stages\":4,\"lead\":true}" --vary "{$w,\"BN\":128,\"stages\":4}" --vary "{$w,\"BN\":128,\"stages\":4,\"lead\":true}"
-probe tasks/suite/level2/01_linear_relu_bf16.py 40 --vary '{}' --vary '{"direct":false}' --vary '{"lead":true,"stages":4}'
-probe .kb/level2/4_Conv2d_Mish_Mish.py 50 --vary '{}' --vary '{"lead":true}'
-probe .kb/level1/63_conv_standard_2D__square_input__square_kernel.py 50 --vary '{}' --vary '{"lead":true}'
-probe .kb/level2/16_ConvTranspose2d_Mish_Add_Hardtanh_Scaling.py 50 --vary '{}' --vary '{"lead":true}'
-probe .kb/level2/59_Matmul_Swish_Scaling.py 50 --vary '{}' --vary '{"lead":true}'
-probe .kb/level1/9_Tall_skinny_matrix_multiplication_.py 40 --vary '{}' --vary '{"BM":128,"BN":128,"WM":2,"WN":4,"stages":3}'
-probe .kb/level1/81_conv_transposed_2D_asymmetric_input_square_kernel___dilated____padded____strided__.py 40 --vary '{}' --vary '{"lead":true}'
+probe ring_probe.txt tasks/suite/level2/01_linear_relu_bf16.py 40 --vary '{}' --vary '{"direct":false}' --vary '{"lead":true,"stages":4}'
+probe ring_probe.txt .kb/level2/4_Conv2d_Mish_Mish.py 50 --vary '{}' --vary '{"lead":true}'
+probe ring_probe.txt .kb/level1/63_conv_standard_2D__square_input__square_kernel.py 50 --vary '{}' --vary '{"lead":true}'
+probe ring_probe.txt .kb/level2/16_ConvTranspose2d_Mish_Add_Hardtanh_Scaling.py 50 --vary '{}' --vary '{"lead":true}'
+probe ring_probe.txt .kb/level2/59_Matmul_Swish_Scaling.py 50 --vary '{}' --vary '{"lead":true}'
+probe ring_probe.txt .kb/level1/9_Tall_skinny_matrix_multiplication_.py 40 --vary '{}' --vary '{"BM":128,"BN":128,"WM":2,"WN":4,"stages":3}'
+probe ring_probe.txt .kb/level1/81_conv_transposed_2D_asymmetric_input_square_kernel___dilated____padded____strided__.py 40 --vary '{}' --vary '{"lead":true}'
 cat "$OUT/ring_probe.txt"
