@@ -1,15 +1,17 @@
 #!/bin/bash
-# The warpgroup-MMA rings a tile further ahead (`lead`, 743d5be+): one device call of about 500 s. GPU tests
-# of the lead and bsplit kernels (planes, B split in the ring, bf16 wgmma, the wgmma conv at awkward shapes),
-# then kernel probes beside eager, each design against itself with lead: the bundled 8192^3 bf16 matmul
-# (128x256 on 3 stages, 128x128 on 4), the bundled bf16 linear (tiles copied from the tensors against staged),
-# level 2 task 4 (3x3 conv, 7.3 ms on the H100 against eager's 8.6 and
-# torch.compile's 5.0), level 1 task 63, level 2 task 16 (transposed conv), level 2 task 59 (B split in
-# the ring), level 1 task 9 (K 32: 64x64 tiles against 128x128) and level 1 task 81 (stride-5 transposed conv, phases side by side: 4.8 ms
-# phase after phase). Writes $OUT/ring_tests.txt and $OUT/ring_probe.txt. Carry [".whl", ".kb"].
+# The warpgroup-MMA rings a tile further ahead (`lead`, a7a2bd5+): one device call of about 530 s. First the
+# GPU tests of what failed or changed since the last call (a program in compilation units, the bf16 linear
+# with its tiles copied from the tensors; the lead/bsplit kernels' own GPU tests are benchmarks/ring_tests.sh),
+# then kernel probes beside eager, each design against itself with lead or the design before: the bundled
+# 8192^3 bf16 matmul (128x256 on 3 and 4 stages, 128x128 on 4), the bundled bf16 linear (tiles copied from
+# the tensors against staged), level 2 task 4 (3x3 conv, 7.3 ms on the H100 against eager's 8.6 and
+# torch.compile's 5.0), level 1 task 63, level 2 task 16 (transposed), level 2 task 59 (B split in the
+# ring), level 1 task 9 (K 32: 64x64 tiles against 128x128) and level 1 task 81 (stride-5 transposed conv,
+# phases side by side; 4.8 ms phase after phase). Writes $OUT/ring_tests.txt and $OUT/ring_probe.txt.
+# Carry [".whl", ".kb"].
 set -uo pipefail
 source benchmarks/probe_lib.sh
-gpu_tests tests/test_gpu_conv.py ring_tests.txt 170 -k "wgmma16_rings or split_planes or every_layout"
+gpu_tests tests/test_gpu_expert.py ring_tests.txt 110 -k "gemm_bf16 or compilation_units"
 w='"wgmma":true,"BM":128'
 probe ring_probe.txt tasks/suite/level1/29_matmul_bf16.py 60 --vary "{$w,\"BN\":256,\"stages\":3}" --vary "{$w,\"BN\":256,\"stages\":3,\"lead\":true}" \
   --vary "{$w,\"BN\":256,\"stages\":4,\"lead\":true}" --vary "{$w,\"BN\":128,\"stages\":4}" --vary "{$w,\"BN\":128,\"stages\":4,\"lead\":true}"
