@@ -147,6 +147,16 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                     "    def forward(self, x):\n        y = self.fc(x)\n        return y * torch.sigmoid(y)\n"
                     "def get_inputs():\n    return [torch.randn(128, 1000)]\ndef get_init_inputs():\n    return []\n",
                     "B's raw tiles split in shared memory"),
+    # rows of 64 after a conv (level 2 task 34's LayerNorm): a warp each; a K = 32 matmul on 64x64 tiles
+    "short_rows": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                   "        super().__init__()\n        self.norm = nn.LayerNorm(64)\n"
+                   "    def forward(self, x):\n        return torch.nn.functional.gelu(self.norm(x))\n"
+                   "def get_inputs():\n    return [torch.randn(64, 100, 64) * 3.0 + 1.0]\ndef get_init_inputs():\n    return []\n",
+                   "warp per row"),
+    "short_k": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, a, b):\n"
+                "        return torch.matmul(a, b)\n"
+                "def get_inputs():\n    return [torch.randn(4100, 32), torch.randn(32, 3000)]\ndef get_init_inputs():\n    return []\n",
+                "tile 64x64"),
     "conv_wgmma": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
                    "        super().__init__()\n        self.conv = nn.Conv2d(32, 96, 3, padding=1)\n"
                    "    def forward(self, x):\n        return torch.relu(self.conv(x)) + 0.5\n"
