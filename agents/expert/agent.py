@@ -2,7 +2,6 @@
 family, and at each stage proposes variants of that stage's own knobs only."""
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 import sys
@@ -215,7 +214,7 @@ def conv_wgmma(g, plan, d: dict, profile) -> dict | None:
             or d["BM"] != 128 or d["BN"] not in (64, 128):
         return None
     w = {**d, "wgmma": True, "swz": True, "stages": 3}
-    k = gemm.GemmKnobs(**{f: w[f] for f in ("BM", "BN", "WM", "WN", "stages", "wgmma", "swz")})
+    k = gemm.GemmKnobs.of(w)
     try:
         conv.render_fitting(g, plan, k, 1, "nhwc", profile.shared_per_block_optin if profile is not None else DEFAULT_SMEM)
         return w
@@ -867,8 +866,7 @@ class ExpertAgent:
                 f"a thread per output pixel and {k.ocb} output channels, the weight in shared memory" if k.ocb > 1 else
                 "a thread per output (narrow groups)") + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop"))
         elif fam == "conv":
-            k = gemm.GemmKnobs(**{f: params[f] for f in ("BM", "BN", "WM", "WN", "stages", "ldm", "wgmma", "order", "swz", "splitk", "lead")
-                                  if f in params})
+            k = gemm.GemmKnobs.of(params)
             layout = params.get("layout", "nchw")
             src, smem = conv.render_fitting(g, plan, k, int(params.get("split", 1)), layout, profile.shared_per_block_optin)
             launch = host.Launch("egg_conv", conv.grid(plan, k, layout), (k.threads(True),),
@@ -947,7 +945,7 @@ class ExpertAgent:
                         f"row in shared memory (read once), partial results exchanged through distributed shared memory")
         else:
             path = gemm_path(plan, params)
-            k = gemm.GemmKnobs(**{f.name: params[f.name] for f in dataclasses.fields(gemm.GemmKnobs) if f.name in params})
+            k = gemm.GemmKnobs.of(params)
             align16 = False
             if path == "simt":
                 if k.BM % k.TM or k.BN % k.TN or k.threads(False) > 1024:
@@ -975,23 +973,19 @@ class ExpertAgent:
                        + (", output tile stored through shared memory, 16 bytes a thread" if k.ostage else "")
                        + (", each product swept over the warp tile in turn" if k.order == "term" and not k.wgmma else "") if path == "tf32x3" else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
-            if path == "mma" and k.wgmma and k.direct:  # one kernel, its tiles copied from the tensors
-                return src, [(host.Launch("egg_gemm", gemm_wgmma16.grid(plan, k), (k.threads(True),), gemm.arg_order(g, plan), smem),
-                              None)], (
-                    f"GEMM {plan.dtype} wgmma (fp32 accumulation) tile {k.BM}x{k.BN}, {k.BM // 64} warpgroup(s), "
-                    f"{k.stages}-stage cp.async ring{f', tiles {k.stages - 1} ahead' if k.lead else ''}, both operands' tiles "
-                    f"copied from the tensors into the 128-byte swizzle (K-contiguous, no staging pass), 4 MMAs of k16 a tile")
-            if path == "mma" and k.wgmma:  # the operands staged K-major by a first kernel, then wgmma k16 on them
-                staged = gemm_wgmma16.staged_node(g, plan, k)
+            if path == "mma" and k.wgmma:  # wgmma k16 on tiles copied from the tensors (direct), or staged K-major first
+                how = ("both operands' tiles copied from the tensors into the 128-byte swizzle (K-contiguous, no staging pass)"
+                       if k.direct else "both operands staged K-major into whole 128-byte-swizzled tiles by a first kernel")
+                desc = (f"GEMM {plan.dtype} wgmma (fp32 accumulation) tile {k.BM}x{k.BN}, {k.BM // 64} warpgroup(s), "
+                        f"{k.stages}-stage cp.async ring{f', tiles {k.stages - 1} ahead' if k.lead else ''}, {how}, 4 MMAs of k16 a tile")
+                staged = None if k.direct else gemm_wgmma16.staged_node(g, plan, k)
+                main = host.Launch("egg_gemm", gemm_wgmma16.grid(plan, k), (k.threads(True),),
+                                   ([] if k.direct else [staged]) + gemm.arg_order(g, plan), smem)
+                if k.direct:
+                    return src, [(main, None)], desc
                 stage = host.Launch("egg_gemm_stage", gemm_wgmma16.stage_grid(plan, k), (gemm_wgmma16.STAGE_BLOCK,),
                                     gemm.arg_order(g, plan), 0)
-                main = host.Launch("egg_gemm", gemm_wgmma16.grid(plan, k), (k.threads(True),),
-                                   [staged] + gemm.arg_order(g, plan), smem)
-                return src, [(stage, staged), (main, None)], (
-                    f"GEMM {plan.dtype} wgmma (fp32 accumulation) tile {k.BM}x{k.BN}, {k.BM // 64} warpgroup(s), "
-                    f"{k.stages}-stage cp.async ring{f', tiles {k.stages - 1} ahead' if k.lead else ''}, "
-                    f"both operands staged K-major into whole 128-byte-swizzled tiles "
-                    f"by a first kernel, 4 MMAs of k16 a tile")
+                return src, [(stage, staged), (main, None)], desc
             if path == "tf32x3" and k.planes:  # the operands split into planes by a first kernel, then the GEMM on them
                 planes = gemm_tf32.planes_node(g, plan, k)
                 split = host.Launch("egg_gemm_split", gemm_tf32.split_grid(plan, k), (gemm_tf32.SPLIT_BLOCK,),

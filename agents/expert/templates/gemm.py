@@ -7,7 +7,7 @@ bf16/fp16: tensor cores through `mma.sync.m16n8k16` (fp32 accumulate); warps til
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
 from agents.expert.opgraph import check_elementwise_after, Node, OpGraph, Unsupported, unview
@@ -58,6 +58,11 @@ class GemmKnobs:
     # tensor cores' reads of 8-row groups 1 KB apart spread over the banks
     order: str = "tile"  # 3xTF32 mma.sync: "term" issues each of the three products over the whole warp tile
     # in turn (consecutive MMAs write different accumulators; each accumulator's sum is the same)
+
+    @classmethod
+    def of(cls, params: dict) -> GemmKnobs:
+        """The knobs a design's parameters set (its other keys, family, layout, split..., are not knobs)."""
+        return cls(**{f.name: params[f.name] for f in fields(cls) if f.name in params})
 
     def threads(self, tc: bool) -> int:
         if tc and self.wgmma:

@@ -775,6 +775,12 @@ def split_grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int]:
     return ((Mp // 32 + (0 if k.bsplit else Np // 32)) * (Kp // 32), max(plane_batches(p, k)))
 
 
+def entry_base(ptr: str, size: int, batched: bool) -> str:
+    """Batch entry bz's operand: `ptr` advanced by bz blocks of `size` elements where the operand holds one
+    an entry (a broadcast operand is its own only block)."""
+    return f"({ptr} + (long long)bz * {size}LL)" if batched else ptr
+
+
 def workspace_bases(regions: list[tuple[str, int, int]], K: int, bz: str) -> dict[str, str]:
     """Pointers into a workspace P of regions laid end to end, (name, rows, batches) each: `batches`
     blocks of rows x K (floats, or words of two 16-bit elements); the batch entry `bz`'s block where the
@@ -850,8 +856,7 @@ def _split_source(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     ta = (Mp // 32) * (Kp // 32)
     ba, bb = plane_batches(p, k)
     pl = _plane_bases(p, k, "bz")
-    a = f"(A + (long long)bz * {p.M * p.K}LL)" if ba > 1 else "A"
-    b = f"(B + (long long)bz * {p.K * p.N}LL)" if bb > 1 else "B"
+    a, b = entry_base("A", p.M * p.K, ba > 1), entry_base("B", p.K * p.N, bb > 1)
     b_tiles = "" if k.bsplit else f"""\n    }} else {{
         if (bz >= {bb}) return;
         b -= {ta}LL;
@@ -924,7 +929,7 @@ def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
     if k.bsplit:  # B's raw tiles into the high plane's ring (bounds tested: B is not padded), split there
         del copied["Bl"]
         copied["Bh"] = Operand("Bh", k.BN, p.N, p.K, True, 4, True, bk, k.swz, tail=Kp > p.K)
-        bases["Bh"] = f"(B + (long long)bz * {p.N * p.K}LL)" if p.b_batched else "B"
+        bases["Bh"] = entry_base("B", p.N * p.K, p.b_batched)
     load, fast_head = whole_tile_loads(copied, bases, T)  # the planes are whole tiles
     args = kernel_args(g, p).split(", ", 1)
     steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {ops[a].desc(f's{a}_s', kk * 8)}, {ops[b].desc(f's{b}_s', kk * 8)});"

@@ -16,7 +16,7 @@ from __future__ import annotations
 from agents.expert.codegen import PRELUDE
 from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.gemm import GemmKnobs, GemmPlan, kernel_args
-from agents.expert.templates.gemm_tf32 import (TF32_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, wg_ring,
+from agents.expert.templates.gemm_tf32 import (TF32_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, entry_base, wg_ring,
                                                _wg_store, _wgmma_fn, grouped_tile, output_store, plane_batches,
                                                whole_tile_loads, workspace_bases)
 
@@ -111,8 +111,7 @@ def _stage_source(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
             const int r = c / 64, kk = c % 64;
             dst[(r0 + r) * {Kp}LL + k0 + kk] = s[r][kk];
         }}"""
-    a = f"(A + (long long)bz * {p.M * p.K}LL)" if ba > 1 else "A"
-    b = f"(B + (long long)bz * {p.K * p.N}LL)" if bb > 1 else "B"
+    a, b = entry_base("A", p.M * p.K, ba > 1), entry_base("B", p.K * p.N, bb > 1)
     pl = _staged_bases(p, k)
     return f"""
 extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_gemm_stage(float* __restrict__ P, {args}) {{
@@ -146,7 +145,7 @@ def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     if k.direct:  # the tensors' own rows, in words (bounds tested: they are not padded)
         ops = {"A": Operand("A", k.BM, p.M, p.K // 2, True, 4, True, BKW, True, tail=Kp > p.K),
                "B": Operand("B", k.BN, p.N, p.K // 2, True, 4, True, BKW, True, tail=Kp > p.K)}
-        bases = {n: f"(reinterpret_cast<const float*>({n}){f' + (long long)bz * {rows * p.K // 2}LL' if batched else ''})"
+        bases = {n: entry_base(f"reinterpret_cast<const float*>({n})", rows * p.K // 2, batched)
                  for n, rows, batched in (("A", p.M, p.a_batched), ("B", p.N, p.b_batched))}
     else:
         ops = {"A": Operand("A", k.BM, Mp, Kw, True, 4, True, BKW, True), "B": Operand("B", k.BN, Np, Kw, True, 4, True, BKW, True)}
