@@ -11,7 +11,8 @@ policy is a whitelist of shapes, not a list of known cheats:
 - no builtins that reach objects by name or run code (`getattr`, `eval`, `globals`, `id`, ...);
 - no attribute of torch that switches behaviour or timing (`cuda`, `backends`, `ops`, `set_*`,
   streams, events, dlpack, hooks, compile);
-- of `egg`, only `empty`, `empty_like`, `launch` and `graphed` (launches replayed as a CUDA graph);
+- of `egg`, only `empty`, `empty_like`, `launch`, `graphed` (launches replayed as a CUDA graph) and
+  `tmap` (a TMA descriptor of a tensor, encoded by the driver);
 - attributes are assigned on `self` only; classes derive from `nn.Module` only (no Tensor subclass);
 - no `global` or `nonlocal`.
 """
@@ -38,7 +39,7 @@ BANNED_ATTRS = {
     "gi_frame", "f_back", "f_locals", "f_globals", "tb_frame", "cr_frame", "ag_frame", "gi_code", "f_code",
     "tb_next", "func_globals",
 }
-EGG_API = {"empty", "empty_like", "launch", "graphed"}
+EGG_API = {"empty", "empty_like", "launch", "graphed", "tmap"}
 
 
 class PolicyError(ValueError):

@@ -5,7 +5,8 @@ and the exported ModelNew runs without EGG installed.
 
 Launch arguments: a tensor passes its device pointer; a Python int passes as a
 64-bit integer (`long long` in the kernel); a Python float as `float`; NumPy
-scalars (np.int32(n), np.float64(x), ...) pass with their own type.
+scalars (np.int32(n), np.float64(x), ...) pass with their own type; a tensor map (`egg.tmap`: a
+Hopper TMA descriptor of a 16-bit tensor) passes its 128 bytes by value.
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class KernelAPI:
         self._smem_set: dict = {}
         self._graphs = weakref.WeakKeyDictionary()  # module -> _Graph: its launches captured once
         self.graph_error: str | None = None  # why capture failed (the module then launches as before)
+        self._maps: dict = {}  # (pointer, dims, box) -> an encoded tensor map
 
     def kernel(self, name: str):
         k = self._kernels.get(name)
@@ -54,6 +56,19 @@ class KernelAPI:
 
     def empty_like(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
         return self.empty(t.shape, dtype or t.dtype, t.device)
+
+    def tmap(self, t: torch.Tensor, dims, box, offset: int = 0):
+        """A TMA tensor map of `t`'s 16-bit elements from element `offset` on, as a tensor of `dims`
+        (innermost first, contiguous) read in boxes of `box` into shared memory in the 128-byte swizzle,
+        zeros past the edges: a kernel's `const __grid_constant__ EggTmap` parameter. Encoded by the
+        driver once per (address, shape) and kept (a fresh input is a new address: a few microseconds)."""
+        key = (t.data_ptr() + 2 * offset, tuple(dims), tuple(box))
+        m = self._maps.get(key)
+        if m is None:
+            if len(self._maps) > 256:  # the verifier's fresh inputs: keep the cache small
+                self._maps.clear()
+            m = self._maps[key] = encode_tmap(key[0], key[1], key[2])
+        return m
 
     @staticmethod
     def _arg(a):
@@ -132,6 +147,38 @@ class KernelAPI:
             out = run(*static)
         self.launches = before  # captured, not run
         return graph.replay, out
+
+
+TMAP = np.dtype([("v", np.uint64, (16,))])  # CUtensorMap: 128 opaque bytes (64-byte aligned in the kernel)
+_encode = []
+
+
+def encode_tmap(ptr: int, dims, box):
+    """cuTensorMapEncodeTiled through ctypes on the driver (no package beyond numpy): a 16-bit tensor of
+    `dims` (innermost first, contiguous) at `ptr`, boxes of `box`, the 128-byte swizzle, zero fill. A
+    numpy structured scalar, which CuPy passes to a kernel by value."""
+    import ctypes
+    r = len(dims)
+    if ptr % 16 or (2 * dims[0]) % 16 or box[0] * 2 > 128 or max(box) > 256 or len(box) != r or not 1 < r <= 5:
+        raise ValueError(f"a tensor map needs a 16-byte-aligned address and rows, boxes of at most 128 bytes by 256: "
+                         f"address {ptr:#x}, dims {dims}, box {box}")
+    if not _encode:
+        fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
+        fn.restype = ctypes.c_int
+        _encode.append(fn)
+    strides, at = [], 2
+    for d in dims[:-1]:
+        at *= d
+        strides.append(at)
+    m = (ctypes.c_uint64 * 16)()
+    u64, u32 = ctypes.c_uint64, ctypes.c_uint32
+    # UINT16 (the swizzle and zero fill do not care whether the bits are bf16 or fp16), no interleave,
+    # SWIZZLE_128B (3), L2 promotion 128 bytes (2), zeros out of bounds (0)
+    res = _encode[0](ctypes.byref(m), 1, r, ctypes.c_void_p(ptr), (u64 * r)(*dims), (u64 * (r - 1))(*strides),
+                     (u32 * r)(*box), (u32 * r)(*([1] * r)), 0, 3, 2, 0)
+    if res:
+        raise RuntimeError(f"cuTensorMapEncodeTiled failed (CUresult {res}) for dims {dims}, box {box}")
+    return np.frombuffer(bytes(m), dtype=TMAP)[0]
 
 
 def _state(owner) -> tuple:

@@ -22,6 +22,10 @@ from tasks import tensor_attribute
 
 CPU_PRELUDE = r"""#include <barrier>
 #include <cmath>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,10 +35,11 @@ CPU_PRELUDE = r"""#include <barrier>
 #define __device__
 #define __forceinline__ inline
 #define __align__(n) __attribute__((aligned(n)))
-#define __launch_bounds__(x)
+#define __launch_bounds__(...)
 #define __restrict__
 #define __shared__ static
 #define __cluster_dims__(...)
+#define __grid_constant__
 struct EmuDim { long long x = 0, y = 0, z = 0; };
 struct alignas(16) float4 { float x, y, z, w; };
 // a 16-byte access off a 16-byte boundary faults on the GPU: here it stops the run (x86 would allow it)
@@ -49,6 +54,7 @@ static thread_local EmuDim threadIdx, blockIdx;
 struct EmuBlock {
     std::barrier<>* bar = nullptr;
     std::vector<std::barrier<>*> warps;
+    std::vector<std::barrier<>*> wgs;  // a warpgroup's 128 threads (its MMAs are collective)
     alignas(8) unsigned char warp_buf[32][32][8];
     unsigned char* smem = nullptr;
 };
@@ -148,7 +154,10 @@ inline unsigned long long wg_desc_sw128(const float* p) {
     return ((a & 0x3FFFF) >> 4) | (1ULL << 16) | ((unsigned long long)(1024 >> 4) << 32) | (1ULL << 62);
 }
 inline void wgmma_fence() {}
-inline void wgmma_commit() {}
+// a warpgroup's MMAs are one collective operation: none of its threads is past a commit before all reach it
+// (a TMA ring's slot is released by one thread a warpgroup once its MMAs are done, so every thread of the
+// warpgroup has by then stopped waiting for the tile)
+inline void wgmma_commit() { if (!emu_blk->wgs.empty()) emu_blk->wgs[threadIdx.x >> 7]->arrive_and_wait(); }
 inline void wgmma_wait0() {}
 inline void wgmma_wait1() {}
 inline void fence_proxy_async() {}
@@ -220,6 +229,46 @@ inline void wgmma_f16_n256(float* d, unsigned long long a, unsigned long long b)
 inline void wgmma_tf32_n64(float* d, unsigned long long a, unsigned long long b) { emu_wgmma<64>(d, a, b); }
 inline void wgmma_tf32_n128(float* d, unsigned long long a, unsigned long long b) { emu_wgmma<128>(d, a, b); }
 inline void wgmma_tf32_n256(float* d, unsigned long long a, unsigned long long b) { emu_wgmma<256>(d, a, b); }
+// the TMA GEMM's (gemm_wgmma16.TMA_PRELUDE): a map is where the 16-bit tensor is and its shape; a load copies
+// the box at once into the 128-byte swizzle (zeros outside the tensor) and completes its bytes on the barrier;
+// a barrier counts arrivals and bytes, and its phase flips when both are in (waits spin on the phase)
+struct EggTmap { const unsigned char* base; long long dims[3]; int box[3]; };
+struct EmuBar { long long pending, expected, tx; std::atomic<unsigned> phase; };
+static std::mutex emu_bar_mu;
+static std::map<const void*, EmuBar> emu_bars;  // a barrier's node stays put: waiters read its phase unlocked
+inline unsigned smem_u32(const void* p) { return (unsigned)((const unsigned char*)p - emu_dyn_smem); }
+inline void emu_bar_done(EmuBar& e) { if (e.pending == 0 && e.tx == 0) { e.pending = e.expected; e.phase ^= 1u; } }
+inline void mbar_init(unsigned long long* b, unsigned n) {
+    std::lock_guard<std::mutex> l(emu_bar_mu); auto& e = emu_bars[b]; e.pending = e.expected = n; e.tx = 0; e.phase = 0; }
+inline void mbar_init_fence() {}
+inline void mbar_arrive(unsigned long long* b) {
+    std::lock_guard<std::mutex> l(emu_bar_mu); auto& e = emu_bars.at(b); --e.pending; emu_bar_done(e); }
+inline void mbar_expect(unsigned long long* b, unsigned bytes) {
+    std::lock_guard<std::mutex> l(emu_bar_mu); auto& e = emu_bars.at(b); e.tx += bytes; --e.pending; emu_bar_done(e); }
+inline void mbar_wait(unsigned long long* b, unsigned parity) {  // hundreds of waiting threads on two cores: sleep, not spin
+    EmuBar* e;
+    { std::lock_guard<std::mutex> l(emu_bar_mu); e = &emu_bars.at(b); }
+    while (e->phase.load() == parity) std::this_thread::sleep_for(std::chrono::microseconds(200));
+}
+inline void tma_load(void* dst, const EggTmap* m, int k, int row, int batch, unsigned long long* b) {
+    const long long off = (const unsigned char*)dst - emu_dyn_smem;
+    if (off & 1023) { fprintf(stderr, "a 128-byte-swizzled TMA box off a 1024-byte boundary\n"); abort(); }
+    long long bytes = 0;
+    for (int z = 0; z < m->box[2]; ++z)
+        for (int r = 0; r < m->box[1]; ++r)
+            for (int e = 0; e < m->box[0]; ++e, bytes += 2) {
+                const long long gk = k + e, gr = row + r, gz = batch + z;
+                unsigned short v = 0;
+                if (gk >= 0 && gk < m->dims[0] && gr >= 0 && gr < m->dims[1] && gz >= 0 && gz < m->dims[2])
+                    std::memcpy(&v, m->base + ((gz * m->dims[1] + gr) * m->dims[0] + gk) * 2, 2);
+                long long at = off + ((long long)z * m->box[1] + r) * m->box[0] * 2 + 2 * e;
+                at ^= ((at >> 7) & 7) << 4;
+                std::memcpy(emu_dyn_smem + at, &v, 2);
+            }
+    std::lock_guard<std::mutex> l(emu_bar_mu); auto& eb = emu_bars.at(b); eb.tx -= bytes; emu_bar_done(eb);
+}
+template <int N> inline void regs_dec() {}
+template <int N> inline void regs_inc() {}
 template <int BYTES> inline void cp_async(float* dst, const float* src, int valid_bytes) {
     std::memset(dst, 0, BYTES); std::memcpy(dst, src, valid_bytes);
 }
@@ -241,13 +290,13 @@ def available() -> bool:
 
 def _cpu_source(src: str) -> str:
     from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
-    from agents.expert.templates.gemm_wgmma16 import WGMMA16_PRELUDES
+    from agents.expert.templates.gemm_wgmma16 import TMA_PRELUDE, WGMMA16_PRELUDES
     from agents.expert.codegen import CLUSTER_PRELUDE
     from agents.expert.templates.scan import BOOL_PRELUDE
     body = src.replace(PRELUDE, "").replace(BOOL_PRELUDE, "").replace(WGMMA_PRELUDE, "").replace(TF32_PRELUDE, "")
     for pre in WGMMA16_PRELUDES.values():
         body = body.replace(pre, "")
-    body = body.replace(CLUSTER_PRELUDE, "")
+    body = body.replace(CLUSTER_PRELUDE, "").replace(TMA_PRELUDE, "")
     body = body.replace("reinterpret_cast<const float4*>(", "emu_vec<const float4>(").replace("reinterpret_cast<float4*>(", "emu_vec<float4>(")
     # dynamic shared memory becomes one static buffer (blocks run one at a time)
     return re.sub(r"extern __shared__ (?:__align__\(\d+\) )?(\w+(?: \w+)*?) (\w+)\[\];",
@@ -282,18 +331,27 @@ def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffer
         for i, (x, t) in enumerate(inputs.items()))
     calls = []
     for kernel, grid, block, args in steps:
+        maps = []  # a tensor-map argument: (buffer or input name, dims, box, element offset)
+        for j, a in enumerate(args):
+            if isinstance(a, tuple):
+                buf, dims, box, off = a
+                maps.append(f"    EggTmap emu_m{j}{{reinterpret_cast<const unsigned char*>({var[buf]}) + {off} * 2LL, "
+                            f"{{{', '.join(map(str, dims))}}}, {{{', '.join(map(str, box))}}}}};")
+        args = [f"emu_m{j}" if isinstance(a, tuple) else var[a] for j, a in enumerate(args)]
         g = tuple(grid) + (1,) * (3 - len(grid))
         cm = re.search(rf"__cluster_dims__\((\d+),[^)]*\)\s*(?:__launch_bounds__\(\d+\)\s*)?{kernel}\(", src)
         C = int(cm.group(1)) if cm else 1
         if g[0] % C:
             raise ValueError(f"{kernel}: grid {g[0]} is not a whole number of clusters of {C}")
         calls.append(f"""    {{
+{chr(10).join(maps)}
     gridDim.x = {g[0]}; gridDim.y = {g[1]}; gridDim.z = {g[2]}; blockDim.x = {block};
     std::vector<EmuBlock> blks({C});
     for (auto& bk : blks) {{
         bk.smem = static_cast<unsigned char*>(std::aligned_alloc(128, 1 << 20));
         for (int w = 0; w < ({block} + 31) / 32; ++w) bk.warps.push_back(new std::barrier<>(std::min(32, {block} - 32 * w)));
         bk.bar = new std::barrier<>({block});
+        if ({block} % 128 == 0) for (int w = 0; w < {block} / 128; ++w) bk.wgs.push_back(new std::barrier<>(128));
     }}
     emu_cluster = blks.data();
     emu_cluster_barrier = new std::barrier<>({C * block});
@@ -305,7 +363,7 @@ def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffer
         for (int emu_t = 0; emu_t < {block}; ++emu_t)
             ts.emplace_back([&, emu_t, rk, bx, by, bz] {{
                 emu_blk = &blks[rk]; emu_rank = rk; blockIdx = EmuDim{{bx + rk, by, bz}}; threadIdx.x = emu_t;
-                {kernel}({", ".join(var[a] for a in args)}); }});
+                {kernel}({", ".join(args)}); }});
         for (auto& th : ts) th.join();
     }}
     }}""")
@@ -354,15 +412,17 @@ def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir
         elif line.startswith("egg.launch("):
             call = ast.parse(line).body[0].value
             kernel, grid, block = (ast.literal_eval(a) for a in call.args[:3])
-            names = [ast.unparse(a) for a in call.args[3].elts]
+            names = [(ast.unparse(a.args[0]), *(ast.literal_eval(ast.unparse(x)) for x in a.args[1:]))
+                     if isinstance(a, ast.Call) else ast.unparse(a) for a in call.args[3].elts]
             steps.append((kernel, tuple(grid), block[0], names))
     tensors = dict(tensors)
     for *_, args in steps:  # an input's slice passed as a view (`x0.view(-1)[off:]`): the elements from there
         for a in args:
-            if (m := re.fullmatch(r"(x\d+)\.view\(-1\)\[(\d+):\]", a)) and a not in tensors:
+            if isinstance(a, str) and (m := re.fullmatch(r"(x\d+)\.view\(-1\)\[(\d+):\]", a)) and a not in tensors:
                 tensors[a] = tensors[m.group(1)].reshape(-1)[int(m.group(2)):]
     safe = {n: re.sub(r"\W", "_", n) for n in tensors}
-    steps = [(k, g, b, [safe.get(a, a) for a in args]) for k, g, b, args in steps]
+    steps = [(k, g, b, [(safe.get(a[0], a[0]), *a[1:]) if isinstance(a, tuple) else safe.get(a, a) for a in args])
+             for k, g, b, args in steps]
     buffers = {v: (int(np.prod(s)), types[v]) if types[v] else int(np.prod(s)) for v, s in shapes.items()}
     got = run_program(src, steps, buffers, {safe[n]: t.contiguous() for n, t in tensors.items()}, "out", workdir)
     return got.reshape(shapes["out"])

@@ -10,6 +10,7 @@ import torch
 from agents.expert.opgraph import export_graph
 from agents.expert.templates import gemm, gemm_wgmma16
 from runtime.compile import compile_check
+from runtime.host_policy import check_host_code
 from tasks import load_task
 
 TEMPLATE = """import torch
@@ -130,4 +131,104 @@ def test_the_agents_wgmma16_design_runs_through_its_host_code(tmp_egg):
         pytest.skip("no g++")
     k = agent.emit(g, fam, plan, first.params, load_profile("h200"))
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err < 2 * max(eager_err, 2 ** -9), (err, eager_err)
+
+
+TMA_CASES = [  # the warp-specialised TMA ring: staged (B (K, N) transposed by the stage), a batch, partial tiles,
+    # K of 5 tiles on a 3-slot ring (slots reused: the producer waits on their release); direct from the tensors
+    # (the map's bounds zero-fill partial tiles and K past the last whole tile), fp16, one consumer warpgroup
+    ("torch.relu(torch.matmul(a, b)) * 2.0", (130, 300), (300, 90), "bfloat16", (128, 64, 3, False)),
+    ("torch.bmm(a, b)", (2, 65, 136), (2, 136, 70), "float16", (64, 128, 3, False)),
+    ("torch.relu(torch.matmul(a, b.T)) * 2.0", (130, 296), (90, 296), "bfloat16", (128, 64, 3, True)),
+    ("torch.matmul(a, b.T)", (2, 70, 136), (200, 136), "float16", (64, 256, 4, True)),
+]
+
+
+@pytest.mark.parametrize("expr,sa,sb,dt,knobs", TMA_CASES)
+def test_tma_gemm_matches_float64_through_its_host_code(tmp_egg, expr, sa, sb, dt, knobs):
+    """The TMA GEMM's module (maps encoded by egg.tmap, passed before `out`) on the CPU emulator, whose TMA
+    copies the box into the 128-byte swizzle and whose barriers count arrivals and bytes: the producer
+    waits for a slot's release, the consumers for its bytes. A dropped release hangs; a wrong box, swizzle or
+    phase is far off the truth."""
+    from agents.expert import host
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    p, g, plan = _graph_plan(tmp_egg, expr, sa, sb, dt)
+    BM, BN, S, direct = knobs
+    k = gemm.GemmKnobs(BM=BM, BN=BN, stages=S, wgmma=True, tma=True, direct=direct)
+    src = gemm_wgmma16.render(g, plan, k)
+    assert ("egg_gemm_stage" in src) != direct and "cp.async.bulk.tensor.3d" in src and k.threads(True) == 2 * BM + 128
+    maps = gemm_wgmma16.tensor_maps(g, plan, k)
+    main = host.Launch("egg_gemm", gemm_wgmma16.grid(plan, k), (k.threads(True),), gemm.arg_order(g, plan),
+                       gemm_wgmma16.shared_bytes(plan, k), maps=maps)
+    steps = [(main, None)]
+    if not direct:
+        staged = gemm_wgmma16.staged_node(g, plan, k)
+        steps = [(host.Launch("egg_gemm_stage", gemm_wgmma16.stage_grid(plan, k), (gemm_wgmma16.STAGE_BLOCK,),
+                              gemm.arg_order(g, plan), 0), staged)] + steps
+    code = host.module_source_program(g, [(ln, n or g.output) for ln, n in steps])
+    assert code.count("egg.tmap(") == 2
+    check_host_code(code, "strict")  # egg.tmap is host code's to call
+    torch.manual_seed(3)
+    a, b = torch.randn(*sa, dtype=getattr(torch, dt)), torch.randn(*sb, dtype=getattr(torch, dt))
+    model = load_task(p).make_model(42)
+    want = model(a, b)
+    truth = model.double()(a.double(), b.double())
+    got = cpu_emulator.run_host(src, code, {"x0": a, "x1": b}, tmp_egg / "emu").double()
+    scale = truth.abs().max()
+    err, eager_err = (got - truth).abs().max() / scale, (want.double() - truth).abs().max() / scale
+    assert err < 2 * max(eager_err, 2 ** -9), (err, eager_err)
+    # B's box at A's rows (a wrong map coordinate) is far off: the check can fail
+    bad = src.replace("tma_load(sB + s * ", "tma_load(sB + s * 0 * ").replace("&mB, kt * 64, (int)n0", "&mB, kt * 64, (int)m0")
+    assert bad != src
+    got1 = cpu_emulator.run_host(bad, code, {"x0": a, "x1": b}, tmp_egg / "emu1").double()
+    assert (got1 - truth).abs().max() / scale > 10 * err
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+@pytest.mark.parametrize("BM,direct", [(128, False), (128, True), (64, False)])
+def test_tma_gemm_compiles_for_sm90_without_spills(tmp_egg, BM, direct):
+    """8192^3 on 128x256 tiles and 4 stages: the consumers' 128 accumulators a thread within the registers
+    the producer gives up (setmaxnreg), no spill, no MMA wait injected by ptxas."""
+    _, g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b.T)" if direct else "torch.matmul(a, b)", (8192, 8192), (8192, 8192), "bfloat16")
+    k = gemm.GemmKnobs(BM=BM, BN=256, stages=4, wgmma=True, tma=True, direct=direct)
+    assert gemm_wgmma16.shared_bytes(plan, k) <= 227 * 1024
+    src = gemm_wgmma16.render(g, plan, k)
+    assert ("regs_inc<232>();" in src) == (BM == 128)
+    r = compile_check(src, ["-lineinfo"], "sm_90a")
+    assert r.ok, r.log[-2000:]
+    assert all((x.spill_store_bytes, x.spill_load_bytes) == (0, 0) for x in r.resources), r.resources
+    assert "C7517" not in r.log and "C7510" not in r.log, r.log[-2000:]
+
+
+def test_memory_optimization_offers_the_tma_ring_first_and_its_module_runs(tmp_egg):
+    """From the bf16 linear's first design (tiles copied from the tensors by every thread), memory
+    optimisation proposes the warp-specialised TMA ring first; its module (the weight's and the input's
+    maps) matches float64 on the CPU emulator."""
+    from agents.expert import ExpertAgent
+    from hardware_profiles import load_profile
+    from state import KernelCandidate
+    from tests import cpu_emulator
+    from tests.test_expert import request
+    p = tmp_egg / "lin16.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.fc = nn.Linear(136, 300).to(torch.bfloat16)\n"
+                 "    def forward(self, x):\n        return torch.relu(self.fc(x))\n"
+                 "def get_inputs():\n    return [torch.randn(150, 136, dtype=torch.bfloat16)]\n"
+                 "def get_init_inputs():\n    return []\n")
+    agent = ExpertAgent()
+    first = agent.propose(request(p)).kernels[0]
+    assert first.params["wgmma"] and not first.params.get("tma")
+    best = KernelCandidate(id="a", stage="algorithm_design", **first.model_dump())
+    mem = agent.propose(request(p, "memory_optimization", best)).kernels
+    tma = mem[0]
+    assert tma.params == {**first.params, "tma": True, "stages": 4} and "TMA ring" in tma.description
+    assert "egg.tmap(x0, (136, 150, 1), (64, 128, 1), 0)" in tma.host_code  # the input's own rows, K innermost
+    best2 = KernelCandidate(id="b", stage="memory_optimization", **tma.model_dump())
+    assert not any(k.params.get("tma") is False for k in agent.propose(request(p, "memory_optimization", best2)).kernels)
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    g, fam, plan = agent._plan(str(p))
+    err, eager_err = cpu_emulator.run_module(p, g, agent.emit(g, fam, plan, tma.params, load_profile("h200")), tmp_egg / "emu")
     assert err < 2 * max(eager_err, 2 ** -9), (err, eager_err)

@@ -123,6 +123,24 @@ def test_tf32x3_from_split_planes_is_fp32_grade(tmp_egg, evaluator, expr, sa, sb
 
 
 @pytest.mark.parametrize("expr,sa,sb", [("torch.matmul(a, b)", (1030, 770), (770, 2060)),
+                                        ("torch.relu(torch.matmul(a, b.T))", (2050, 1000), (3000, 1000)),
+                                        ("torch.bmm(a, b)", (3, 300, 136), (3, 136, 520)),
+                                        ("torch.matmul(a, b.T)", (3, 300, 136), (520, 136))])
+def test_tma_gemm_verifies(tmp_egg, evaluator, expr, sa, sb):
+    """The warp-specialised bf16 GEMM (tiles by TMA from a producer warpgroup, mbarriers): staged and
+    straight from the tensors (the maps' bounds zero-fill the edges), one and two consumer warpgroups."""
+    from tests.test_expert_wgmma16 import TEMPLATE
+    p = tmp_egg / "g16.py"
+    p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb)), dt="bfloat16"))
+    w = {"wgmma": True, "tma": True, "BM": 128, "direct": False}
+    variants = [{**w, "BN": 256, "stages": 4}, {**w, "BN": 128, "stages": 5}, {**w, "BM": 64, "BN": 256, "stages": 4}]
+    if "b.T" in expr:  # B (N, K): the tensors' own maps
+        variants += [{**w, "BN": 256, "stages": 4, "direct": True}, {**w, "BM": 64, "BN": 128, "stages": 3, "direct": True}]
+    evs = evaluator.evaluate(str(p), _candidates(p, variants), None)
+    assert [e.verdict.value for e in evs] == ["correct"] * len(variants), [(e.candidate_id, e.reason) for e in evs]
+
+
+@pytest.mark.parametrize("expr,sa,sb", [("torch.matmul(a, b)", (1030, 770), (770, 2060)),
                                         ("torch.relu(torch.matmul(a, b.T))", (2050, 1000), (3000, 1000))])
 def test_wgmma16_rings_verify(tmp_egg, evaluator, expr, sa, sb):
     """The bf16 warpgroup-MMA GEMM with its ring S - 2 and S - 1 tiles ahead (lead), two tile widths."""

@@ -118,3 +118,15 @@ def test_the_compile_cache_takes_the_same_result_from_parallel_writers(tmp_path,
         t.join()
     assert errors == []
     assert comp._cached("k" * 64).ok and not list(comp.cache_dir().glob("*.tmp"))
+
+
+def test_a_tensor_map_that_tma_cannot_take_is_refused_before_the_driver():
+    """egg.tmap's checks (no GPU needed): the address and rows 16-byte aligned, a box row of at most 128
+    bytes (the swizzle's), no box dim past 256."""
+    from runtime.kernel_api import encode_tmap
+    with pytest.raises(ValueError, match="16-byte-aligned"):
+        encode_tmap(0x1008, (64, 128, 1), (64, 128, 1))  # address off 16 bytes
+    with pytest.raises(ValueError, match="16-byte-aligned"):
+        encode_tmap(0x1000, (36, 128, 1), (64, 128, 1))  # rows of 72 bytes
+    with pytest.raises(ValueError, match="16-byte-aligned"):
+        encode_tmap(0x1000, (64, 512, 1), (64, 512, 1))  # a box of 512 rows

@@ -283,7 +283,8 @@ def gemm_path(plan, params: dict) -> str:
 
 UNIT_CHARS = 150_000  # a program's source past this is cut into compilation units of about this size
 MAX_UNITS = 16  # (compiled in parallel: DenseNet-201's 2.2 MB took NVRTC 52 s on one core)
-PRELUDES = (PRELUDE, WGMMA_PRELUDE, TF32_PRELUDE, BOOL_PRELUDE, CLUSTER_PRELUDE, *gemm_wgmma16.WGMMA16_PRELUDES.values())
+PRELUDES = (PRELUDE, WGMMA_PRELUDE, TF32_PRELUDE, BOOL_PRELUDE, CLUSTER_PRELUDE, gemm_wgmma16.TMA_PRELUDE,
+            *gemm_wgmma16.WGMMA16_PRELUDES.values())
 
 
 def join_units(srcs: list[str]) -> str:
@@ -626,8 +627,11 @@ class ExpertAgent:
             tk = "gemm_tf32" if path == "tf32x3" else "gemm_tc"
             if path == "mma" and base.get("wgmma"):  # the 16-bit warpgroup MMA: tile width, then the ring's depth
                 other = {"BN": 128, "stages": 4} if base.get("BN") == 256 else {"BN": 256, "stages": 3}
-                out = ([{**base, **other}, {**base, "BM": 64}, {**base, "BM": 256, "stages": 3}] if st == "tiling" else
-                       [{**base, "lead": not base.get("lead", False)}] + [{**base, "stages": s} for s in (3, 5, 6) if s != base.get("stages")]
+                # TMA from a producer warpgroup first at memory optimisation (built blind: unmeasured on a GPU)
+                tma = [] if base.get("tma") or base.get("BM", 128) not in (64, 128) else [
+                    {**base, "tma": True, "stages": 4 if base.get("BN") == 256 else 5}]
+                out = ([{**base, **other}, {**base, "BM": 64}, {**base, "BM": 256, "stages": 3, "tma": False}] if st == "tiling" else
+                       tma + [{**base, "lead": not base.get("lead", False)}] + [{**base, "stages": s} for s in (3, 5, 6) if s != base.get("stages")]
                        + ([{**base, "direct": not base.get("direct", False)}] if gemm_wgmma16.direct_ok(plan) else [])
                        if st == "memory_optimization" else
                        [dict(MMA16)])
@@ -976,11 +980,14 @@ class ExpertAgent:
             if path == "mma" and k.wgmma:  # wgmma k16 on tiles copied from the tensors (direct), or staged K-major first
                 how = ("both operands' tiles copied from the tensors into the 128-byte swizzle (K-contiguous, no staging pass)"
                        if k.direct else "both operands staged K-major into whole 128-byte-swizzled tiles by a first kernel")
+                ring = (f"{k.stages}-stage TMA ring filled by a producer warpgroup (mbarriers, warp-specialised)" if k.tma else
+                        f"{k.stages}-stage cp.async ring{f', tiles {k.stages - 1} ahead' if k.lead else ''}")
                 desc = (f"GEMM {plan.dtype} wgmma (fp32 accumulation) tile {k.BM}x{k.BN}, {k.BM // 64} warpgroup(s), "
-                        f"{k.stages}-stage cp.async ring{f', tiles {k.stages - 1} ahead' if k.lead else ''}, {how}, 4 MMAs of k16 a tile")
+                        f"{ring}, {how}, 4 MMAs of k16 a tile")
                 staged = None if k.direct else gemm_wgmma16.staged_node(g, plan, k)
                 main = host.Launch("egg_gemm", gemm_wgmma16.grid(plan, k), (k.threads(True),),
-                                   ([] if k.direct else [staged]) + gemm.arg_order(g, plan), smem)
+                                   ([] if k.direct or k.tma else [staged]) + gemm.arg_order(g, plan), smem,
+                                   maps=gemm_wgmma16.tensor_maps(g, plan, k) if k.tma else [])
                 if k.direct:
                     return src, [(main, None)], desc
                 stage = host.Launch("egg_gemm_stage", gemm_wgmma16.stage_grid(plan, k), (gemm_wgmma16.STAGE_BLOCK,),

@@ -2,9 +2,19 @@
 through `egg.empty` and launches one kernel on torch's current stream."""
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from agents.expert.opgraph import Node, OpGraph
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    """A kernel's TMA descriptor argument: `node`'s 16-bit elements from `offset` on as a tensor of `dims`
+    (innermost first), read in boxes of `box` (egg.tmap)."""
+    node: Node
+    dims: tuple
+    box: tuple
+    offset: int = 0
 
 
 @dataclass
@@ -15,6 +25,12 @@ class Launch:
     tensors: list  # Node order of the kernel's tensor arguments after `out`
     shared_mem: int
     align16: bool = False
+    maps: list = field(default_factory=list)  # TensorMap arguments, passed before `out`
+
+
+def _args(launch: Launch, out: str, names: dict[str, str]) -> str:
+    maps = [f"egg.tmap({names[m.node.name]}, {tuple(m.dims)!r}, {tuple(m.box)!r}, {m.offset})" for m in launch.maps]
+    return ", ".join(maps + [out] + [names[t.name] for t in launch.tensors])
 
 
 def leaves(g: OpGraph) -> list[Node]:
@@ -58,7 +74,7 @@ def module_source(g: OpGraph, launch: Launch) -> str:
     out = g.output
     dev = _device(g)
     lines.append(f"        out = egg.empty({tuple(out.shape)!r}, torch.{out.dtype}, {dev})")
-    targs = ", ".join(["out"] + [names[t.name] for t in launch.tensors])
+    targs = _args(launch, "out", names)
     lines.append(f"        egg.launch({launch.kernel!r}, {launch.grid!r}, {launch.block!r}, [{targs}], "
                  f"shared_mem={launch.shared_mem})")
     lines.append("        return out")
@@ -72,7 +88,7 @@ def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]], graph: b
     forward checks its inputs and hands the launches (method `run_kernels`) to `egg.graphed`, which replays
     them as one CUDA graph. `views` (name -> (input position, element offset)): slices of an input a
     kernel reads as a tensor of its own, passed as views (`x0.view(-1)[off:]`: no copy, no kernel)."""
-    head = module_source(g, replace(steps[0][0], tensors=[])).rsplit("        out = egg.empty", 1)[0]
+    head = module_source(g, replace(steps[0][0], tensors=[], maps=[])).rsplit("        out = egg.empty", 1)[0]
     names = _host_names(g)
     dev = _device(g)
     lines = []
@@ -84,7 +100,7 @@ def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]], graph: b
     for i, (launch, node) in enumerate(steps):
         var = "out" if i == len(steps) - 1 else f"t{i}"
         lines.append(f"        {var} = egg.empty({tuple(node.shape)!r}, torch.{node.dtype}, {dev})")
-        targs = ", ".join([var] + [names[t.name] for t in launch.tensors])
+        targs = _args(launch, var, names)
         lines.append(f"        egg.launch({launch.kernel!r}, {launch.grid!r}, {launch.block!r}, [{targs}], "
                      f"shared_mem={launch.shared_mem})")
         names[node.name] = var

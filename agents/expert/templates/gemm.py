@@ -53,6 +53,7 @@ class GemmKnobs:
     fold: int = 4  # planes: k-tiles summed in their own accumulator before it is added to the total
     direct: bool = False  # 16-bit warpgroup MMA: both operands' tiles copied straight from the tensors (no staging pass)
     lead: bool = False  # warpgroup-MMA rings: tiles S - 1 ahead (a second barrier a step) instead of S - 2
+    tma: bool = False  # 16-bit warpgroup MMA: tiles by TMA from a producer warpgroup, mbarriers (warp-specialised)
     bsplit: bool = False  # planes: B read raw into the ring and split in shared memory (only A's planes in memory)
     swz: bool = False  # wgmma (planes GEMM, conv): tiles in the 128-byte swizzle (K 32: a row of a tile is 128 bytes), so the
     # tensor cores' reads of 8-row groups 1 KB apart spread over the banks
@@ -66,7 +67,7 @@ class GemmKnobs:
 
     def threads(self, tc: bool) -> int:
         if tc and self.wgmma:
-            return 2 * self.BM
+            return 2 * self.BM + (128 if self.tma else 0)
         return self.WM * self.WN * 32 if tc else (self.BM // self.TM) * (self.BN // self.TN)
 
 

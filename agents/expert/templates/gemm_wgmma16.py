@@ -13,6 +13,7 @@ canonical layout, its swizzle, the loaders and the descriptors are the TF32 ones
 """
 from __future__ import annotations
 
+from agents.expert import host
 from agents.expert.codegen import PRELUDE
 from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.gemm import GemmKnobs, GemmPlan, kernel_args
@@ -27,6 +28,29 @@ KIND = {"bfloat16": "bf16", "float16": "f16"}
 
 # the MMA functions a kind, one prelude each (the CPU emulator replaces them)
 WGMMA16_PRELUDES = {kind: "".join(_wgmma_fn(n, kind) for n in WGMMA_NS) for kind in KIND.values()}
+
+# the tensor-memory accelerator and shared-memory barriers (`tma`; tests/cpu_emulator.py gives C++ versions)
+TMA_PRELUDE = r"""struct __align__(64) EggTmap { unsigned long long v[16]; };  // a CUtensorMap's 128 opaque bytes
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(unsigned long long* b, unsigned n) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(smem_u32(b)), "r"(n) : "memory"); }
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_arrive(unsigned long long* b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(smem_u32(b)) : "memory"); }
+__device__ __forceinline__ void mbar_expect(unsigned long long* b, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(smem_u32(b)), "r"(bytes) : "memory"); }
+__device__ __forceinline__ void mbar_wait(unsigned long long* b, unsigned parity) {
+    // until the phase of this parity has completed (a fresh barrier: parity 1 passes at once)
+    asm volatile("{\n.reg .pred p;\nEGG_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra EGG_WAIT;\n}\n"
+                 :: "r"(smem_u32(b)), "r"(parity) : "memory"); }
+__device__ __forceinline__ void tma_load(void* dst, const EggTmap* m, int k, int row, int batch, unsigned long long* b) {
+    // a box of the map at (k, row, batch) into shared memory; its bytes complete barrier b's transaction
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+                 :: "r"(smem_u32(dst)), "l"(reinterpret_cast<unsigned long long>(m)), "r"(k), "r"(row), "r"(batch), "r"(smem_u32(b))
+                 : "memory"); }
+template <int N> __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(N)); }
+template <int N> __device__ __forceinline__ void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(N)); }
+"""
 
 
 def padded(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
@@ -46,6 +70,8 @@ def check(p: GemmPlan, k: GemmKnobs) -> None:
         raise Unsupported("a transposed A on the 16-bit wgmma GEMM")
     if k.direct and not direct_ok(p):
         raise Unsupported("direct tiles need A (M, K) and B (N, K) with K a multiple of 8")
+    if k.tma and k.BM not in (64, 128):
+        raise Unsupported("the TMA GEMM runs one or two consumer warpgroups (BM 64 or 128)")
 
 
 def direct_ok(p: GemmPlan) -> bool:
@@ -69,7 +95,8 @@ def stage_grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int]:
 
 
 def shared_bytes(p: GemmPlan, k: GemmKnobs) -> int:
-    return k.stages * (k.BM + k.BN) * BKW * 4
+    """The ring (and with `tma` its two barriers a stage)."""
+    return k.stages * (k.BM + k.BN) * BKW * 4 + (16 * k.stages if k.tma else 0)
 
 
 def grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
@@ -133,10 +160,90 @@ extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_gemm_stage(float
 """
 
 
+def tensor_maps(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> list[host.TensorMap]:
+    """`tma`: the maps of A's and B's tiles, (K, rows, batches) each, boxes of 64 x BM (BN) x 1: the
+    tensors themselves (`direct`; the map's bounds zero-fill the edges) or the staged workspace."""
+    ba, bb = plane_batches(p)
+    if k.direct:
+        return [host.TensorMap(p.a_src, (p.K, p.M, ba), (2 * BKW, k.BM, 1)),
+                host.TensorMap(p.b_src, (p.K, p.N, bb), (2 * BKW, k.BN, 1))]
+    Mp, Np, Kp = padded(p, k)
+    P = staged_node(g, p, k)
+    return [host.TensorMap(P, (Kp, Mp, ba), (2 * BKW, k.BM, 1)),
+            host.TensorMap(P, (Kp, Np, bb), (2 * BKW, k.BN, 1), ba * Mp * Kp)]
+
+
+def render_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
+    """`egg_gemm(mA, mB, <the GEMM's arguments>)`, warp-specialised: a producer warpgroup (one thread of
+    it) copies each k-tile of A and B by TMA into a ring slot and arms the slot's `full` barrier with the
+    bytes; BM / 64 consumer warpgroups wait on it, issue the tile's MMAs and, once the step after has
+    issued its own (one step's MMAs in flight), release the slot through its `empty` barrier. No thread
+    computes an address or waits on a block-wide barrier in the loop (the cp.async ring's every thread
+    did both); the producer gives its registers to the consumers (setmaxnreg)."""
+    Mp, Np, Kp = padded(p, k)
+    kind = KIND[p.dtype]
+    NW, S, NI = k.BM // 64, k.stages, k.BN // 8
+    T = k.threads(True)
+    EA, EB = k.BM * BKW, k.BN * BKW
+    ba, bb = plane_batches(p)
+    KT = -(-p.K // (2 * BKW)) if k.direct else Kp // (2 * BKW)
+    steps = "\n".join(f"            wgmma_{kind}_n{k.BN}(d, wg_desc_sw128(sA_s + {kk * 8}), wg_desc_sw128(sB_s + {kk * 8}));"
+                       for kk in range(BKW // 8))
+    store = output_store(g, p)[2]
+    mt, nt = Mp // k.BM, Np // k.BN
+    regs = ("        regs_dec<40>();  // the producer's registers go to the consumers' accumulators\n", "    regs_inc<232>();\n") \
+        if NW == 2 else ("", "")
+    return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{WGMMA16_PRELUDES[kind]}{TMA_PRELUDE}{"" if k.direct else _stage_source(g, p, k)}
+extern "C" __global__ void __launch_bounds__({T}, 1) egg_gemm(const __grid_constant__ EggTmap mA, const __grid_constant__ EggTmap mB, {kernel_args(g, p)}) {{
+    extern __shared__ __align__(1024) unsigned char smem[];
+    float* sA = reinterpret_cast<float*>(smem);
+    float* sB = sA + {S * EA};
+    unsigned long long* full = reinterpret_cast<unsigned long long*>(sB + {S * EB});
+    unsigned long long* empty = full + {S};
+{grouped_tile(mt, nt, k)}    if (tid == 0) {{
+        for (int s = 0; s < {S}; ++s) {{ mbar_init(full + s, 1); mbar_init(empty + s, {NW}); }}
+        mbar_init_fence();
+    }}
+    __syncthreads();
+    if (wg == {NW}) {{  // the producer warpgroup
+{regs[0]}        if (tid == {NW * 128}) {{
+            for (int kt = 0; kt < {KT}; ++kt) {{
+                const int s = kt % {S};
+                if (kt >= {S}) mbar_wait(empty + s, ((kt / {S}) - 1) & 1);  // the slot's tile of S steps ago consumed
+                mbar_expect(full + s, {(k.BM + k.BN) * BKW * 4});
+                tma_load(sA + s * {EA}, &mA, kt * {2 * BKW}, (int)m0, {"bz" if ba > 1 else "0"}, full + s);
+                tma_load(sB + s * {EB}, &mB, kt * {2 * BKW}, (int)n0, {"bz" if bb > 1 else "0"}, full + s);
+            }}
+        }}
+        return;
+    }}
+{regs[1]}    float d[{NI * 4}];
+    #pragma unroll
+    for (int q = 0; q < {NI * 4}; ++q) d[q] = 0.0f;
+    for (int kt = 0; kt < {KT}; ++kt) {{
+        const int s = kt % {S};
+        mbar_wait(full + s, (kt / {S}) & 1);
+        const float* sA_s = sA + s * {EA} + wg * {64 * BKW};
+        const float* sB_s = sB + s * {EB};
+        wgmma_fence();
+{steps}
+        wgmma_commit();
+        wgmma_wait1();  // step kt - 1's MMAs are done: its slot goes back to the producer
+        if (kt > 0 && (tid & 127) == 0) mbar_arrive(empty + (kt - 1) % {S});
+    }}
+    wgmma_wait0();
+    float acc[1][{NI}][4];
+    #pragma unroll
+    for (int q = 0; q < {NI * 4}; ++q) acc[0][q / 4][q % 4] = d[q];
+{_wg_store(NI, p.M, p.N, store, "wg * 64 + wq * 16")}"""
+
+
 def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     """The stage kernel, then `egg_gemm(out, P, <the GEMM's arguments>)` on the staged tiles; `direct`:
     `egg_gemm(<the GEMM's arguments>)` alone, its tiles copied from the tensors."""
     check(p, k)
+    if k.tma:
+        return render_tma(g, p, k)
     Mp, Np, Kp = padded(p, k)
     Kw = Kp // 2
     kind = KIND[p.dtype]
