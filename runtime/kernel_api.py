@@ -57,17 +57,17 @@ class KernelAPI:
     def empty_like(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
         return self.empty(t.shape, dtype or t.dtype, t.device)
 
-    def tmap(self, t: torch.Tensor, dims, box, offset: int = 0):
-        """A TMA tensor map of `t`'s 16-bit elements from element `offset` on, as a tensor of `dims`
+    def tmap(self, t: torch.Tensor, dims, box, offset: int = 0, elem: int = 2):
+        """A TMA tensor map of `t`'s `elem`-byte elements (2 or 4) from element `offset` on, as a tensor of `dims`
         (innermost first, contiguous) read in boxes of `box` into shared memory in the 128-byte swizzle,
         zeros past the edges: a kernel's `const __grid_constant__ EggTmap` parameter. Encoded by the
         driver once per (address, shape) and kept (a fresh input is a new address: a few microseconds)."""
-        key = (t.data_ptr() + 2 * offset, tuple(dims), tuple(box))
+        key = (t.data_ptr() + elem * offset, tuple(dims), tuple(box), elem)
         m = self._maps.get(key)
         if m is None:
             if len(self._maps) > 256:  # the verifier's fresh inputs: keep the cache small
                 self._maps.clear()
-            m = self._maps[key] = encode_tmap(key[0], key[1], key[2])
+            m = self._maps[key] = encode_tmap(*key)
         return m
 
     @staticmethod
@@ -153,28 +153,31 @@ TMAP = np.dtype([("v", np.uint64, (16,))])  # CUtensorMap: 128 opaque bytes (64-
 _encode = []
 
 
-def encode_tmap(ptr: int, dims, box):
-    """cuTensorMapEncodeTiled through ctypes on the driver (no package beyond numpy): a 16-bit tensor of
+def encode_tmap(ptr: int, dims, box, elem: int = 2):
+    """cuTensorMapEncodeTiled through ctypes on the driver (no package beyond numpy): a tensor of `elem`-byte
+    elements (2 or 4) of
     `dims` (innermost first, contiguous) at `ptr`, boxes of `box`, the 128-byte swizzle, zero fill. A
     numpy structured scalar, which CuPy passes to a kernel by value."""
     import ctypes
     r = len(dims)
-    if ptr % 16 or (2 * dims[0]) % 16 or box[0] * 2 > 128 or max(box) > 256 or len(box) != r or not 1 < r <= 5:
+    if elem not in (2, 4):
+        raise ValueError(f"a tensor map of {elem}-byte elements (2 or 4 here)")
+    if ptr % 16 or (elem * dims[0]) % 16 or box[0] * elem > 128 or max(box) > 256 or len(box) != r or not 1 < r <= 5:
         raise ValueError(f"a tensor map needs a 16-byte-aligned address and rows, boxes of at most 128 bytes by 256: "
                          f"address {ptr:#x}, dims {dims}, box {box}")
     if not _encode:
         fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
         fn.restype = ctypes.c_int
         _encode.append(fn)
-    strides, at = [], 2
+    strides, at = [], elem
     for d in dims[:-1]:
         at *= d
         strides.append(at)
     m = (ctypes.c_uint64 * 16)()
     u64, u32 = ctypes.c_uint64, ctypes.c_uint32
-    # UINT16 (the swizzle and zero fill do not care whether the bits are bf16 or fp16), no interleave,
-    # SWIZZLE_128B (3), L2 promotion 128 bytes (2), zeros out of bounds (0)
-    res = _encode[0](ctypes.byref(m), 1, r, ctypes.c_void_p(ptr), (u64 * r)(*dims), (u64 * (r - 1))(*strides),
+    # UINT16 or UINT32 (the swizzle and zero fill do not care whether the bits are bf16, fp16 or fp32), no
+    # interleave, SWIZZLE_128B (3), L2 promotion 128 bytes (2), zeros out of bounds (0)
+    res = _encode[0](ctypes.byref(m), 1 if elem == 2 else 2, r, ctypes.c_void_p(ptr), (u64 * r)(*dims), (u64 * (r - 1))(*strides),
                      (u32 * r)(*box), (u32 * r)(*([1] * r)), 0, 3, 2, 0)
     if res:
         raise RuntimeError(f"cuTensorMapEncodeTiled failed (CUresult {res}) for dims {dims}, box {box}")

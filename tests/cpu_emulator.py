@@ -232,7 +232,7 @@ inline void wgmma_tf32_n256(float* d, unsigned long long a, unsigned long long b
 // the TMA GEMM's (gemm_wgmma16.TMA_PRELUDE): a map is where the 16-bit tensor is and its shape; a load copies
 // the box at once into the 128-byte swizzle (zeros outside the tensor) and completes its bytes on the barrier;
 // a barrier counts arrivals and bytes, and its phase flips when both are in (waits spin on the phase)
-struct EggTmap { const unsigned char* base; long long dims[3]; int box[3]; };
+struct EggTmap { const unsigned char* base; long long dims[3]; int box[3]; int elem; };
 struct EmuBar { long long pending, expected, tx; std::atomic<unsigned> phase; };
 static std::mutex emu_bar_mu;
 static std::map<const void*, EmuBar> emu_bars;  // a barrier's node stays put: waiters read its phase unlocked
@@ -256,14 +256,14 @@ inline void tma_load(void* dst, const EggTmap* m, int k, int row, int batch, uns
     long long bytes = 0;
     for (int z = 0; z < m->box[2]; ++z)
         for (int r = 0; r < m->box[1]; ++r)
-            for (int e = 0; e < m->box[0]; ++e, bytes += 2) {
+            for (int e = 0; e < m->box[0]; ++e, bytes += m->elem) {
                 const long long gk = k + e, gr = row + r, gz = batch + z;
-                unsigned short v = 0;
+                unsigned v = 0;
                 if (gk >= 0 && gk < m->dims[0] && gr >= 0 && gr < m->dims[1] && gz >= 0 && gz < m->dims[2])
-                    std::memcpy(&v, m->base + ((gz * m->dims[1] + gr) * m->dims[0] + gk) * 2, 2);
-                long long at = off + ((long long)z * m->box[1] + r) * m->box[0] * 2 + 2 * e;
+                    std::memcpy(&v, m->base + ((gz * m->dims[1] + gr) * m->dims[0] + gk) * m->elem, m->elem);
+                long long at = off + ((long long)z * m->box[1] + r) * m->box[0] * m->elem + m->elem * e;
                 at ^= ((at >> 7) & 7) << 4;
-                std::memcpy(emu_dyn_smem + at, &v, 2);
+                std::memcpy(emu_dyn_smem + at, &v, m->elem);
             }
     std::lock_guard<std::mutex> l(emu_bar_mu); auto& eb = emu_bars.at(b); eb.tx -= bytes; emu_bar_done(eb);
 }
@@ -315,8 +315,8 @@ def run(src: str, kernel: str, grid: int, block: int, out_shape, inputs: list[to
 def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffers: dict[str, int | tuple[int, str]],
                 inputs: dict[str, torch.Tensor], result: str, workdir: Path) -> torch.Tensor:
     """Several launches in order over shared buffers (e.g. out, part, res; float32, or (size, C type) for a
-    16-bit one) and the inputs: each step is (kernel, grid (x[, y[, z]]), block, argument names). Returns
-    buffer `result` (flat, as float32)."""
+    16-bit one) and the inputs: each step is (kernel, grid (x[, y[, z]]), block, argument names; a TMA map
+    as a tuple (name, dims, box, element offset[, element bytes])). Returns buffer `result` (flat, as float32)."""
     names = list(buffers) + list(inputs)
     var = {n: f"emu_v_{n}" for n in names}  # driver variables never clash with the kernel's own names
     typed = {b: (n, "float") if isinstance(n, int) else n for b, n in buffers.items()}
@@ -331,12 +331,12 @@ def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffer
         for i, (x, t) in enumerate(inputs.items()))
     calls = []
     for kernel, grid, block, args in steps:
-        maps = []  # a tensor-map argument: (buffer or input name, dims, box, element offset)
+        maps = []  # a tensor-map argument: (buffer or input name, dims, box, element offset[, element bytes])
         for j, a in enumerate(args):
             if isinstance(a, tuple):
-                buf, dims, box, off = a
-                maps.append(f"    EggTmap emu_m{j}{{reinterpret_cast<const unsigned char*>({var[buf]}) + {off} * 2LL, "
-                            f"{{{', '.join(map(str, dims))}}}, {{{', '.join(map(str, box))}}}}};")
+                buf, dims, box, off, elem = (*a, 2)[:5]
+                maps.append(f"    EggTmap emu_m{j}{{reinterpret_cast<const unsigned char*>({var[buf]}) + {off} * {elem}LL, "
+                            f"{{{', '.join(map(str, dims))}}}, {{{', '.join(map(str, box))}}}, {elem}}};")
         args = [f"emu_m{j}" if isinstance(a, tuple) else var[a] for j, a in enumerate(args)]
         g = tuple(grid) + (1,) * (3 - len(grid))
         cm = re.search(rf"__cluster_dims__\((\d+),[^)]*\)\s*(?:__launch_bounds__\(\d+\)\s*)?{kernel}\(", src)

@@ -293,6 +293,11 @@ PLANE_CASES = [  # expr, A shape, B shape, (BM, BN, stages, fold, BK): B (K, N) 
     # the ring a tile further ahead (lead): planes over several folds, and B split in the ring
     ("torch.matmul(a, b)", (130, 300), (300, 70), (128, 64, 3, 2, 32, True, False, True)),
     ("torch.matmul(a, b.T)", (70, 200), (90, 200), (64, 64, 4, 2, 16, False, True, True)),
+    # the planes' tiles by TMA from a producer warpgroup (tma): folds over a ring whose slots come round
+    # again (K 384: 12 tiles on 3 slots), one fold a tile, a batch (its high and low planes a z of the map)
+    ("torch.relu(torch.matmul(a, b)) * 2.0", (130, 384), (384, 70), (128, 64, 3, 4, 32, True, False, False, True)),
+    ("torch.matmul(a, b.T)", (70, 200), (90, 200), (64, 128, 4, 1, 32, True, False, False, True)),
+    ("torch.bmm(a, b)", (3, 70, 75), (3, 75, 50), (64, 64, 3, 2, 32, True, False, False, True)),
 ]
 
 
@@ -307,8 +312,9 @@ def test_tf32x3_from_split_planes_is_fp32_grade_on_the_cpu_emulator(tmp_egg, exp
     if not cpu_emulator.available():
         pytest.skip("no g++")
     g, plan = _graph_plan(tmp_egg, expr, sa, sb)
-    BM, BN, S, F, BK, swz, bsplit, lead = (*knobs, False, False, False)[:8]
-    k = gemm.GemmKnobs(BM=BM, BN=BN, BK=BK, stages=S, wgmma=True, planes=True, fold=F, swz=swz, bsplit=bsplit, lead=lead)
+    BM, BN, S, F, BK, swz, bsplit, lead, tma = (*knobs, False, False, False, False)[:9]
+    k = gemm.GemmKnobs(BM=BM, BN=BN, BK=BK, stages=S, wgmma=True, planes=True, fold=F, swz=swz, bsplit=bsplit, lead=lead,
+                       tma=tma)
     src = gemm_tf32.render(g, plan, k)
     assert ("wg_desc_sw128(sAh_s" in src) == k.swz
     assert ("reinterpret_cast<float4*>(sBl" in src) == bsplit and ("b -= " in src) != bsplit  # B: no planes
@@ -321,8 +327,9 @@ def test_tf32x3_from_split_planes_is_fp32_grade_on_the_cpu_emulator(tmp_egg, exp
     size = gemm_tf32.planes_node(g, plan, k).shape[0]
 
     def run(source, tag):
+        maps = [("P", m.dims, m.box, m.offset, m.elem) for m in gemm_tf32.planes_maps(g, plan, k)] if tma else []
         steps = [("egg_gemm_split", gemm_tf32.split_grid(plan, k), gemm_tf32.SPLIT_BLOCK, ["P", "in0", "in1"]),
-                 ("egg_gemm", gemm_tf32.grid(plan, k), k.threads(True), ["out", "P", "in0", "in1"])]
+                 ("egg_gemm", gemm_tf32.grid(plan, k), k.threads(True), maps + ["out"] + ([] if tma else ["P"]) + ["in0", "in1"])]
         return cpu_emulator.run_program(source, steps, {"out": want.numel(), "P": size}, {"in0": a, "in1": b}, "out",
                                         tmp_egg / tag).reshape(want.shape).double()
     got = run(src, "emu")
@@ -339,8 +346,8 @@ def test_tf32x3_from_split_planes_is_fp32_grade_on_the_cpu_emulator(tmp_egg, exp
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
 def test_tf32x3_planes_compile_for_sm90_without_spills(tmp_egg):
     g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b)", (4096, 4096), (4096, 4096))
-    for bn, s, bk in ((128, 6, 16), (128, 3, 32), (64, 8, 16)):
-        k = gemm.GemmKnobs(BM=128, BN=bn, BK=bk, stages=s, wgmma=True, planes=True)
+    for bn, s, bk, tma in ((128, 6, 16, False), (128, 3, 32, False), (64, 8, 16, False), (128, 3, 32, True), (64, 4, 32, True)):
+        k = gemm.GemmKnobs(BM=128, BN=bn, BK=bk, stages=s, wgmma=True, planes=True, swz=bk == 32, tma=tma)
         assert gemm_tf32.shared_bytes_planes(plan, k) <= 227 * 1024
         r = compile_check(gemm_tf32.render(g, plan, k), ["-lineinfo"], "sm_90a")
         assert r.ok, r.log[-2000:]
@@ -379,6 +386,31 @@ def test_planes_candidate_runs_through_its_host_code(tmp_egg):
         pytest.skip("no g++")
     k = agent.emit(g, fam, plan, first.params, load_profile("h200"))
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err < 4 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_memory_optimization_offers_the_planes_by_tma_and_its_module_runs(tmp_egg):
+    """A (600 x 300) @ (300 x 640) fp32 matmul starts on both operands' planes (B (K, N): no split in the
+    ring); memory optimisation offers the planes' tiles by TMA from a producer warpgroup first, whose
+    module (two maps of 4-byte elements over the workspace) matches float64 on the CPU emulator."""
+    from agents.expert import ExpertAgent
+    from hardware_profiles import load_profile
+    from state import KernelCandidate
+    from tests import cpu_emulator
+    from tests.test_expert import PROFILE, request
+    p = tmp_egg / "mm.py"
+    p.write_text(TEMPLATE.format(expr="torch.matmul(a, b)", sa="600, 300", sb="300, 640"))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    base = agent._default(fam, g, plan, None, load_profile("h200"))
+    assert base["planes"] and base["swz"] and not base.get("bsplit")
+    first = KernelCandidate(id="a", stage="algorithm_design", **agent.emit(g, fam, plan, base, PROFILE).model_dump())
+    tma = agent.propose(request(p, "memory_optimization", first)).kernels[0]
+    assert tma.params == {**base, "tma": True, "stages": 3} and "TMA from a producer warpgroup" in tma.description
+    assert tma.host_code.count("egg.tmap(t0, ") == 2 and ", 4)" in tma.host_code
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(p, g, agent.emit(g, fam, plan, tma.params, load_profile("h200")), tmp_egg / "emu")
     assert err < 4 * max(eager_err, 2 ** -24), (err, eager_err)
 
 

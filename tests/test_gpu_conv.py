@@ -114,7 +114,9 @@ def test_tf32x3_from_split_planes_is_fp32_grade(tmp_egg, evaluator, expr, sa, sb
     p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb))))
     planes = {"wgmma": True, "planes": True, "BM": 128, "stages": 3}
     variants = [{**planes, "BN": 128, "fold": 4}, {**planes, "BN": 64, "stages": 4, "fold": 8},
-                {**planes, "BN": 128, "fold": 1}, {**planes, "BN": 128, "fold": 4, "BK": 32, "swz": True, "lead": True}]
+                {**planes, "BN": 128, "fold": 1}, {**planes, "BN": 128, "fold": 4, "BK": 32, "swz": True, "lead": True},
+                {**planes, "BN": 128, "fold": 4, "BK": 32, "swz": True, "tma": True},  # the planes by TMA
+                {**planes, "BM": 64, "BN": 64, "stages": 4, "fold": 2, "BK": 32, "swz": True, "tma": True}]
     if "b.T" in expr:  # B (N, K): split in the ring, tiles S - 2 and S - 1 ahead
         sw = {**planes, "BN": 128, "BK": 32, "swz": True, "bsplit": True}
         variants += [sw, {**sw, "lead": True}]

@@ -672,6 +672,8 @@ class ExpertAgent:
                     if gemm_tf32.bsplit_ok(plan):  # B's planes in memory or split in the ring, whichever is not first
                         out.insert(1, {**base, "bsplit": not base.get("bsplit", False)})
                     out.insert(0, {**base, "lead": not base.get("lead", False)})  # the ring a tile further ahead
+                    if base.get("swz") and not base.get("bsplit") and not base.get("tma") and base.get("BN", 128) <= 128:
+                        out.insert(0, {**base, "tma": True, "stages": 3})  # TMA from a producer warpgroup (unmeasured)
                 elif path == "tf32x3":
                     out = [{**base, "stages": s, "ldm": ld} for ld in (True, False) for s in kn["gemm_tf32_stages"]]
                     if not base.get("wgmma") and base.get("splitk", 1) == 1 and g.output.dtype == "float32":
@@ -997,9 +999,12 @@ class ExpertAgent:
                 planes = gemm_tf32.planes_node(g, plan, k)
                 split = host.Launch("egg_gemm_split", gemm_tf32.split_grid(plan, k), (gemm_tf32.SPLIT_BLOCK,),
                                     gemm.arg_order(g, plan), 0)
-                main = host.Launch("egg_gemm", launch.grid, launch.block, [planes] + gemm.arg_order(g, plan), smem)
+                main = host.Launch("egg_gemm", launch.grid, launch.block, ([] if k.tma else [planes]) + gemm.arg_order(g, plan), smem,
+                                   maps=gemm_tf32.planes_maps(g, plan, k) if k.tma else [])
                 what = ("A split once into TF32 high and low planes by a first kernel, B's raw tiles split in shared "
                         "memory as they arrive" if k.bsplit else "both operands split once into TF32 high and low planes by a first kernel")
+                if k.tma:
+                    what += ", the planes' tiles copied by TMA from a producer warpgroup (mbarriers, warp-specialised)"
                 return src, [(split, planes), (main, None)], (
                     desc + f", {what}, "
                            f"3 MMAs a k-step from 4 tiles of K {k.BK} a stage{' (128-byte swizzle)' if k.swz else ''}, summed per {k.fold} k-tile(s)")

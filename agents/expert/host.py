@@ -9,12 +9,13 @@ from agents.expert.opgraph import Node, OpGraph
 
 @dataclass(frozen=True)
 class TensorMap:
-    """A kernel's TMA descriptor argument: `node`'s 16-bit elements from `offset` on as a tensor of `dims`
-    (innermost first), read in boxes of `box` (egg.tmap)."""
+    """A kernel's TMA descriptor argument: `node`'s `elem`-byte elements from `offset` on as a tensor of
+    `dims` (innermost first), read in boxes of `box` (egg.tmap)."""
     node: Node
     dims: tuple
     box: tuple
     offset: int = 0
+    elem: int = 2
 
 
 @dataclass
@@ -29,7 +30,8 @@ class Launch:
 
 
 def _args(launch: Launch, out: str, names: dict[str, str]) -> str:
-    maps = [f"egg.tmap({names[m.node.name]}, {tuple(m.dims)!r}, {tuple(m.box)!r}, {m.offset})" for m in launch.maps]
+    maps = [f"egg.tmap({names[m.node.name]}, {tuple(m.dims)!r}, {tuple(m.box)!r}, {m.offset}{'' if m.elem == 2 else f', {m.elem}'})"
+            for m in launch.maps]
     return ", ".join(maps + [out] + [names[t.name] for t in launch.tensors])
 
 

@@ -582,6 +582,69 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 """ + "".join(_wgmma_fn(n) for n in WGMMA_NS) + "".join(_wgmma_rs_fn(n) for n in WGMMA_NS)
 
 
+# the tensor-memory accelerator and shared-memory barriers (the `tma` GEMMs; tests/cpu_emulator.py gives C++ versions)
+TMA_PRELUDE = r"""struct __align__(64) EggTmap { unsigned long long v[16]; };  // a CUtensorMap's 128 opaque bytes
+__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(unsigned long long* b, unsigned n) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(smem_u32(b)), "r"(n) : "memory"); }
+__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
+__device__ __forceinline__ void mbar_arrive(unsigned long long* b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(smem_u32(b)) : "memory"); }
+__device__ __forceinline__ void mbar_expect(unsigned long long* b, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(smem_u32(b)), "r"(bytes) : "memory"); }
+__device__ __forceinline__ void mbar_wait(unsigned long long* b, unsigned parity) {
+    // until the phase of this parity has completed (a fresh barrier: parity 1 passes at once)
+    asm volatile("{\n.reg .pred p;\nEGG_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra EGG_WAIT;\n}\n"
+                 :: "r"(smem_u32(b)), "r"(parity) : "memory"); }
+__device__ __forceinline__ void tma_load(void* dst, const EggTmap* m, int k, int row, int batch, unsigned long long* b) {
+    // a box of the map at (k, row, batch) into shared memory; its bytes complete barrier b's transaction
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
+                 :: "r"(smem_u32(dst)), "l"(reinterpret_cast<unsigned long long>(m)), "r"(k), "r"(row), "r"(batch), "r"(smem_u32(b))
+                 : "memory"); }
+template <int N> __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(N)); }
+template <int N> __device__ __forceinline__ void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(N)); }
+"""
+
+
+def tma_setup(S: int, NW: int, after: str) -> str:
+    """A TMA ring's barriers, after the ring's tiles (`after`: where they end): `full` (the producer's
+    arrival with the bytes, then the bytes) and `empty` (one arrival a consumer warpgroup) a slot, set up by
+    one thread before the block's only barrier."""
+    return f"""    unsigned long long* full = reinterpret_cast<unsigned long long*>({after});
+    unsigned long long* empty = full + {S};
+    if (tid == 0) {{
+        for (int s = 0; s < {S}; ++s) {{ mbar_init(full + s, 1); mbar_init(empty + s, {NW}); }}
+        mbar_init_fence();
+    }}
+    __syncthreads();
+"""
+
+
+def tma_producer(S: int, NW: int, KT: str | int, nbytes: int, loads: list[str]) -> str:
+    """The producer warpgroup (the last, `wg == NW`): one thread fills slot kt % S with k-tile kt by the
+    `loads` (TMA, each naming `s`, `kt` and `full + s`) once the slot's tile of S steps before is consumed;
+    the rest of the warpgroup leaves, and with two consumer warpgroups its registers go to them."""
+    body = "\n".join(f"                {ln}" for ln in loads)
+    return f"""    if (wg == {NW}) {{  // the producer warpgroup
+{"        regs_dec<40>();  // the producer's registers go to the consumers' accumulators" + chr(10) if NW == 2 else ""}        if (tid == {NW * 128}) {{
+            for (int kt = 0; kt < {KT}; ++kt) {{
+                const int s = kt % {S};
+                if (kt >= {S}) mbar_wait(empty + s, ((kt / {S}) - 1) & 1);  // the slot's tile of S steps ago consumed
+                mbar_expect(full + s, {nbytes});
+{body}
+            }}
+        }}
+        return;
+    }}
+{"    regs_inc<232>();" + chr(10) if NW == 2 else ""}"""
+
+
+def tma_consumer_release(S: int, kt: str, indent: str = "        ") -> str:
+    """After a wait that leaves step `kt`'s MMAs at most in flight: step kt - 1's slot back to the producer
+    (one thread a warpgroup; every thread of it has passed that tile's wait, the MMAs being collective)."""
+    return f"{indent}if ({kt} > 0 && (tid & 127) == 0) mbar_arrive(empty + ({kt} - 1) % {S});\n"
+
+
 def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int,
                         setup: str, store: str, a_loader=None, b_loader=None, tiles: str | None = None) -> str:
     """kernel_source's contract (setup, loaders, store with `acc[mi][ni][2 * h + e]` at row m, column n)
@@ -760,6 +823,9 @@ def planes_check(p: GemmPlan, k: GemmKnobs) -> None:
         raise Unsupported("wgmma tile shape (K 16 or 32; a ring of 3 stages or more: one step's MMAs stay in flight)")
     if k.bsplit and not bsplit_ok(p):
         raise Unsupported("B split in the ring needs B K-contiguous in 16-byte pieces ((N, K), K a multiple of 4)")
+    if k.tma and (not k.swz or k.bsplit or k.BM not in (64, 128) or k.BN > 128):
+        raise Unsupported("the TMA planes GEMM reads swizzled planes of both operands (no bsplit), one or two "
+                          "consumer warpgroups, at most 128 columns (two accumulators a thread)")
 
 
 def planes_node(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> Node:
@@ -824,7 +890,19 @@ def output_store(g: OpGraph, p: GemmPlan) -> tuple[str, str, str]:
 
 
 def shared_bytes_planes(p: GemmPlan, k: GemmKnobs) -> int:
-    return k.stages * 2 * (k.BM + k.BN) * k.BK * 4
+    """The ring of four tiles a stage (and with `tma` its two barriers a stage)."""
+    return k.stages * 2 * (k.BM + k.BN) * k.BK * 4 + (16 * k.stages if k.tma else 0)
+
+
+def planes_maps(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> list:
+    """`tma`: the maps of A's and B's planes in the workspace, (K, rows, high and low planes of each batch
+    entry) each, boxes of 32 floats x BM (BN) x 1: a plane's tile at z = entry (high) or planes + entry (low)."""
+    from agents.expert import host
+    Mp, Np, Kp = padded(p, k)
+    ba, bb = plane_batches(p, k)
+    P = planes_node(g, p, k)
+    return [host.TensorMap(P, (Kp, Mp, 2 * ba), (32, k.BM, 1), 0, 4),
+            host.TensorMap(P, (Kp, Np, 2 * bb), (32, k.BN, 1), 2 * ba * Mp * Kp, 4)]
 
 
 def _split_source(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
@@ -920,6 +998,8 @@ def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
     (16: twice the ring's stages in the same shared memory, so the copies run further ahead of the MMAs);
     blocks walk the output in groups of GROUP_M row tiles, so a wave's tiles share their planes in L2."""
     planes_check(p, k)
+    if k.tma:
+        return _render_planes_tma(g, p, k, store)
     Mp, Np, Kp = padded(p, k)
     T, S, NI, F, bk = k.threads(True), k.stages, k.BN // 8, k.fold, k.BK
     EA, EB = k.BM * bk, k.BN * bk
@@ -967,6 +1047,61 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const floa
 {bottom}        }}
         wgmma_wait0();  // this fold's k-tiles done: into the total
         #pragma unroll
+        for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] += part[q]; part[q] = 0.0f; }}
+    }}
+{_wg_store(NI, p.M, p.N, store, "wg * 64 + wq * 16")}"""
+
+
+def _render_planes_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
+    """The split kernel, then `egg_gemm(mA, mB, <the GEMM's arguments>)` warp-specialised on the planes: a
+    producer warpgroup copies a k-tile's four swizzled tiles (A's and B's high and low planes) by TMA into a
+    ring slot (the 16-bit GEMM's ring: tma_setup, tma_producer); the consumers sum folds of F k-tiles as
+    render_planes does, releasing a slot once the MMAs that read it are done."""
+    Mp, Np, Kp = padded(p, k)
+    S, NI, F, bk, NW = k.stages, k.BN // 8, k.fold, k.BK, k.BM // 64
+    T = k.threads(True)
+    EA, EB = k.BM * bk, k.BN * bk
+    ba, bb = plane_batches(p, k)
+    za, zb = ("bz" if ba > 1 else "0"), ("bz" if bb > 1 else "0")
+    ops = {n: Operand(n, rows, tot, Kp, True, 4, True, bk, True) for n, rows, tot in
+           (("Ah", k.BM, Mp), ("Al", k.BM, Mp), ("Bh", k.BN, Np), ("Bl", k.BN, Np))}
+    steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {ops[a].desc(f's{a}_s', kk * 8)}, {ops[b].desc(f's{b}_s', kk * 8)});"
+                       for kk in range(bk // 8) for a, b in (("Al", "Bh"), ("Ah", "Bl"), ("Ah", "Bh")))
+    mt, nt = Mp // k.BM, Np // k.BN
+    loads = [f"tma_load(sAh + s * {EA}, &mA, kt * {bk}, (int)m0, {za}, full + s);",
+             f"tma_load(sAl + s * {EA}, &mA, kt * {bk}, (int)m0, {ba} + {za}, full + s);",
+             f"tma_load(sBh + s * {EB}, &mB, kt * {bk}, (int)n0, {zb}, full + s);",
+             f"tma_load(sBl + s * {EB}, &mB, kt * {bk}, (int)n0, {bb} + {zb}, full + s);"]
+    producer = tma_producer(S, NW, Kp // bk, 2 * (k.BM + k.BN) * bk * 4, loads)
+    return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{TMA_PRELUDE}{_split_source(g, p, k)}
+extern "C" __global__ void __launch_bounds__({T}, 1) egg_gemm(const __grid_constant__ EggTmap mA, const __grid_constant__ EggTmap mB, {kernel_args(g, p)}) {{
+    extern __shared__ __align__(1024) unsigned char smem[];
+    float* sAh = reinterpret_cast<float*>(smem);
+    float* sAl = sAh + {S * EA};
+    float* sBh = sAl + {S * EA};
+    float* sBl = sBh + {S * EB};
+{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sBl + {S * EB}")}{producer}    float acc[1][{NI}][4], part[{NI * 4}];
+    #pragma unroll
+    for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] = 0.0f; part[q] = 0.0f; }}
+    // a fold of F k-tiles at a time, unrolled (render_planes: no copy of `part` while MMAs write it)
+    for (int kg = 0; kg < {Kp // bk}; kg += {F}) {{
+        #pragma unroll
+        for (int f = 0; f < {F}; ++f) {{
+            const int kt = kg + f, s = kt % {S};
+            mbar_wait(full + s, (kt / {S}) & 1);
+            const float* sAh_s = sAh + s * {EA} + wg * {64 * bk};
+            const float* sAl_s = sAl + s * {EA} + wg * {64 * bk};
+            const float* sBh_s = sBh + s * {EB};
+            const float* sBl_s = sBl + s * {EB};
+            wgmma_fence();
+{steps}
+            wgmma_commit();
+            if (f < {F - 1}) {{
+                wgmma_wait1();
+{tma_consumer_release(S, "kt", "                ")}            }}
+        }}
+        wgmma_wait0();  // this fold's k-tiles done: into the total
+{tma_consumer_release(S, f"(kg + {F - 1})", "        ")}        #pragma unroll
         for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] += part[q]; part[q] = 0.0f; }}
     }}
 {_wg_store(NI, p.M, p.N, store, "wg * 64 + wq * 16")}"""

@@ -17,7 +17,8 @@ from agents.expert import host
 from agents.expert.codegen import PRELUDE
 from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.gemm import GemmKnobs, GemmPlan, kernel_args
-from agents.expert.templates.gemm_tf32 import (TF32_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, entry_base, wg_ring,
+from agents.expert.templates.gemm_tf32 import (TF32_PRELUDE, TMA_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, entry_base,
+                                               tma_consumer_release, tma_producer, tma_setup, wg_ring,
                                                _wg_store, _wgmma_fn, grouped_tile, output_store, plane_batches,
                                                whole_tile_loads, workspace_bases)
 
@@ -29,28 +30,6 @@ KIND = {"bfloat16": "bf16", "float16": "f16"}
 # the MMA functions a kind, one prelude each (the CPU emulator replaces them)
 WGMMA16_PRELUDES = {kind: "".join(_wgmma_fn(n, kind) for n in WGMMA_NS) for kind in KIND.values()}
 
-# the tensor-memory accelerator and shared-memory barriers (`tma`; tests/cpu_emulator.py gives C++ versions)
-TMA_PRELUDE = r"""struct __align__(64) EggTmap { unsigned long long v[16]; };  // a CUtensorMap's 128 opaque bytes
-__device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
-__device__ __forceinline__ void mbar_init(unsigned long long* b, unsigned n) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" :: "r"(smem_u32(b)), "r"(n) : "memory"); }
-__device__ __forceinline__ void mbar_init_fence() { asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory"); }
-__device__ __forceinline__ void mbar_arrive(unsigned long long* b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" :: "r"(smem_u32(b)) : "memory"); }
-__device__ __forceinline__ void mbar_expect(unsigned long long* b, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" :: "r"(smem_u32(b)), "r"(bytes) : "memory"); }
-__device__ __forceinline__ void mbar_wait(unsigned long long* b, unsigned parity) {
-    // until the phase of this parity has completed (a fresh barrier: parity 1 passes at once)
-    asm volatile("{\n.reg .pred p;\nEGG_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n@!p bra EGG_WAIT;\n}\n"
-                 :: "r"(smem_u32(b)), "r"(parity) : "memory"); }
-__device__ __forceinline__ void tma_load(void* dst, const EggTmap* m, int k, int row, int batch, unsigned long long* b) {
-    // a box of the map at (k, row, batch) into shared memory; its bytes complete barrier b's transaction
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
-                 :: "r"(smem_u32(dst)), "l"(reinterpret_cast<unsigned long long>(m)), "r"(k), "r"(row), "r"(batch), "r"(smem_u32(b))
-                 : "memory"); }
-template <int N> __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(N)); }
-template <int N> __device__ __forceinline__ void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(N)); }
-"""
 
 
 def padded(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
@@ -191,33 +170,14 @@ def render_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
                        for kk in range(BKW // 8))
     store = output_store(g, p)[2]
     mt, nt = Mp // k.BM, Np // k.BN
-    regs = ("        regs_dec<40>();  // the producer's registers go to the consumers' accumulators\n", "    regs_inc<232>();\n") \
-        if NW == 2 else ("", "")
     return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{WGMMA16_PRELUDES[kind]}{TMA_PRELUDE}{"" if k.direct else _stage_source(g, p, k)}
 extern "C" __global__ void __launch_bounds__({T}, 1) egg_gemm(const __grid_constant__ EggTmap mA, const __grid_constant__ EggTmap mB, {kernel_args(g, p)}) {{
     extern __shared__ __align__(1024) unsigned char smem[];
     float* sA = reinterpret_cast<float*>(smem);
     float* sB = sA + {S * EA};
-    unsigned long long* full = reinterpret_cast<unsigned long long*>(sB + {S * EB});
-    unsigned long long* empty = full + {S};
-{grouped_tile(mt, nt, k)}    if (tid == 0) {{
-        for (int s = 0; s < {S}; ++s) {{ mbar_init(full + s, 1); mbar_init(empty + s, {NW}); }}
-        mbar_init_fence();
-    }}
-    __syncthreads();
-    if (wg == {NW}) {{  // the producer warpgroup
-{regs[0]}        if (tid == {NW * 128}) {{
-            for (int kt = 0; kt < {KT}; ++kt) {{
-                const int s = kt % {S};
-                if (kt >= {S}) mbar_wait(empty + s, ((kt / {S}) - 1) & 1);  // the slot's tile of S steps ago consumed
-                mbar_expect(full + s, {(k.BM + k.BN) * BKW * 4});
-                tma_load(sA + s * {EA}, &mA, kt * {2 * BKW}, (int)m0, {"bz" if ba > 1 else "0"}, full + s);
-                tma_load(sB + s * {EB}, &mB, kt * {2 * BKW}, (int)n0, {"bz" if bb > 1 else "0"}, full + s);
-            }}
-        }}
-        return;
-    }}
-{regs[1]}    float d[{NI * 4}];
+{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sB + {S * EB}")}{tma_producer(S, NW, KT, (k.BM + k.BN) * BKW * 4, [
+        f"tma_load(sA + s * {EA}, &mA, kt * {2 * BKW}, (int)m0, {'bz' if ba > 1 else '0'}, full + s);",
+        f"tma_load(sB + s * {EB}, &mB, kt * {2 * BKW}, (int)n0, {'bz' if bb > 1 else '0'}, full + s);"])}    float d[{NI * 4}];
     #pragma unroll
     for (int q = 0; q < {NI * 4}; ++q) d[q] = 0.0f;
     for (int kt = 0; kt < {KT}; ++kt) {{
@@ -228,9 +188,8 @@ extern "C" __global__ void __launch_bounds__({T}, 1) egg_gemm(const __grid_const
         wgmma_fence();
 {steps}
         wgmma_commit();
-        wgmma_wait1();  // step kt - 1's MMAs are done: its slot goes back to the producer
-        if (kt > 0 && (tid & 127) == 0) mbar_arrive(empty + (kt - 1) % {S});
-    }}
+        wgmma_wait1();
+{tma_consumer_release(S, "kt")}    }}
     wgmma_wait0();
     float acc[1][{NI}][4];
     #pragma unroll
