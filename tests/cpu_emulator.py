@@ -232,7 +232,7 @@ inline void wgmma_tf32_n256(float* d, unsigned long long a, unsigned long long b
 // the TMA GEMM's (gemm_wgmma16.TMA_PRELUDE): a map is where the 16-bit tensor is and its shape; a load copies
 // the box at once into the 128-byte swizzle (zeros outside the tensor) and completes its bytes on the barrier;
 // a barrier counts arrivals and bytes, and its phase flips when both are in (waits spin on the phase)
-struct EggTmap { const unsigned char* base; long long dims[3]; int box[3]; int elem; };
+struct EggTmap { const unsigned char* base; long long dims[5]; int box[5]; int elem; };  // unused dims 1
 struct EmuBar { long long pending, expected, tx; std::atomic<unsigned> phase; };
 static std::mutex emu_bar_mu;
 static std::map<const void*, EmuBar> emu_bars;  // a barrier's node stays put: waiters read its phase unlocked
@@ -250,23 +250,33 @@ inline void mbar_wait(unsigned long long* b, unsigned parity) {  // hundreds of 
     { std::lock_guard<std::mutex> l(emu_bar_mu); e = &emu_bars.at(b); }
     while (e->phase.load() == parity) std::this_thread::sleep_for(std::chrono::microseconds(200));
 }
-inline void tma_load(void* dst, const EggTmap* m, int k, int row, int batch, unsigned long long* b) {
+inline void emu_tma(void* dst, const EggTmap* m, const long long* c, unsigned long long* b) {
     const long long off = (const unsigned char*)dst - emu_dyn_smem;
     if (off & 1023) { fprintf(stderr, "a 128-byte-swizzled TMA box off a 1024-byte boundary\n"); abort(); }
-    long long bytes = 0;
-    for (int z = 0; z < m->box[2]; ++z)
-        for (int r = 0; r < m->box[1]; ++r)
-            for (int e = 0; e < m->box[0]; ++e, bytes += m->elem) {
-                const long long gk = k + e, gr = row + r, gz = batch + z;
-                unsigned v = 0;
-                if (gk >= 0 && gk < m->dims[0] && gr >= 0 && gr < m->dims[1] && gz >= 0 && gz < m->dims[2])
-                    std::memcpy(&v, m->base + ((gz * m->dims[1] + gr) * m->dims[0] + gk) * m->elem, m->elem);
-                long long at = off + ((long long)z * m->box[1] + r) * m->box[0] * m->elem + m->elem * e;
-                at ^= ((at >> 7) & 7) << 4;
-                std::memcpy(emu_dyn_smem + at, &v, m->elem);
-            }
+    long long bytes = 0, row = 0;  // the box's rows (everything past its first dim) in order, dim 1 fastest
+    for (int i4 = 0; i4 < m->box[4]; ++i4) for (int i3 = 0; i3 < m->box[3]; ++i3) for (int i2 = 0; i2 < m->box[2]; ++i2)
+    for (int i1 = 0; i1 < m->box[1]; ++i1, ++row) {
+        const long long at_[5] = {0, c[1] + i1, c[2] + i2, c[3] + i3, c[4] + i4};
+        bool in = true;
+        long long g = 0;
+        for (int d = 4; d >= 1; --d) { in = in && at_[d] >= 0 && at_[d] < m->dims[d]; g = g * m->dims[d] + at_[d]; }
+        for (int e = 0; e < m->box[0]; ++e, bytes += m->elem) {
+            const long long gk = c[0] + e;
+            unsigned v = 0;
+            if (in && gk >= 0 && gk < m->dims[0]) std::memcpy(&v, m->base + (g * m->dims[0] + gk) * m->elem, m->elem);
+            long long at = off + row * m->box[0] * m->elem + m->elem * e;
+            at ^= ((at >> 7) & 7) << 4;
+            std::memcpy(emu_dyn_smem + at, &v, m->elem);
+        }
+    }
     std::lock_guard<std::mutex> l(emu_bar_mu); auto& eb = emu_bars.at(b); eb.tx -= bytes; emu_bar_done(eb);
 }
+inline void tma_load(void* dst, const EggTmap* m, int c0, int c1, int c2, unsigned long long* b) {
+    const long long c[5] = {c0, c1, c2, 0, 0}; emu_tma(dst, m, c, b); }
+inline void tma_load4(void* dst, const EggTmap* m, int c0, int c1, int c2, int c3, unsigned long long* b) {
+    const long long c[5] = {c0, c1, c2, c3, 0}; emu_tma(dst, m, c, b); }
+inline void tma_load5(void* dst, const EggTmap* m, int c0, int c1, int c2, int c3, int c4, unsigned long long* b) {
+    const long long c[5] = {c0, c1, c2, c3, c4}; emu_tma(dst, m, c, b); }
 template <int N> inline void regs_dec() {}
 template <int N> inline void regs_inc() {}
 template <int BYTES> inline void cp_async(float* dst, const float* src, int valid_bytes) {
@@ -335,6 +345,7 @@ def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffer
         for j, a in enumerate(args):
             if isinstance(a, tuple):
                 buf, dims, box, off, elem = (*a, 2)[:5]
+                dims, box = (*dims, 1, 1, 1, 1)[:5], (*box, 1, 1, 1, 1)[:5]
                 maps.append(f"    EggTmap emu_m{j}{{reinterpret_cast<const unsigned char*>({var[buf]}) + {off} * {elem}LL, "
                             f"{{{', '.join(map(str, dims))}}}, {{{', '.join(map(str, box))}}}, {elem}}};")
         args = [f"emu_m{j}" if isinstance(a, tuple) else var[a] for j, a in enumerate(args)]

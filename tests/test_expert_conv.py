@@ -8,7 +8,7 @@ import pytest
 
 from agents.expert import ExpertAgent
 from agents.expert.opgraph import Unsupported, export_graph
-from agents.expert.templates import conv, direct_conv, gemm
+from agents.expert.templates import conv, conv_tma, direct_conv, gemm
 from runtime.compile import compile_check
 from tasks import load_task
 from tests.codegen_golden import KB
@@ -561,3 +561,79 @@ def test_the_wgmma_first_design_matches_a_float64_truth(tmp_egg, spec):
         pytest.skip("no g++")
     err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
     assert 4 * max(eager_err, 2 ** -24) < err < 2e-3, (err, eager_err)
+
+
+TMA_SPECS = [  # nd, cin, cout, kernel, stride, pad, dilation, groups, bias, input shape, expression; BM, BN
+    # fewer channels than a box (the map's bounds zero them), padding on both sides, dilation, the patch past
+    # the output (9 x 9 outputs in patches of 16 x 4)
+    ((2, 8, 24, (3, 2), 1, (1, 1), (1, 2), 1, True, (2, 8, 9, 7), "torch.relu(self.conv(x))"), (64, 64)),
+    ((3, 8, 12, 3, 1, 1, 1, 1, False, (1, 8, 5, 4, 6), "self.conv(x) * self.extra"), (64, 64)),  # 5-d map, depth a block
+    ((1, 4, 8, 3, 1, 1, 1, 1, True, (3, 4, 17), "self.conv(x) - 0.5"), (64, 64)),  # 3-d map
+    ((2, 64, 16, 3, 1, 0, 1, 2, True, (1, 64, 6, 5), "torch.sigmoid(self.conv(x))"), (64, 64)),  # groups of 32 channels
+    ((2, 4, 8, (1, 3), 1, (0, 1), 1, 1, False, (1, 4, 3, 70), "self.conv(x)"), (128, 64)),  # rows of 70: two patches of 128
+]
+
+
+@pytest.mark.parametrize("spec,tile", TMA_SPECS, ids=lambda x: str(x[0]) if isinstance(x, tuple) and len(x) == 11 else None)
+def test_tma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, spec, tile):
+    """The conv whose tiles come by TMA (conv_tma): each tap's input box of the channels-last map, shifted by
+    the tap, in the 128-byte swizzle (the emulator's TMA zero-fills outside the map: padding and the
+    patch's overhang), the producer and consumer warpgroups on the emulator's barriers; against float64
+    through the module's host code (staging, then the conv with its two maps)."""
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    path = _task(tmp_egg, *spec)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    params = {**agent._default(fam, g, plan, None), "BM": tile[0], "BN": tile[1], "stages": 3, "split": 1, "layout": "nhwc",
+              "wgmma": True, "swz": True, "tma": True}
+    pk = agent.emit(g, fam, plan, params, load_profile("h200"))
+    assert pk.kernel_names == ["egg_conv_xt", "egg_conv_wt", "egg_conv"] and "TMA" in pk.description
+    assert pk.host_code.count("egg.tmap(") == 2
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
+    assert 4 * max(eager_err, 2 ** -24) < err < 2e-3, (err, eager_err)  # TF32, and every tap counted
+    # a tap's box not shifted along W (the tap's offset dropped) is far off: the check can fail
+    bad = pk.model_copy(update={"cuda_source": pk.cuda_source.replace(f" + k{plan.nd - 1} * ", " + 0 * k{0} * ".format(plan.nd - 1), 1)})
+    assert bad.cuda_source != pk.cuda_source
+    err1, _ = cpu_emulator.run_module(path, g, bad, tmp_egg / "emu1")
+    assert err1 > 100 * err
+
+
+def test_tma_conv_is_offered_first_at_memory_optimization_where_it_applies(tmp_egg):
+    """A 3x3 stride-1 conv on the wgmma path: memory optimisation proposes its tiles by TMA first; a strided
+    conv is not offered it (a strided patch is not a box), and the template says why."""
+    from state import KernelCandidate
+    from tests.test_expert import request
+    agent = ExpertAgent()
+    for stride, offered in ((1, True), (2, False)):
+        path = _task(tmp_egg, 2, 64, 128, 3, stride, 1, 1, 1, True, (16, 64, 128, 128), "torch.relu(self.conv(x))")
+        first = agent.propose(request(path)).kernels[0]
+        assert first.params.get("wgmma") and first.params.get("layout") == "nhwc"
+        best = KernelCandidate(id="a", stage="algorithm_design", **first.model_dump())
+        mem = agent.propose(request(path, "memory_optimization", best)).kernels
+        assert bool(mem[0].params.get("tma")) == offered and not any(k.params.get("tma") for k in mem[1:])
+        if not offered:
+            g, fam, plan = agent._plan(str(path))
+            assert "stride 1" in conv_tma.ok(plan)
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
+@pytest.mark.parametrize("nd,shape,ker", [(2, (2, 64, 256, 256), 3), (3, (2, 32, 32, 64, 64), 3), (1, (2, 64, 131072), 3)])
+def test_kernelbench_size_tma_conv_compiles_without_spills(tmp_egg, nd, shape, ker):
+    """Level 2 task 4's and 47's convs and level 1 task 67's on 128-position patches: the consumers' 64
+    accumulators a thread within what the producer leaves them, no spill, no MMA wait injected by ptxas."""
+    from hardware_profiles import load_profile
+    path = _task(tmp_egg, nd, shape[1], 128, ker, 1, 0, 1, 1, True, shape, "torch.tanh(self.conv(x))")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    params = {**agent._default(fam, g, plan, None), "BM": 128, "BN": 128, "stages": 4, "split": 1, "layout": "nhwc",
+              "wgmma": True, "swz": True, "tma": True}
+    pk = agent.emit(g, fam, plan, params, load_profile("h200"))
+    assert conv_tma.shared_bytes(plan, gemm.GemmKnobs.of(params)) <= 227 * 1024
+    assert f"tma_load{'' if nd == 1 else nd + 2}(sA" in pk.cuda_source
+    r = compile_check(pk.cuda_source, ["-lineinfo"], "sm_90a")
+    assert r.ok, r.log[-2000:]
+    assert all((x.spill_store_bytes, x.spill_load_bytes) == (0, 0) for x in r.resources), r.resources
+    assert "C7517" not in r.log and "C7510" not in r.log, r.log[-2000:]

@@ -6,7 +6,7 @@ import pytest
 
 from agents.expert import ExpertAgent
 from state import KernelCandidate
-from tests.test_expert_conv import CASES, _task
+from tests.test_expert_conv import CASES, TMA_SPECS, _task
 
 pytestmark = pytest.mark.gpu
 
@@ -43,6 +43,18 @@ def test_every_layout_verifies_at_awkward_shapes(tmp_egg, evaluator, case):
     variants.append({**knobs, "layout": "nhwc", "ldm": True})
     variants.append({**knobs, "layout": "nhwc", "wgmma": True, "BM": 64, "BN": 64, "stages": 4})  # the hardware reads wgmma's layout as the emulator does
     variants.append({**knobs, "layout": "nhwc", "wgmma": True, "swz": True, "lead": True, "BM": 64, "BN": 64, "stages": 3})  # tiles 2 ahead
+    evs = evaluator.evaluate(str(path), _candidates(path, variants), None)
+    _judged_as_eager_allows(evs, variants)
+
+
+@pytest.mark.parametrize("spec,tile", TMA_SPECS,
+                         ids=lambda x: str(x[0]) if isinstance(x, tuple) and len(x) == 11 else None)
+def test_tma_conv_verifies_at_awkward_shapes(tmp_egg, evaluator, spec, tile):
+    """The conv whose tiles come by TMA (conv_tma): padding and patch overhangs zero-filled by the map's
+    bounds, fewer channels than a box, groups of 32, 1-d to 3-d maps, one and two consumer warpgroups."""
+    path = _task(tmp_egg, *spec)
+    base = {"layout": "nhwc", "split": 1, "wgmma": True, "swz": True, "tma": True, "BN": tile[1]}
+    variants = [{**base, "BM": tile[0], "stages": 3}, {**base, "BM": 128, "stages": 4}]
     evs = evaluator.evaluate(str(path), _candidates(path, variants), None)
     _judged_as_eager_allows(evs, variants)
 

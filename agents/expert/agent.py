@@ -17,7 +17,7 @@ from agents.expert.codegen import CLUSTER_PRELUDE, PRELUDE
 from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
 from agents.expert.templates.scan import BOOL_PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported, ancestors, export_graph
-from agents.expert.templates import (conv, conv_sum, direct_conv, gemm, gemm_sum, gemm_tf32, gemm_wgmma16, gridreduce, pointwise,
+from agents.expert.templates import (conv, conv_sum, conv_tma, direct_conv, gemm, gemm_sum, gemm_tf32, gemm_wgmma16, gridreduce, pointwise,
                                     pool, recurrent, rowwise, scan)
 from tasks import load_task, materialize
 
@@ -580,6 +580,11 @@ class ExpertAgent:
                 out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"] if s >= 3 or not base.get("wgmma")]
                 if base.get("wgmma"):  # first: the ring a tile further ahead (wg_ring), the swizzle toggled
                     out[:0] = [{**base, "lead": not base.get("lead", False)}, {**base, "swz": not base.get("swz", False)}]
+                    if conv_tma.ok(plan) is None and not base.get("tma") and base.get("BM") in (64, 128):
+                        # tiles by TMA (conv_tma; unmeasured): first where a tap's channels fill a 32-channel box
+                        # (fewer are zero-filled: up to 4x the MMAs of the gather's dense (tap, channel) K), else last
+                        tma = {**base, "tma": True, "stages": 4}
+                        out.insert(0 if plan.Cg >= gemm_tf32.BK else len(out), tma)
                 out += [{**base, "ldm": True}] + [{**base, "layout": lay} for lay in conv.LAYOUTS if lay != base.get("layout", "nchw")]
         elif fam == "recurrent":
             if st == "parallel_mapping":  # threads a block; with clusters, also half the cluster and no cluster
@@ -871,6 +876,20 @@ class ExpertAgent:
             desc = (f"direct conv{plan.nd}d, exact fp32, " + (
                 f"a thread per output pixel and {k.ocb} output channels, the weight in shared memory" if k.ocb > 1 else
                 "a thread per output (narrow groups)") + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop"))
+        elif fam == "conv" and params.get("tma"):  # channels-last tiles by TMA from a producer warpgroup
+            k = gemm.GemmKnobs.of(params)
+            src, smem = conv_tma.render(g, plan, k), conv_tma.shared_bytes(plan, k)
+            if smem > profile.shared_per_block_optin:
+                raise Unsupported("tile does not fit in shared memory")
+            launch = host.Launch("egg_conv", conv_tma.grid(plan, k), (k.threads(True),), conv.arg_order(g, plan), smem,
+                                 maps=conv_tma.tensor_maps(plan, k))
+            pw, ph = conv_tma.patch(plan, k)
+            pre = [(host.Launch(name, grid, block, reads, 0), writes) for name, grid, block, reads, writes in conv.staging(plan)]
+            return (src + conv.staging_source(plan, tf32=True), pre + [(launch, None)],
+                    f"input and weight staged channels last; conv{plan.nd}d as implicit GEMM (TF32 wgmma), a patch of "
+                    f"{pw}x{ph} output positions x {k.BN} channels a block, each tap's input box and the weight's tile "
+                    f"copied by TMA from a producer warpgroup into a {k.stages}-stage ring (mbarriers, warp-specialised), "
+                    f"{k.BM // 64} consumer warpgroup(s)")
         elif fam == "conv":
             k = gemm.GemmKnobs.of(params)
             layout = params.get("layout", "nchw")

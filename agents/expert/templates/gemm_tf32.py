@@ -601,6 +601,14 @@ __device__ __forceinline__ void tma_load(void* dst, const EggTmap* m, int k, int
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4}], [%5];\n"
                  :: "r"(smem_u32(dst)), "l"(reinterpret_cast<unsigned long long>(m)), "r"(k), "r"(row), "r"(batch), "r"(smem_u32(b))
                  : "memory"); }
+__device__ __forceinline__ void tma_load4(void* dst, const EggTmap* m, int c0, int c1, int c2, int c3, unsigned long long* b) {
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5}], [%6];\n"
+                 :: "r"(smem_u32(dst)), "l"(reinterpret_cast<unsigned long long>(m)), "r"(c0), "r"(c1), "r"(c2), "r"(c3),
+                    "r"(smem_u32(b)) : "memory"); }
+__device__ __forceinline__ void tma_load5(void* dst, const EggTmap* m, int c0, int c1, int c2, int c3, int c4, unsigned long long* b) {
+    asm volatile("cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], [%7];\n"
+                 :: "r"(smem_u32(dst)), "l"(reinterpret_cast<unsigned long long>(m)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4),
+                    "r"(smem_u32(b)) : "memory"); }
 template <int N> __device__ __forceinline__ void regs_dec() { asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" :: "n"(N)); }
 template <int N> __device__ __forceinline__ void regs_inc() { asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" :: "n"(N)); }
 """
@@ -637,6 +645,30 @@ def tma_producer(S: int, NW: int, KT: str | int, nbytes: int, loads: list[str]) 
         return;
     }}
 {"    regs_inc<232>();" + chr(10) if NW == 2 else ""}"""
+
+
+def tma_mainloop(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, steps: str) -> str:
+    """The consumer warpgroups' loop of a one-MMA-chain TMA ring (the 16-bit GEMM, the conv): wait for step
+    kt's tiles (A's rows of this warpgroup, `words` a row, and B's), issue `steps` on them into `d`, keep
+    one step's MMAs in flight and release the slot before it; then `acc` as the stores read it."""
+    return f"""    float d[{NI * 4}];
+    #pragma unroll
+    for (int q = 0; q < {NI * 4}; ++q) d[q] = 0.0f;
+    for (int kt = 0; kt < {KT}; ++kt) {{
+        const int s = kt % {S};
+        mbar_wait(full + s, (kt / {S}) & 1);
+        const float* sA_s = sA + s * {EA} + wg * {64 * words};
+        const float* sB_s = sB + s * {EB};
+        wgmma_fence();
+{steps}
+        wgmma_commit();
+        wgmma_wait1();
+{tma_consumer_release(S, "kt")}    }}
+    wgmma_wait0();
+    float acc[1][{NI}][4];
+    #pragma unroll
+    for (int q = 0; q < {NI * 4}; ++q) acc[0][q / 4][q % 4] = d[q];
+"""
 
 
 def tma_consumer_release(S: int, kt: str, indent: str = "        ") -> str:

@@ -18,7 +18,7 @@ from agents.expert.codegen import PRELUDE
 from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.gemm import GemmKnobs, GemmPlan, kernel_args
 from agents.expert.templates.gemm_tf32 import (TF32_PRELUDE, TMA_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, entry_base,
-                                               tma_consumer_release, tma_producer, tma_setup, wg_ring,
+                                               tma_mainloop, tma_producer, tma_setup, wg_ring,
                                                _wg_store, _wgmma_fn, grouped_tile, output_store, plane_batches,
                                                whole_tile_loads, workspace_bases)
 
@@ -170,31 +170,16 @@ def render_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
                        for kk in range(BKW // 8))
     store = output_store(g, p)[2]
     mt, nt = Mp // k.BM, Np // k.BN
+    wg_store = _wg_store(NI, p.M, p.N, store, "wg * 64 + wq * 16")
+    producer = tma_producer(S, NW, KT, (k.BM + k.BN) * BKW * 4, [
+        f"tma_load(sA + s * {EA}, &mA, kt * {2 * BKW}, (int)m0, {'bz' if ba > 1 else '0'}, full + s);",
+        f"tma_load(sB + s * {EB}, &mB, kt * {2 * BKW}, (int)n0, {'bz' if bb > 1 else '0'}, full + s);"])
     return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{WGMMA16_PRELUDES[kind]}{TMA_PRELUDE}{"" if k.direct else _stage_source(g, p, k)}
 extern "C" __global__ void __launch_bounds__({T}, 1) egg_gemm(const __grid_constant__ EggTmap mA, const __grid_constant__ EggTmap mB, {kernel_args(g, p)}) {{
     extern __shared__ __align__(1024) unsigned char smem[];
     float* sA = reinterpret_cast<float*>(smem);
     float* sB = sA + {S * EA};
-{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sB + {S * EB}")}{tma_producer(S, NW, KT, (k.BM + k.BN) * BKW * 4, [
-        f"tma_load(sA + s * {EA}, &mA, kt * {2 * BKW}, (int)m0, {'bz' if ba > 1 else '0'}, full + s);",
-        f"tma_load(sB + s * {EB}, &mB, kt * {2 * BKW}, (int)n0, {'bz' if bb > 1 else '0'}, full + s);"])}    float d[{NI * 4}];
-    #pragma unroll
-    for (int q = 0; q < {NI * 4}; ++q) d[q] = 0.0f;
-    for (int kt = 0; kt < {KT}; ++kt) {{
-        const int s = kt % {S};
-        mbar_wait(full + s, (kt / {S}) & 1);
-        const float* sA_s = sA + s * {EA} + wg * {64 * BKW};
-        const float* sB_s = sB + s * {EB};
-        wgmma_fence();
-{steps}
-        wgmma_commit();
-        wgmma_wait1();
-{tma_consumer_release(S, "kt")}    }}
-    wgmma_wait0();
-    float acc[1][{NI}][4];
-    #pragma unroll
-    for (int q = 0; q < {NI * 4}; ++q) acc[0][q / 4][q % 4] = d[q];
-{_wg_store(NI, p.M, p.N, store, "wg * 64 + wq * 16")}"""
+{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sB + {S * EB}")}{producer}{tma_mainloop(S, KT, EA, EB, BKW, NI, steps)}{wg_store}"""
 
 
 def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
