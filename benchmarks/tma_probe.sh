@@ -1,13 +1,15 @@
 #!/bin/bash
-# The warp-specialised TMA GEMM (16-bit, built blind in the seventh session): first its GPU test (staged and
-# straight from the tensors, one and two consumer warpgroups, under the float64 rule), then probes beside
-# eager and cuBLAS: the bundled 8192^3 bf16 matmul (the cp.async ring's best, 128x256 on 3 stages, 2.80 ms on
-# the H100, against the TMA ring at 128x256 on 4 stages and 128x128 on 5) and the bundled bf16 linear (tiles
-# from the tensors, cp.async against TMA). The fp32 planes GEMM by TMA too (its GPU test and level 1 task 1). About 300 s. Writes $OUT/tma_tests.txt and $OUT/tma_probe.txt.
+# The warp-specialised TMA kernels, built blind in the seventh session (no GPU was lent): the 16-bit GEMM, the fp32
+# planes GEMM and the stride-1 conv. First their GPU tests under the float64 rule (the GEMMs staged and straight from
+# the tensors, one and two consumer warpgroups; the conv at awkward shapes, 1-d to 3-d), then probes, each beside the
+# cp.async design it is offered with and eager: the bundled 8192^3 bf16 matmul (128x256 on 3 stages: 2.80 ms on the
+# H100; cuBLAS 1.41), the bundled bf16 linear, level 1 task 1 (fp32 4096^3 on the planes), level 2 task 4 (3x3,
+# 64 -> 128 channels at 254^2: 7.3 ms on the H100 against torch.compile's 5.0), level 1 task 63 (16 channels: the
+# box is half zeros) and level 2 task 47 (3-d). About 420 s. Writes $OUT/tma_tests.txt and $OUT/tma_probe.txt.
 # Carry [".whl", ".kb"].
 set -uo pipefail
 source benchmarks/probe_lib.sh
-gpu_tests tests/test_gpu_conv.py tma_tests.txt 200 -k "tma_gemm or split_planes"
+gpu_tests tests/test_gpu_conv.py tma_tests.txt 240 -k "tma_gemm or split_planes or tma_conv"
 w='"wgmma":true,"BM":128'
 probe tma_probe.txt tasks/suite/level1/29_matmul_bf16.py 60 --vary "{$w,\"BN\":256,\"stages\":3}" \
   --vary "{$w,\"BN\":256,\"stages\":4,\"tma\":true}" --vary "{$w,\"BN\":128,\"stages\":5,\"tma\":true}" \
@@ -18,4 +20,8 @@ probe tma_probe.txt tasks/suite/level2/01_linear_relu_bf16.py 40 --vary '{}' --v
 p='"wgmma":true,"planes":true,"BM":128,"BN":128,"BK":32,"swz":true,"fold":4'
 probe tma_probe.txt .kb/level1/1_Square_matrix_multiplication_.py 60 --vary "{$p,\"stages\":3}" \
   --vary "{$p,\"stages\":3,\"tma\":true}" --vary "{$p,\"stages\":3,\"tma\":true,\"fold\":8}"
+# the conv by TMA against the cp.async ring it is offered beside (the first design's knobs, tma added)
+probe tma_probe.txt .kb/level2/4_Conv2d_Mish_Mish.py 60 --vary '{}' --vary '{"tma":true,"stages":4}' --vary '{"tma":true,"stages":6}'
+probe tma_probe.txt .kb/level1/63_conv_standard_2D__square_input__square_kernel.py 60 --vary '{}' --vary '{"tma":true,"stages":4}'
+probe tma_probe.txt .kb/level2/47_Conv3d_Mish_Tanh.py 60 --vary '{}' --vary '{"tma":true,"stages":4}'
 cat "$OUT/tma_probe.txt"
