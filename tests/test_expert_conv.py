@@ -571,10 +571,17 @@ TMA_SPECS = [  # nd, cin, cout, kernel, stride, pad, dilation, groups, bias, inp
     ((1, 4, 8, 3, 1, 1, 1, 1, True, (3, 4, 17), "self.conv(x) - 0.5"), (64, 64)),  # 3-d map
     ((2, 64, 16, 3, 1, 0, 1, 2, True, (1, 64, 6, 5), "torch.sigmoid(self.conv(x))"), (64, 64)),  # groups of 32 channels
     ((2, 4, 8, (1, 3), 1, (0, 1), 1, 1, False, (1, 4, 3, 70), "self.conv(x)"), (128, 64)),  # rows of 70: two patches of 128
+    # transposed: by phase (stride 2 x 3, dilation, output_padding, taps that do not divide), 1-d and 3-d phases,
+    # stride 1 (no phases: the box runs the other way from the tap), groups of 32 channels
+    (("T2", 8, 16, (3, 2), (2, 3), (1, 0), (1, 2), 1, True, (2, 8, 5, 4), "torch.tanh(self.conv(x))"), (64, 64)),
+    (("T1", 4, 8, 4, 3, 2, 2, 1, False, (2, 4, 7), "self.conv(x) - 0.5"), (64, 64)),
+    (("T3", 4, 8, 3, 2, 1, 1, 1, True, (1, 4, 3, 4, 2), "self.conv(x)"), (64, 64)),
+    (("T2", 8, 16, 3, 1, 1, 1, 1, False, (1, 8, 6, 5), "torch.relu(self.conv(x))"), (64, 64)),
+    (("T2", 64, 16, 4, 2, 1, 1, 2, False, (1, 64, 5, 3), "self.conv(x)"), (64, 64)),
 ]
 
 
-@pytest.mark.parametrize("spec,tile", TMA_SPECS, ids=lambda x: str(x[0]) if isinstance(x, tuple) and len(x) == 11 else None)
+@pytest.mark.parametrize("spec,tile", TMA_SPECS, ids=lambda x: f"{x[0]}-{x[1]}-{x[4]}" if isinstance(x, tuple) and len(x) == 11 else None)
 def test_tma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, spec, tile):
     """The conv whose tiles come by TMA (conv_tma): each tap's input box of the channels-last map, shifted by
     the tap, in the 128-byte swizzle (the emulator's TMA zero-fills outside the map: padding and the
@@ -594,21 +601,22 @@ def test_tma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, spec, til
         pytest.skip("no g++")
     err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
     assert 4 * max(eager_err, 2 ** -24) < err < 2e-3, (err, eager_err)  # TF32, and every tap counted
-    # a tap's box not shifted along W (the tap's offset dropped) is far off: the check can fail
-    bad = pk.model_copy(update={"cuda_source": pk.cuda_source.replace(f" + k{plan.nd - 1} * ", " + 0 * k{0} * ".format(plan.nd - 1), 1)})
+    # the input's boxes 4 channels off (another channel's values) are far off: the check can fail
+    bad = pk.model_copy(update={"cuda_source": pk.cuda_source.replace("&mX, grp * ", "&mX, 4 + grp * ", 1)})
     assert bad.cuda_source != pk.cuda_source
     err1, _ = cpu_emulator.run_module(path, g, bad, tmp_egg / "emu1")
     assert err1 > 100 * err
 
 
 def test_tma_conv_is_offered_first_at_memory_optimization_where_it_applies(tmp_egg):
-    """A 3x3 stride-1 conv on the wgmma path: memory optimisation proposes its tiles by TMA first; a strided
-    conv is not offered it (a strided patch is not a box), and the template says why."""
+    """A 3x3 stride-1 conv on the wgmma path: memory optimisation proposes its tiles by TMA first, and for a
+    strided transposed conv (each phase's input is a box); a strided forward conv is not offered it (a
+    strided patch is not a box), and the template says why."""
     from state import KernelCandidate
     from tests.test_expert import request
     agent = ExpertAgent()
-    for stride, offered in ((1, True), (2, False)):
-        path = _task(tmp_egg, 2, 64, 128, 3, stride, 1, 1, 1, True, (16, 64, 128, 128), "torch.relu(self.conv(x))")
+    for nd, stride, offered in ((2, 1, True), (2, 2, False), ("T2", 2, True)):  # a transposed conv by phase: boxes again
+        path = _task(tmp_egg, nd, 64, 128, 3, stride, 1, 1, 1, True, (16, 64, 128, 128), "torch.relu(self.conv(x))")
         first = agent.propose(request(path)).kernels[0]
         assert first.params.get("wgmma") and first.params.get("layout") == "nhwc"
         best = KernelCandidate(id="a", stage="algorithm_design", **first.model_dump())

@@ -48,7 +48,7 @@ def test_every_layout_verifies_at_awkward_shapes(tmp_egg, evaluator, case):
 
 
 @pytest.mark.parametrize("spec,tile", TMA_SPECS,
-                         ids=lambda x: str(x[0]) if isinstance(x, tuple) and len(x) == 11 else None)
+                         ids=lambda x: f"{x[0]}-{x[1]}-{x[4]}" if isinstance(x, tuple) and len(x) == 11 else None)
 def test_tma_conv_verifies_at_awkward_shapes(tmp_egg, evaluator, spec, tile):
     """The conv whose tiles come by TMA (conv_tma): padding and patch overhangs zero-filled by the map's
     bounds, fewer channels than a box, groups of 32, 1-d to 3-d maps, one and two consumer warpgroups."""

@@ -17,7 +17,7 @@ import math
 from agents.expert import host
 from agents.expert.codegen import PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported
-from agents.expert.templates.conv import ConvPlan, _store, kernel_args, staged_nodes
+from agents.expert.templates.conv import ConvPlan, _phase_decode, _store, _tap_decode, kernel_args, staged_nodes
 from agents.expert.templates.gemm import GemmKnobs
 from agents.expert.templates.gemm_tf32 import (BK, TF32_PRELUDE, TMA_PRELUDE, WGMMA_PRELUDE, tma_mainloop, tma_producer,
                                                tma_setup)
@@ -25,8 +25,8 @@ from agents.expert.templates.gemm_tf32 import (BK, TF32_PRELUDE, TMA_PRELUDE, WG
 
 def ok(p: ConvPlan) -> str | None:
     """Why the TMA conv cannot take this conv (None: it can)."""
-    if p.transposed or any(s != 1 for s in p.stride):
-        return "the TMA conv is for forward convs of stride 1 (a strided patch is not a box)"
+    if not p.transposed and any(s != 1 for s in p.stride):
+        return "the TMA conv is for forward convs of stride 1 (a strided patch is not a box) and transposed ones"
     if p.C % 4 or p.Kg % 4:
         return "the staged input's and weight's rows must be whole 16-byte pieces (channels a multiple of 4)"
     if p.groups > 1 and p.Cg % BK:
@@ -36,10 +36,16 @@ def ok(p: ConvPlan) -> str | None:
     return None
 
 
+def extent(p: ConvPlan) -> tuple[int, ...]:
+    """The positions a block's patch ranges over per dim: the output's, or a phase's (a strided transposed
+    conv's phase r holds the outputs o = j * stride + r; phase 0 the most)."""
+    return tuple(-(-o // s) for o, s in zip(p.out_sp, p.stride)) if p.phased else tuple(p.out_sp)
+
+
 def patch(p: ConvPlan, k: GemmKnobs) -> tuple[int, int]:
     """(Pw, Ph): the block's output positions along the last dim and the one before: the power of two that
     holds a row (at most BM), and as many rows as make BM (1-d: BM positions of the row)."""
-    OW = p.out_sp[-1]
+    OW = extent(p)[-1]
     Pw = min(k.BM, 1 << max(0, (OW - 1).bit_length())) if p.nd > 1 else k.BM
     return Pw, (k.BM // Pw if p.nd > 1 else 1)
 
@@ -47,11 +53,12 @@ def patch(p: ConvPlan, k: GemmKnobs) -> tuple[int, int]:
 def tiles(p: ConvPlan, k: GemmKnobs) -> tuple[int, ...]:
     """Patches per image along (W, H, D): W and H in patches, D one position a patch."""
     Pw, Ph = patch(p, k)
-    out = [-(-p.out_sp[-1] // Pw)]
+    ext = extent(p)
+    out = [-(-ext[-1] // Pw)]
     if p.nd > 1:
-        out.append(-(-p.out_sp[-2] // Ph))
+        out.append(-(-ext[-2] // Ph))
     if p.nd > 2:
-        out.append(p.out_sp[0])
+        out.append(ext[0])
     return tuple(out)
 
 
@@ -65,8 +72,9 @@ def check(p: ConvPlan, k: GemmKnobs) -> None:
 
 
 def grid(p: ConvPlan, k: GemmKnobs) -> tuple[int, int, int]:
-    """Patches (of every image) on x, channel tiles on y, groups on z."""
-    n = p.N * math.prod(tiles(p, k))
+    """Patches (of every image) by phases on x, the phase fastest (a patch's phases interleave their output
+    lines: side by side they fill them in L2, conv.phases_first), channel tiles on y, groups on z."""
+    n = p.N * math.prod(tiles(p, k)) * p.R
     if n >= 2 ** 31 or -(-p.OCg // k.BN) > 65535 or p.groups > 65535:
         raise Unsupported("more patches, channel tiles or groups than a grid holds")
     return (n, -(-p.OCg // k.BN), p.groups)
@@ -84,7 +92,26 @@ def tensor_maps(p: ConvPlan, k: GemmKnobs) -> list[host.TensorMap]:
     sp = tuple(reversed(p.in_sp))  # innermost first: W, H, D
     box = (BK, Pw) + ((Ph,) if p.nd > 1 else ()) + (1,) * (p.nd - 2) + (1,)
     return [host.TensorMap(xt, (p.C,) + sp + (p.N,), box, 0, 4),
-            host.TensorMap(wt, (p.Kg, p.OCg, p.groups), (BK, k.BN, 1), 0, 4)]
+            host.TensorMap(wt, (p.Kg, p.OCg, p.groups * p.R), (BK, k.BN, 1), 0, 4)]
+
+
+def _coords(p: ConvPlan) -> tuple[list[str], list[str]]:
+    """(the producer's statements for step kt's tap, the input map's coordinates of its box): per dim the
+    tap's kernel offset k{d} and the box's first input position from the patch origin j0_{d}. Forward:
+    j0 - pad + k * dil. Transposed: output o reads input (o + pad - k * dil) / stride where that divides;
+    a phase's outputs o = j * stride + r take only the taps k0 + a * tap_step (conv._phase_decode), and
+    for those the input is j + (r + pad - k * dil) / stride, consecutive in j: a box again. A phase's
+    taps past the kernel have zero weights (the staging writes them so): their box may be anything."""
+    tap = [f"int r_ = kt / {-(-p.Cg // BK)};", "bool tap_ok = true;"] + _tap_decode(p, "", "tap_ok") + ["(void)tap_ok;"]
+    coords = []
+    for d in range(p.nd):
+        if p.phased:
+            coords.append(f"(tap_ok ? j0_{d} + (r{d} + {p.pad[d]} - k{d} * {p.dil[d]}) / {p.stride[d]} : 0)")
+        elif p.transposed:
+            coords.append(f"j0_{d} + {p.pad[d]} - k{d} * {p.dil[d]}")
+        else:
+            coords.append(f"j0_{d} - {p.pad[d]} + k{d} * {p.dil[d]}")
+    return tap, list(reversed(coords))  # the map's dims innermost first: W, H, D
 
 
 def render(g: OpGraph, p: ConvPlan, k: GemmKnobs) -> str:
@@ -94,36 +121,37 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs) -> str:
     T = k.threads(True)
     EA, EB = k.BM * BK, k.BN * BK
     Pw, Ph = patch(p, k)
-    CT = -(-p.Cg // BK)  # 32-channel chunks a tap
-    taps = math.prod(p.ker)
+    CT = -(-p.Cg // BK)  # 32-channel boxes a tap
     tl = tiles(p, k)
-    # the block's patch: image, then (D,) H, W tiles; its origin in output positions
-    dec = ["    long long rest_ = blockIdx.x;", f"    const int tw = (int)(rest_ % {tl[0]}); rest_ /= {tl[0]};"]
-    if p.nd > 1:
-        dec.append(f"    const int th = (int)(rest_ % {tl[1]}); rest_ /= {tl[1]};")
-    if p.nd > 2:
-        dec.append(f"    const int od = (int)(rest_ % {tl[2]}); rest_ /= {tl[2]};")
-    dec += ["    const int img = (int)rest_, grp = bz;", f"    const int ow0 = tw * {Pw}{f', oh0 = th * {Ph}' if p.nd > 1 else ''};"]
-    # the producer: step kt is tap kt / CT, chunk kt % CT; the tap's kernel offsets per dim, last fastest
-    tap = [f"int r_ = kt / {CT};"]
-    for d in reversed(range(p.nd)):
-        tap.append(f"const int k{d} = r_ % {p.ker[d]}; r_ /= {p.ker[d]};")
-    c = f"grp * {p.Cg} + (kt % {CT}) * {BK}"
-    w = f"ow0 - {p.pad[-1]} + k{p.nd - 1} * {p.dil[-1]}"
-    coords = [c, w]
-    if p.nd > 1:
-        coords.append(f"oh0 - {p.pad[-2]} + k{p.nd - 2} * {p.dil[-2]}")
-    if p.nd > 2:
-        coords.append(f"od - {p.pad[0]} + k0 * {p.dil[0]}")
-    coords.append("img")
+    nd = p.nd
+    # the block's phase (fastest), patch and image; the patch's origin j0 per dim in (phase) positions
+    dec = ["    long long rest_ = blockIdx.x;"]
+    if p.phased:
+        dec += [f"    const int res = (int)(rest_ % {p.R}); rest_ /= {p.R};"] + _phase_decode(p, "res", "    ")
+    dec.append(f"    const int j0_{nd - 1} = (int)(rest_ % {tl[0]}) * {Pw}; rest_ /= {tl[0]};")
+    if nd > 1:
+        dec.append(f"    const int j0_{nd - 2} = (int)(rest_ % {tl[1]}) * {Ph}; rest_ /= {tl[1]};")
+    if nd > 2:
+        dec.append(f"    const int j0_0 = (int)(rest_ % {tl[2]}); rest_ /= {tl[2]};")
+    dec.append("    const int img = (int)rest_, grp = bz;")
+    tap, coords = _coords(p)
     loads = [" ".join(tap),
-             f"tma_load{'' if len(coords) == 3 else len(coords)}(sA + s * {EA}, &mX, {', '.join(coords)}, full + s);",
-             f"tma_load(sB + s * {EB}, &mW, (kt / {CT}) * {p.Cg} + (kt % {CT}) * {BK}, (int)n0, grp, full + s);"]
-    KT = taps * CT
+             f"tma_load{'' if nd == 1 else nd + 2}(sA + s * {EA}, &mX, {', '.join([f'grp * {p.Cg} + (kt % {CT}) * {BK}'] + coords)}, img, full + s);",
+             f"tma_load(sB + s * {EB}, &mW, (kt / {CT}) * {p.Cg} + (kt % {CT}) * {BK}, (int)n0, "
+             f"{f'grp * {p.R} + res' if p.phased else 'grp'}, full + s);"]
+    KT = math.prod(p.taps) * CT
     steps = "\n".join(f"        wgmma_tf32_n{k.BN}(d, wg_desc_sw128(sA_s + {kk * 8}), wg_desc_sw128(sB_s + {kk * 8}));"
-                      for kk in range(BK // 8))
-    OW, OH = p.out_sp[-1], (p.out_sp[-2] if p.nd > 1 else 1)
-    pix = "(long long)ow" if p.nd == 1 else (f"(long long)oh * {OW} + ow" if p.nd == 2 else f"((long long)od * {OH} + oh) * {OW} + ow")
+                       for kk in range(BK // 8))
+    # a patch position's output per dim (a phase's: j * stride + r), then its offset in the image
+    local = {nd - 1: f"r % {Pw}", nd - 2: f"r / {Pw}"}
+    outs = []
+    for d in range(nd):
+        j = f"j0_{d} + {local[d]}" if d in local else f"j0_{d}"
+        outs.append(f"const int o{d} = ({j}){f' * {p.stride[d]} + r{d}' if p.phased else ''};")
+    valid = " && ".join(f"o{d} < {p.out_sp[d]}" for d in range(nd))
+    pix = "(long long)o0"
+    for d in range(1, nd):
+        pix = f"({pix} * {p.out_sp[d]} + o{d})"
     return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{TMA_PRELUDE}
 extern "C" __global__ void __launch_bounds__({T}, 1) egg_conv(const __grid_constant__ EggTmap mX, const __grid_constant__ EggTmap mW, {kernel_args(g, p)}) {{
     extern __shared__ __align__(1024) unsigned char smem[];
@@ -140,11 +168,11 @@ extern "C" __global__ void __launch_bounds__({T}, 1) egg_conv(const __grid_const
         #pragma unroll
         for (int h = 0; h < 2; ++h) {{
             const int r = wg * 64 + wq * 16 + g + 8 * h;  // the position in the patch
-            const int ow = ow0 + r % {Pw}{f', oh = oh0 + r / {Pw}' if p.nd > 1 else ''};
+            {" ".join(outs)}
             #pragma unroll
             for (int e = 0; e < 2; ++e) {{
                 const long long n = n0 + ni * 8 + 2 * t + e;
-                if (ow < {OW}{f' && oh < {OH}' if p.nd > 1 else ''} && n < {p.OCg}) {{
+                if ({valid} && n < {p.OCg}) {{
                     const long long m = {pix};
 {_store(g, p, "gemm")}
                 }}
