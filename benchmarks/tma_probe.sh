@@ -1,11 +1,11 @@
 #!/bin/bash
 # The warp-specialised TMA kernels, built blind in the seventh session (no GPU was lent): the 16-bit GEMM, the fp32
-# planes GEMM and the stride-1 conv. First their GPU tests under the float64 rule (the GEMMs staged and straight from
+# planes GEMM and the conv (stride 1, and transposed by phase). First their GPU tests under the float64 rule (the GEMMs staged and straight from
 # the tensors, one and two consumer warpgroups; the conv at awkward shapes, 1-d to 3-d), then probes, each beside the
 # cp.async design it is offered with and eager: the bundled 8192^3 bf16 matmul (128x256 on 3 stages: 2.80 ms on the
 # H100; cuBLAS 1.41), the bundled bf16 linear, level 1 task 1 (fp32 4096^3 on the planes), level 2 task 4 (3x3,
 # 64 -> 128 channels at 254^2: 7.3 ms on the H100 against torch.compile's 5.0), level 1 task 63 (16 channels: the
-# box is half zeros) and level 2 task 47 (3-d). About 420 s. Writes $OUT/tma_tests.txt and $OUT/tma_probe.txt.
+# box is half zeros), level 2 task 47 (3-d) and 16 (transposed, by phase). About 450 s. Writes $OUT/tma_tests.txt and $OUT/tma_probe.txt.
 # Carry [".whl", ".kb"].
 set -uo pipefail
 source benchmarks/probe_lib.sh
@@ -24,4 +24,5 @@ probe tma_probe.txt .kb/level1/1_Square_matrix_multiplication_.py 60 --vary "{$p
 probe tma_probe.txt .kb/level2/4_Conv2d_Mish_Mish.py 60 --vary '{}' --vary '{"tma":true,"stages":4}' --vary '{"tma":true,"stages":6}'
 probe tma_probe.txt .kb/level1/63_conv_standard_2D__square_input__square_kernel.py 60 --vary '{}' --vary '{"tma":true,"stages":4}'
 probe tma_probe.txt .kb/level2/47_Conv3d_Mish_Tanh.py 60 --vary '{}' --vary '{"tma":true,"stages":4}'
+probe tma_probe.txt .kb/level2/16_ConvTranspose2d_Mish_Add_Hardtanh_Scaling.py 60 --vary '{}' --vary '{"tma":true,"stages":4}'
 cat "$OUT/tma_probe.txt"
