@@ -13,8 +13,9 @@ gpu_tests tests/test_gpu_conv.py tma_tests.txt 240 -k "tma_gemm or split_planes 
 w='"wgmma":true,"BM":128'
 probe tma_probe.txt tasks/suite/level1/29_matmul_bf16.py 60 --vary "{$w,\"BN\":256,\"stages\":3}" \
   --vary "{$w,\"BN\":256,\"stages\":4,\"tma\":true}" --vary "{$w,\"BN\":128,\"stages\":5,\"tma\":true}" \
-  --vary "{$w,\"BM\":64,\"BN\":256,\"stages\":4,\"tma\":true}"
-probe tma_probe.txt tasks/suite/level2/01_linear_relu_bf16.py 40 --vary '{}' --vary '{"tma":true,"stages":4}'
+  --vary "{$w,\"BM\":64,\"BN\":256,\"stages\":4,\"tma\":true}" --vary "{$w,\"BN\":256,\"stages\":4,\"tma\":true,\"persist\":true}"
+probe tma_probe.txt tasks/suite/level2/01_linear_relu_bf16.py 40 --vary '{}' --vary '{"tma":true,"stages":4}' \
+  --vary '{"tma":true,"stages":4,"persist":true}'
 
 # the fp32 planes GEMM by TMA (level 1 task 1, 4096^3: the cp.async ring 1.58 ms on the H200) against its ring
 p='"wgmma":true,"planes":true,"BM":128,"BN":128,"BK":32,"swz":true,"fold":4'

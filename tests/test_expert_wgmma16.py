@@ -141,6 +141,10 @@ TMA_CASES = [  # the warp-specialised TMA ring: staged (B (K, N) transposed by t
     ("torch.bmm(a, b)", (2, 65, 136), (2, 136, 70), "float16", (64, 128, 3, False)),
     ("torch.relu(torch.matmul(a, b.T)) * 2.0", (130, 296), (90, 296), "bfloat16", (128, 64, 3, True)),
     ("torch.matmul(a, b.T)", (2, 70, 136), (200, 136), "float16", (64, 256, 4, True)),
+    # persistent (two blocks walking the tiles, the ring's phases running on across them): staged with a batch
+    # (tiles of two entries), direct with partial tiles and K of 5 tiles on 3 slots
+    ("torch.bmm(a, b)", (2, 130, 136), (2, 136, 70), "bfloat16", (64, 64, 3, False, True)),
+    ("torch.relu(torch.matmul(a, b.T)) * 2.0", (200, 296), (150, 296), "bfloat16", (128, 64, 3, True, True)),
 ]
 
 
@@ -155,12 +159,14 @@ def test_tma_gemm_matches_float64_through_its_host_code(tmp_egg, expr, sa, sb, d
     if not cpu_emulator.available():
         pytest.skip("no g++")
     p, g, plan = _graph_plan(tmp_egg, expr, sa, sb, dt)
-    BM, BN, S, direct = knobs
-    k = gemm.GemmKnobs(BM=BM, BN=BN, stages=S, wgmma=True, tma=True, direct=direct)
+    BM, BN, S, direct, persist = (*knobs, False)[:5]
+    k = gemm.GemmKnobs(BM=BM, BN=BN, stages=S, wgmma=True, tma=True, direct=direct, persist=persist)
     src = gemm_wgmma16.render(g, plan, k)
     assert ("egg_gemm_stage" in src) != direct and "cp.async.bulk.tensor.3d" in src and k.threads(True) == 2 * BM + 128
     maps = gemm_wgmma16.tensor_maps(g, plan, k)
-    main = host.Launch("egg_gemm", gemm_wgmma16.grid(plan, k), (k.threads(True),), gemm.arg_order(g, plan),
+    if persist:
+        assert gemm_wgmma16.grid(plan, k, 2) == (2, 1, 1) and "tile += gridDim.x" in src
+    main = host.Launch("egg_gemm", gemm_wgmma16.grid(plan, k, 2), (k.threads(True),), gemm.arg_order(g, plan),
                        gemm_wgmma16.shared_bytes(plan, k), maps=maps)
     steps = [(main, None)]
     if not direct:
@@ -204,8 +210,8 @@ def test_tma_gemm_compiles_for_sm90_without_spills(tmp_egg, BM, direct):
 
 def test_memory_optimization_offers_the_tma_ring_first_and_its_module_runs(tmp_egg):
     """From the bf16 linear's first design (tiles copied from the tensors by every thread), memory
-    optimisation proposes the warp-specialised TMA ring first; its module (the weight's and the input's
-    maps) matches float64 on the CPU emulator."""
+    optimisation proposes the warp-specialised TMA ring first, then its persistent tile loop; its module
+    (the weight's and the input's maps) matches float64 on the CPU emulator."""
     from agents.expert import ExpertAgent
     from hardware_profiles import load_profile
     from state import KernelCandidate
@@ -225,6 +231,8 @@ def test_memory_optimization_offers_the_tma_ring_first_and_its_module_runs(tmp_e
     tma = mem[0]
     assert tma.params == {**first.params, "tma": True, "stages": 4} and "TMA ring" in tma.description
     assert "egg.tmap(x0, (136, 150, 1), (64, 128, 1), 0)" in tma.host_code  # the input's own rows, K innermost
+    assert mem[1].params == {**tma.params, "persist": True} and "persistent" in mem[1].description
+    assert "'egg_gemm', (4, 1, 1)" in mem[1].host_code  # 2 x 2 tiles of 128 x 256: as many blocks (at most one an SM)
     best2 = KernelCandidate(id="b", stage="memory_optimization", **tma.model_dump())
     assert not any(k.params.get("tma") is False for k in agent.propose(request(p, "memory_optimization", best2)).kernels)
     if not cpu_emulator.available():

@@ -142,14 +142,17 @@ def test_tf32x3_from_split_planes_is_fp32_grade(tmp_egg, evaluator, expr, sa, sb
                                         ("torch.matmul(a, b.T)", (3, 300, 136), (520, 136))])
 def test_tma_gemm_verifies(tmp_egg, evaluator, expr, sa, sb):
     """The warp-specialised bf16 GEMM (tiles by TMA from a producer warpgroup, mbarriers): staged and
-    straight from the tensors (the maps' bounds zero-fill the edges), one and two consumer warpgroups."""
+    straight from the tensors (the maps' bounds zero-fill the edges), one and two consumer warpgroups, and
+    persistent (a block an SM walking the tiles)."""
     from tests.test_expert_wgmma16 import TEMPLATE
     p = tmp_egg / "g16.py"
     p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb)), dt="bfloat16"))
     w = {"wgmma": True, "tma": True, "BM": 128, "direct": False}
-    variants = [{**w, "BN": 256, "stages": 4}, {**w, "BN": 128, "stages": 5}, {**w, "BM": 64, "BN": 256, "stages": 4}]
+    variants = [{**w, "BN": 256, "stages": 4}, {**w, "BN": 128, "stages": 5}, {**w, "BM": 64, "BN": 256, "stages": 4},
+                {**w, "BN": 128, "stages": 4, "persist": True}]
     if "b.T" in expr:  # B (N, K): the tensors' own maps
-        variants += [{**w, "BN": 256, "stages": 4, "direct": True}, {**w, "BM": 64, "BN": 128, "stages": 3, "direct": True}]
+        variants += [{**w, "BN": 256, "stages": 4, "direct": True}, {**w, "BM": 64, "BN": 128, "stages": 3, "direct": True},
+                     {**w, "BN": 256, "stages": 4, "direct": True, "persist": True}]
     evs = evaluator.evaluate(str(p), _candidates(p, variants), None)
     assert [e.verdict.value for e in evs] == ["correct"] * len(variants), [(e.candidate_id, e.reason) for e in evs]
 

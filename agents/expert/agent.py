@@ -633,8 +633,10 @@ class ExpertAgent:
             if path == "mma" and base.get("wgmma"):  # the 16-bit warpgroup MMA: tile width, then the ring's depth
                 other = {"BN": 128, "stages": 4} if base.get("BN") == 256 else {"BN": 256, "stages": 3}
                 # TMA from a producer warpgroup first at memory optimisation (built blind: unmeasured on a GPU)
-                tma = [] if base.get("tma") or base.get("BM", 128) not in (64, 128) else [
-                    {**base, "tma": True, "stages": 4 if base.get("BN") == 256 else 5}]
+                t = {**base, "tma": True, "stages": 4 if base.get("BN") == 256 else 5}
+                tma = ([] if base.get("BM", 128) not in (64, 128) else
+                       [{**base, "persist": True}] if base.get("tma") and not base.get("persist") else
+                       [] if base.get("tma") else [t, {**t, "persist": True}])  # then its persistent tile loop
                 out = ([{**base, **other}, {**base, "BM": 64}, {**base, "BM": 256, "stages": 3, "tma": False}] if st == "tiling" else
                        tma + [{**base, "lead": not base.get("lead", False)}] + [{**base, "stages": s} for s in (3, 5, 6) if s != base.get("stages")]
                        + ([{**base, "direct": not base.get("direct", False)}] if gemm_wgmma16.direct_ok(plan) else [])
@@ -1001,12 +1003,14 @@ class ExpertAgent:
             if path == "mma" and k.wgmma:  # wgmma k16 on tiles copied from the tensors (direct), or staged K-major first
                 how = ("both operands' tiles copied from the tensors into the 128-byte swizzle (K-contiguous, no staging pass)"
                        if k.direct else "both operands staged K-major into whole 128-byte-swizzled tiles by a first kernel")
-                ring = (f"{k.stages}-stage TMA ring filled by a producer warpgroup (mbarriers, warp-specialised)" if k.tma else
+                ring = (f"{k.stages}-stage TMA ring filled by a producer warpgroup (mbarriers, warp-specialised)"
+                        + (", persistent: a block an SM walking the tiles, the next tile's loads under this one's epilogue"
+                           if k.persist else "") if k.tma else
                         f"{k.stages}-stage cp.async ring{f', tiles {k.stages - 1} ahead' if k.lead else ''}")
                 desc = (f"GEMM {plan.dtype} wgmma (fp32 accumulation) tile {k.BM}x{k.BN}, {k.BM // 64} warpgroup(s), "
                         f"{ring}, {how}, 4 MMAs of k16 a tile")
                 staged = None if k.direct else gemm_wgmma16.staged_node(g, plan, k)
-                main = host.Launch("egg_gemm", gemm_wgmma16.grid(plan, k), (k.threads(True),),
+                main = host.Launch("egg_gemm", gemm_wgmma16.grid(plan, k, sms), (k.threads(True),),
                                    ([] if k.direct or k.tma else [staged]) + gemm.arg_order(g, plan), smem,
                                    maps=gemm_wgmma16.tensor_maps(g, plan, k) if k.tma else [])
                 if k.direct:

@@ -628,53 +628,72 @@ def tma_setup(S: int, NW: int, after: str) -> str:
 """
 
 
-def tma_producer(S: int, NW: int, KT: str | int, nbytes: int, loads: list[str]) -> str:
+def tma_producer(S: int, NW: int, KT: str | int, nbytes: int, loads: list[str], tiles: tuple[str, str] | None = None) -> str:
     """The producer warpgroup (the last, `wg == NW`): one thread fills slot kt % S with k-tile kt by the
     `loads` (TMA, each naming `s`, `kt` and `full + s`) once the slot's tile of S steps before is consumed;
-    the rest of the warpgroup leaves, and with two consumer warpgroups its registers go to them."""
+    the rest of the warpgroup leaves, and with two consumer warpgroups its registers go to them.
+    `tiles` (persistent: the tile count, the statements decoding `tile` into m0, n0, bz): the block's tiles
+    in turn, the ring's steps counted across them (`it`), so the next tile's loads run under this one's
+    epilogue."""
+    c = "it" if tiles else "kt"
     body = "\n".join(f"                {ln}" for ln in loads)
-    return f"""    if (wg == {NW}) {{  // the producer warpgroup
-{"        regs_dec<40>();  // the producer's registers go to the consumers' accumulators" + chr(10) if NW == 2 else ""}        if (tid == {NW * 128}) {{
-            for (int kt = 0; kt < {KT}; ++kt) {{
-                const int s = kt % {S};
-                if (kt >= {S}) mbar_wait(empty + s, ((kt / {S}) - 1) & 1);  // the slot's tile of S steps ago consumed
+    ring = f"""            for (int kt = 0; kt < {KT}; ++kt{', ++it' if tiles else ''}) {{
+                const int s = {c} % {S};
+                if ({c} >= {S}) mbar_wait(empty + s, (({c} / {S}) - 1) & 1);  // the slot's tile of S steps ago consumed
                 mbar_expect(full + s, {nbytes});
 {body}
             }}
-        }}
+"""
+    if tiles:
+        ring = (f"            int it = 0;\n            for (int tile = blockIdx.x; tile < {tiles[0]}; tile += gridDim.x) {{\n"
+                f"{tiles[1]}" + "".join("    " + ln + "\n" for ln in ring.splitlines()) + "            }\n")
+    return f"""    if (wg == {NW}) {{  // the producer warpgroup
+{"        regs_dec<40>();  // the producer's registers go to the consumers' accumulators" + chr(10) if NW == 2 else ""}        if (tid == {NW * 128}) {{
+{ring}        }}
         return;
     }}
 {"    regs_inc<232>();" + chr(10) if NW == 2 else ""}"""
 
 
-def tma_mainloop(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, steps: str) -> str:
+def tma_mainloop(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, steps: str,
+                 tiles: tuple[str, str] | None = None, store: str = "") -> str:
     """The consumer warpgroups' loop of a one-MMA-chain TMA ring (the 16-bit GEMM, the conv): wait for step
     kt's tiles (A's rows of this warpgroup, `words` a row, and B's), issue `steps` on them into `d`, keep
-    one step's MMAs in flight and release the slot before it; then `acc` as the stores read it."""
-    return f"""    float d[{NI * 4}];
+    one step's MMAs in flight and release the slot before it; then `acc` as the stores read it. `tiles`
+    (tma_producer's): the block's tiles in turn, each's last slot released once its MMAs are done, then
+    `store` (its epilogue)."""
+    c = "it" if tiles else "kt"
+    loop = f"""    float d[{NI * 4}];
     #pragma unroll
     for (int q = 0; q < {NI * 4}; ++q) d[q] = 0.0f;
-    for (int kt = 0; kt < {KT}; ++kt) {{
-        const int s = kt % {S};
-        mbar_wait(full + s, (kt / {S}) & 1);
+    for (int kt = 0; kt < {KT}; ++kt{', ++it' if tiles else ''}) {{
+        const int s = {c} % {S};
+        mbar_wait(full + s, ({c} / {S}) & 1);
         const float* sA_s = sA + s * {EA} + wg * {64 * words};
         const float* sB_s = sB + s * {EB};
         wgmma_fence();
 {steps}
         wgmma_commit();
         wgmma_wait1();
-{tma_consumer_release(S, "kt")}    }}
+{tma_consumer_release(S, c, first="kt")}    }}
     wgmma_wait0();
     float acc[1][{NI}][4];
     #pragma unroll
     for (int q = 0; q < {NI * 4}; ++q) acc[0][q / 4][q % 4] = d[q];
 """
+    if not tiles:
+        return loop
+    return (f"    int it = 0;\n    for (int tile = blockIdx.x; tile < {tiles[0]}; tile += gridDim.x) {{\n{tiles[1]}"
+            + "".join("    " + ln + "\n" for ln in loop.splitlines())
+            + f"        if ((tid & 127) == 0) mbar_arrive(empty + (it - 1) % {S});  // the tile's last slot\n"
+            + "".join("    " + ln + "\n" for ln in store.splitlines()) + "    }\n")
 
 
-def tma_consumer_release(S: int, kt: str, indent: str = "        ") -> str:
+def tma_consumer_release(S: int, kt: str, indent: str = "        ", first: str | None = None) -> str:
     """After a wait that leaves step `kt`'s MMAs at most in flight: step kt - 1's slot back to the producer
-    (one thread a warpgroup; every thread of it has passed that tile's wait, the MMAs being collective)."""
-    return f"{indent}if ({kt} > 0 && (tid & 127) == 0) mbar_arrive(empty + ({kt} - 1) % {S});\n"
+    (one thread a warpgroup; every thread of it has passed that tile's wait, the MMAs being collective).
+    `first`: the step within the tile (none released before a tile's first; default `kt` itself)."""
+    return f"{indent}if ({first or kt} > 0 && (tid & 127) == 0) mbar_arrive(empty + ({kt} - 1) % {S});\n"
 
 
 def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int,
@@ -991,13 +1010,22 @@ def grouped_tile(mt: int, nt: int, k: GemmKnobs) -> str:
     """A warpgroup GEMM's thread indices and its block's output tile (m0, n0; the batch entry bz): blocks
     walk the output in groups of GROUP_M row tiles, the group's column tiles in turn, so a wave's tiles
     share their operands' tiles in L2."""
-    return f"""    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    return WG_THREAD + tile_coords(mt, nt, k, f"blockIdx.y * {mt} + blockIdx.x", "blockIdx.z")
+
+
+# a warpgroup kernel's thread indices: lane, its fragment row g and column pair t, warpgroup, warp in it
+WG_THREAD = """    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int wg = tid >> 7, wq = (tid >> 5) & 3;  // warpgroup: 64 rows of the tile; warp in it: 16 of those
-    const int id = blockIdx.y * {mt} + blockIdx.x, gm = id / {GROUP_M * nt}, first = gm * {GROUP_M};
-    const int rows_in = min({mt} - first, {GROUP_M}), in = id % {GROUP_M * nt};
-    const long long m0 = (long long)(first + in % rows_in) * {k.BM}, n0 = (long long)(in / rows_in) * {k.BN};
-    const int bz = blockIdx.z;
-    (void)bz;
+"""
+
+
+def tile_coords(mt: int, nt: int, k: GemmKnobs, id_: str, bz: str, ind: str = "    ") -> str:
+    """The output tile (m0, n0) of tile `id_` of batch entry `bz` in grouped order (grouped_tile)."""
+    return f"""{ind}const int id = {id_}, gm = id / {GROUP_M * nt}, first = gm * {GROUP_M};
+{ind}const int rows_in = min({mt} - first, {GROUP_M}), in = id % {GROUP_M * nt};
+{ind}const long long m0 = (long long)(first + in % rows_in) * {k.BM}, n0 = (long long)(in / rows_in) * {k.BN};
+{ind}const int bz = {bz};
+{ind}(void)bz;
 """
 
 

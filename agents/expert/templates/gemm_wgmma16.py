@@ -19,7 +19,7 @@ from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.gemm import GemmKnobs, GemmPlan, kernel_args
 from agents.expert.templates.gemm_tf32 import (TF32_PRELUDE, TMA_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, entry_base,
                                                tma_mainloop, tma_producer, tma_setup, wg_ring,
-                                               _wg_store, _wgmma_fn, grouped_tile, output_store, plane_batches,
+                                               WG_THREAD, _wg_store, _wgmma_fn, grouped_tile, output_store, plane_batches, tile_coords,
                                                whole_tile_loads, workspace_bases)
 
 BKW = 32  # a tile's K in words: 64 elements, one 128-byte swizzle row
@@ -51,6 +51,8 @@ def check(p: GemmPlan, k: GemmKnobs) -> None:
         raise Unsupported("direct tiles need A (M, K) and B (N, K) with K a multiple of 8")
     if k.tma and k.BM not in (64, 128):
         raise Unsupported("the TMA GEMM runs one or two consumer warpgroups (BM 64 or 128)")
+    if k.persist and (not k.tma or -(-p.M // k.BM) * -(-p.N // k.BN) * p.batch >= 2 ** 31):
+        raise Unsupported("a persistent tile loop on the TMA ring (fewer than 2^31 tiles)")
 
 
 def direct_ok(p: GemmPlan) -> bool:
@@ -78,8 +80,11 @@ def shared_bytes(p: GemmPlan, k: GemmKnobs) -> int:
     return k.stages * (k.BM + k.BN) * BKW * 4 + (16 * k.stages if k.tma else 0)
 
 
-def grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int, int]:
+def grid(p: GemmPlan, k: GemmKnobs, sms: int = 132) -> tuple[int, int, int]:
+    """Row tiles on x, column tiles on y, the batch on z; `persist`: a block an SM (at most one a tile)."""
     mt, nt = -(-p.M // k.BM), -(-p.N // k.BN)
+    if k.persist:
+        return (min(mt * nt * p.batch, sms), 1, 1)
     if nt > 65535:
         raise Unsupported("more than 65535 column tiles")
     return (mt, nt, p.batch)
@@ -171,15 +176,22 @@ def render_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     store = output_store(g, p)[2]
     mt, nt = Mp // k.BM, Np // k.BN
     wg_store = _wg_store(NI, p.M, p.N, store, "wg * 64 + wq * 16")
-    producer = tma_producer(S, NW, KT, (k.BM + k.BN) * BKW * 4, [
-        f"tma_load(sA + s * {EA}, &mA, kt * {2 * BKW}, (int)m0, {'bz' if ba > 1 else '0'}, full + s);",
-        f"tma_load(sB + s * {EB}, &mB, kt * {2 * BKW}, (int)n0, {'bz' if bb > 1 else '0'}, full + s);"])
-    return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{WGMMA16_PRELUDES[kind]}{TMA_PRELUDE}{"" if k.direct else _stage_source(g, p, k)}
+    loads = [f"tma_load(sA + s * {EA}, &mA, kt * {2 * BKW}, (int)m0, {'bz' if ba > 1 else '0'}, full + s);",
+             f"tma_load(sB + s * {EB}, &mB, kt * {2 * BKW}, (int)n0, {'bz' if bb > 1 else '0'}, full + s);"]
+    head = f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{WGMMA16_PRELUDES[kind]}{TMA_PRELUDE}{"" if k.direct else _stage_source(g, p, k)}
 extern "C" __global__ void __launch_bounds__({T}, 1) egg_gemm(const __grid_constant__ EggTmap mA, const __grid_constant__ EggTmap mB, {kernel_args(g, p)}) {{
     extern __shared__ __align__(1024) unsigned char smem[];
     float* sA = reinterpret_cast<float*>(smem);
     float* sB = sA + {S * EA};
-{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sB + {S * EB}")}{producer}{tma_mainloop(S, KT, EA, EB, BKW, NI, steps)}{wg_store}"""
+"""
+    if k.persist:  # the block's tiles in turn (tile_coords decodes each, in grouped order within its batch entry)
+        n = mt * nt * p.batch
+        tiles = (str(n), tile_coords(mt, nt, k, f"tile % {mt * nt}", f"tile / {mt * nt}", "        "))
+        ptiles = (tiles[0], tile_coords(mt, nt, k, f"tile % {mt * nt}", f"tile / {mt * nt}", "                "))
+        return (head + WG_THREAD + tma_setup(S, NW, f"sB + {S * EB}") + tma_producer(S, NW, KT, (k.BM + k.BN) * BKW * 4, loads, ptiles)
+                + tma_mainloop(S, KT, EA, EB, BKW, NI, steps, tiles, wg_store.rsplit("}", 1)[0]) + "}\n")
+    producer = tma_producer(S, NW, KT, (k.BM + k.BN) * BKW * 4, loads)
+    return f"""{head}{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sB + {S * EB}")}{producer}{tma_mainloop(S, KT, EA, EB, BKW, NI, steps)}{wg_store}"""
 
 
 def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
