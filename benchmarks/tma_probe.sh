@@ -22,8 +22,10 @@ p='"wgmma":true,"planes":true,"BM":128,"BN":128,"BK":32,"swz":true,"fold":4'
 probe tma_probe.txt .kb/level1/1_Square_matrix_multiplication_.py 60 --vary "{$p,\"stages\":3}" \
   --vary "{$p,\"stages\":3,\"tma\":true}" --vary "{$p,\"stages\":3,\"tma\":true,\"fold\":8}"
 # the conv by TMA against the cp.async ring it is offered beside (the first design's knobs, tma added)
-probe tma_probe.txt .kb/level2/4_Conv2d_Mish_Mish.py 60 --vary '{}' --vary '{"tma":true,"stages":4}' --vary '{"tma":true,"stages":6}'
+probe tma_probe.txt .kb/level2/4_Conv2d_Mish_Mish.py 60 --vary '{}' --vary '{"tma":true,"stages":4}' --vary '{"tma":true,"stages":6}' \
+  --vary '{"tma":true,"stages":4,"persist":true}'
 probe tma_probe.txt .kb/level1/63_conv_standard_2D__square_input__square_kernel.py 60 --vary '{}' --vary '{"tma":true,"stages":4}'
 probe tma_probe.txt .kb/level2/47_Conv3d_Mish_Tanh.py 60 --vary '{}' --vary '{"tma":true,"stages":4}'
-probe tma_probe.txt .kb/level2/16_ConvTranspose2d_Mish_Add_Hardtanh_Scaling.py 60 --vary '{}' --vary '{"tma":true,"stages":4}'
+probe tma_probe.txt .kb/level2/16_ConvTranspose2d_Mish_Add_Hardtanh_Scaling.py 60 --vary '{}' --vary '{"tma":true,"stages":4}' \
+  --vary '{"tma":true,"stages":4,"persist":true}'
 cat "$OUT/tma_probe.txt"

@@ -581,8 +581,9 @@ TMA_SPECS = [  # nd, cin, cout, kernel, stride, pad, dilation, groups, bias, inp
 ]
 
 
-@pytest.mark.parametrize("spec,tile", TMA_SPECS, ids=lambda x: f"{x[0]}-{x[1]}-{x[4]}" if isinstance(x, tuple) and len(x) == 11 else None)
-def test_tma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, spec, tile):
+@pytest.mark.parametrize("spec,tile,persist", [(s, t, False) for s, t in TMA_SPECS] + [(s, t, True) for s, t in TMA_SPECS[::3]],
+                         ids=lambda x: f"{x[0]}-{x[1]}-{x[4]}" if isinstance(x, tuple) and len(x) == 11 else None)
+def test_tma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, spec, tile, persist):
     """The conv whose tiles come by TMA (conv_tma): each tap's input box of the channels-last map, shifted by
     the tap, in the 128-byte swizzle (the emulator's TMA zero-fills outside the map: padding and the
     patch's overhang), the producer and consumer warpgroups on the emulator's barriers; against float64
@@ -593,8 +594,11 @@ def test_tma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, spec, til
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(path))
     params = {**agent._default(fam, g, plan, None), "BM": tile[0], "BN": tile[1], "stages": 3, "split": 1, "layout": "nhwc",
-              "wgmma": True, "swz": True, "tma": True}
-    pk = agent.emit(g, fam, plan, params, load_profile("h200"))
+              "wgmma": True, "swz": True, "tma": True, "persist": persist}
+    # persistent: two blocks (a profile of two SMs) walk every tile, the ring's phases running on across them
+    prof = load_profile("h200").model_copy(update={"sms": 2}) if persist else load_profile("h200")
+    pk = agent.emit(g, fam, plan, params, prof)
+    assert ("'egg_conv', (2, 1, 1)" in pk.host_code) == persist
     assert pk.kernel_names == ["egg_conv_xt", "egg_conv_wt", "egg_conv"] and "TMA" in pk.description
     assert pk.host_code.count("egg.tmap(") == 2
     if not cpu_emulator.available():
@@ -621,7 +625,8 @@ def test_tma_conv_is_offered_first_at_memory_optimization_where_it_applies(tmp_e
         assert first.params.get("wgmma") and first.params.get("layout") == "nhwc"
         best = KernelCandidate(id="a", stage="algorithm_design", **first.model_dump())
         mem = agent.propose(request(path, "memory_optimization", best)).kernels
-        assert bool(mem[0].params.get("tma")) == offered and not any(k.params.get("tma") for k in mem[1:])
+        assert bool(mem[0].params.get("tma")) == offered and not any(k.params.get("tma") for k in mem[2:])
+        assert mem[1].params == ({**mem[0].params, "persist": True} if offered else mem[1].params)
         if not offered:
             g, fam, plan = agent._plan(str(path))
             assert "stride 1" in conv_tma.ok(plan)
@@ -638,10 +643,11 @@ def test_kernelbench_size_tma_conv_compiles_without_spills(tmp_egg, nd, shape, k
     g, fam, plan = agent._plan(str(path))
     params = {**agent._default(fam, g, plan, None), "BM": 128, "BN": 128, "stages": 4, "split": 1, "layout": "nhwc",
               "wgmma": True, "swz": True, "tma": True}
-    pk = agent.emit(g, fam, plan, params, load_profile("h200"))
     assert conv_tma.shared_bytes(plan, gemm.GemmKnobs.of(params)) <= 227 * 1024
-    assert f"tma_load{'' if nd == 1 else nd + 2}(sA" in pk.cuda_source
-    r = compile_check(pk.cuda_source, ["-lineinfo"], "sm_90a")
-    assert r.ok, r.log[-2000:]
-    assert all((x.spill_store_bytes, x.spill_load_bytes) == (0, 0) for x in r.resources), r.resources
-    assert "C7517" not in r.log and "C7510" not in r.log, r.log[-2000:]
+    for persist in (False, True):
+        pk = agent.emit(g, fam, plan, {**params, "persist": persist}, load_profile("h200"))
+        assert f"tma_load{'' if nd == 1 else nd + 2}(sA" in pk.cuda_source
+        r = compile_check(pk.cuda_source, ["-lineinfo"], "sm_90a")
+        assert r.ok, r.log[-2000:]
+        assert all((x.spill_store_bytes, x.spill_load_bytes) == (0, 0) for x in r.resources), r.resources
+        assert "C7517" not in r.log and "C7510" not in r.log, r.log[-2000:]

@@ -51,10 +51,11 @@ def test_every_layout_verifies_at_awkward_shapes(tmp_egg, evaluator, case):
                          ids=lambda x: f"{x[0]}-{x[1]}-{x[4]}" if isinstance(x, tuple) and len(x) == 11 else None)
 def test_tma_conv_verifies_at_awkward_shapes(tmp_egg, evaluator, spec, tile):
     """The conv whose tiles come by TMA (conv_tma): padding and patch overhangs zero-filled by the map's
-    bounds, fewer channels than a box, groups of 32, 1-d to 3-d maps, one and two consumer warpgroups."""
+    bounds, fewer channels than a box, groups of 32, 1-d to 3-d maps, transposed by phase, one and two
+    consumer warpgroups, persistent."""
     path = _task(tmp_egg, *spec)
     base = {"layout": "nhwc", "split": 1, "wgmma": True, "swz": True, "tma": True, "BN": tile[1]}
-    variants = [{**base, "BM": tile[0], "stages": 3}, {**base, "BM": 128, "stages": 4}]
+    variants = [{**base, "BM": tile[0], "stages": 3}, {**base, "BM": 128, "stages": 4}, {**base, "BM": 128, "stages": 4, "persist": True}]
     evs = evaluator.evaluate(str(path), _candidates(path, variants), None)
     _judged_as_eager_allows(evs, variants)
 

@@ -581,10 +581,13 @@ class ExpertAgent:
                 if base.get("wgmma"):  # first: the ring a tile further ahead (wg_ring), the swizzle toggled
                     out[:0] = [{**base, "lead": not base.get("lead", False)}, {**base, "swz": not base.get("swz", False)}]
                     if conv_tma.ok(plan) is None and not base.get("tma") and base.get("BM") in (64, 128):
-                        # tiles by TMA (conv_tma; unmeasured): first where a tap's channels fill a 32-channel box
-                        # (fewer are zero-filled: up to 4x the MMAs of the gather's dense (tap, channel) K), else last
+                        # tiles by TMA (conv_tma; unmeasured), then its persistent tile loop: first where a tap's channels
+                        # fill a 32-channel box (fewer are zero-filled: up to 4x the MMAs of the gather's dense K), else last
                         tma = {**base, "tma": True, "stages": 4}
-                        out.insert(0 if plan.Cg >= gemm_tf32.BK else len(out), tma)
+                        at = 0 if plan.Cg >= gemm_tf32.BK else len(out)
+                        out[at:at] = [tma, {**tma, "persist": True}]
+                    elif base.get("tma") and not base.get("persist"):
+                        out.insert(0, {**base, "persist": True})
                 out += [{**base, "ldm": True}] + [{**base, "layout": lay} for lay in conv.LAYOUTS if lay != base.get("layout", "nchw")]
         elif fam == "recurrent":
             if st == "parallel_mapping":  # threads a block; with clusters, also half the cluster and no cluster
@@ -883,7 +886,7 @@ class ExpertAgent:
             src, smem = conv_tma.render(g, plan, k), conv_tma.shared_bytes(plan, k)
             if smem > profile.shared_per_block_optin:
                 raise Unsupported("tile does not fit in shared memory")
-            launch = host.Launch("egg_conv", conv_tma.grid(plan, k), (k.threads(True),), conv.arg_order(g, plan), smem,
+            launch = host.Launch("egg_conv", conv_tma.grid(plan, k, sms), (k.threads(True),), conv.arg_order(g, plan), smem,
                                  maps=conv_tma.tensor_maps(plan, k))
             pw, ph = conv_tma.patch(plan, k)
             pre = [(host.Launch(name, grid, block, reads, 0), writes) for name, grid, block, reads, writes in conv.staging(plan)]
@@ -891,7 +894,8 @@ class ExpertAgent:
                     f"input and weight staged channels last; conv{plan.nd}d as implicit GEMM (TF32 wgmma), a patch of "
                     f"{pw}x{ph} output positions x {k.BN} channels a block, each tap's input box and the weight's tile "
                     f"copied by TMA from a producer warpgroup into a {k.stages}-stage ring (mbarriers, warp-specialised), "
-                    f"{k.BM // 64} consumer warpgroup(s)")
+                    f"{k.BM // 64} consumer warpgroup(s)" + (", persistent: a block an SM walking the tiles, the next "
+                                                              "tile's boxes under this one's epilogue" if k.persist else ""))
         elif fam == "conv":
             k = gemm.GemmKnobs.of(params)
             layout = params.get("layout", "nchw")

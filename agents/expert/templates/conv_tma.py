@@ -19,8 +19,8 @@ from agents.expert.codegen import PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported
 from agents.expert.templates.conv import ConvPlan, _phase_decode, _store, _tap_decode, kernel_args, staged_nodes
 from agents.expert.templates.gemm import GemmKnobs
-from agents.expert.templates.gemm_tf32 import (BK, TF32_PRELUDE, TMA_PRELUDE, WGMMA_PRELUDE, tma_mainloop, tma_producer,
-                                               tma_setup)
+from agents.expert.templates.gemm_tf32 import (BK, TF32_PRELUDE, TMA_PRELUDE, WG_THREAD, WGMMA_PRELUDE, tma_mainloop,
+                                               tma_producer, tma_setup)
 
 
 def ok(p: ConvPlan) -> str | None:
@@ -71,13 +71,23 @@ def check(p: ConvPlan, k: GemmKnobs) -> None:
         raise Unsupported("a patch of BM output positions")
 
 
-def grid(p: ConvPlan, k: GemmKnobs) -> tuple[int, int, int]:
+def grid(p: ConvPlan, k: GemmKnobs, sms: int = 132) -> tuple[int, int, int]:
     """Patches (of every image) by phases on x, the phase fastest (a patch's phases interleave their output
-    lines: side by side they fill them in L2, conv.phases_first), channel tiles on y, groups on z."""
+    lines: side by side they fill them in L2, conv.phases_first), channel tiles on y, groups on z;
+    `persist`: a block an SM (at most one a tile)."""
     n = p.N * math.prod(tiles(p, k)) * p.R
+    if k.persist:
+        if grid_tiles(p, k) >= 2 ** 31:
+            raise Unsupported("more tiles than a persistent loop counts")
+        return (min(grid_tiles(p, k), sms), 1, 1)
     if n >= 2 ** 31 or -(-p.OCg // k.BN) > 65535 or p.groups > 65535:
         raise Unsupported("more patches, channel tiles or groups than a grid holds")
     return (n, -(-p.OCg // k.BN), p.groups)
+
+
+def grid_tiles(p: ConvPlan, k: GemmKnobs) -> int:
+    """The blocks of the grid (patches x phases x channel tiles x groups): a persistent loop's tiles."""
+    return p.N * math.prod(tiles(p, k)) * p.R * -(-p.OCg // k.BN) * p.groups
 
 
 def shared_bytes(p: ConvPlan, k: GemmKnobs) -> int:
@@ -114,26 +124,39 @@ def _coords(p: ConvPlan) -> tuple[list[str], list[str]]:
     return tap, list(reversed(coords))  # the map's dims innermost first: W, H, D
 
 
+def _decode(p: ConvPlan, k: GemmKnobs, idx: str, ind: str) -> list[str]:
+    """The block's (or, persistent, the tile's) phase (fastest), patch and image from `idx`; the patch's
+    origin j0 per dim in (phase) positions; persistent: then its channel tile n0 and group."""
+    Pw, Ph = patch(p, k)
+    tl, nd = tiles(p, k), p.nd
+    dec = [f"long long rest_ = {idx};"]
+    if p.phased:
+        dec += [f"const int res = (int)(rest_ % {p.R}); rest_ /= {p.R};"] + _phase_decode(p, "res", "")
+    dec.append(f"const int j0_{nd - 1} = (int)(rest_ % {tl[0]}) * {Pw}; rest_ /= {tl[0]};")
+    if nd > 1:
+        dec.append(f"const int j0_{nd - 2} = (int)(rest_ % {tl[1]}) * {Ph}; rest_ /= {tl[1]};")
+    if nd > 2:
+        dec.append(f"const int j0_0 = (int)(rest_ % {tl[2]}); rest_ /= {tl[2]};")
+    if k.persist:
+        nt = -(-p.OCg // k.BN)
+        dec += [f"const int img = (int)(rest_ % {p.N}); rest_ /= {p.N};",
+                f"const long long n0 = (rest_ % {nt}) * {k.BN};", f"const int grp = (int)(rest_ / {nt});"]
+    else:
+        dec.append("const int img = (int)rest_, grp = bz;")
+    return [ind + ln for ln in dec]
+
+
 def render(g: OpGraph, p: ConvPlan, k: GemmKnobs) -> str:
-    """`egg_conv(mX, mW, <the conv's arguments>)` on the staged tensors (conv.staging_source after it)."""
+    """`egg_conv(mX, mW, <the conv's arguments>)` on the staged tensors (conv.staging_source after it).
+    `persist`: a block an SM walks the (patch, phase, channel tile, group) tiles, the ring running on
+    across them (the next tile's boxes load under this one's epilogue)."""
     check(p, k)
     NW, S, NI = k.BM // 64, k.stages, k.BN // 8
     T = k.threads(True)
     EA, EB = k.BM * BK, k.BN * BK
     Pw, Ph = patch(p, k)
     CT = -(-p.Cg // BK)  # 32-channel boxes a tap
-    tl = tiles(p, k)
     nd = p.nd
-    # the block's phase (fastest), patch and image; the patch's origin j0 per dim in (phase) positions
-    dec = ["    long long rest_ = blockIdx.x;"]
-    if p.phased:
-        dec += [f"    const int res = (int)(rest_ % {p.R}); rest_ /= {p.R};"] + _phase_decode(p, "res", "    ")
-    dec.append(f"    const int j0_{nd - 1} = (int)(rest_ % {tl[0]}) * {Pw}; rest_ /= {tl[0]};")
-    if nd > 1:
-        dec.append(f"    const int j0_{nd - 2} = (int)(rest_ % {tl[1]}) * {Ph}; rest_ /= {tl[1]};")
-    if nd > 2:
-        dec.append(f"    const int j0_0 = (int)(rest_ % {tl[2]}); rest_ /= {tl[2]};")
-    dec.append("    const int img = (int)rest_, grp = bz;")
     tap, coords = _coords(p)
     loads = [" ".join(tap),
              f"tma_load{'' if nd == 1 else nd + 2}(sA + s * {EA}, &mX, {', '.join([f'grp * {p.Cg} + (kt % {CT}) * {BK}'] + coords)}, img, full + s);",
@@ -152,17 +175,7 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs) -> str:
     pix = "(long long)o0"
     for d in range(1, nd):
         pix = f"({pix} * {p.out_sp[d]} + o{d})"
-    return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{TMA_PRELUDE}
-extern "C" __global__ void __launch_bounds__({T}, 1) egg_conv(const __grid_constant__ EggTmap mX, const __grid_constant__ EggTmap mW, {kernel_args(g, p)}) {{
-    extern __shared__ __align__(1024) unsigned char smem[];
-    float* sA = reinterpret_cast<float*>(smem);
-    float* sB = sA + {S * EA};
-    const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const int wg = tid >> 7, wq = (tid >> 5) & 3;  // warpgroup: 64 of the patch's positions; warp in it: 16 of those
-    const long long n0 = (long long)blockIdx.y * {k.BN};
-    const int bz = blockIdx.z;
-{chr(10).join(dec)}
-{tma_setup(S, NW, f"sB + {S * EB}")}{tma_producer(S, NW, KT, (k.BM + k.BN) * BK * 4, loads)}{tma_mainloop(S, KT, EA, EB, BK, NI, steps)}    const int mi = 0;
+    store = f"""    const int mi = 0;
     #pragma unroll
     for (int ni = 0; ni < {NI}; ++ni)
         #pragma unroll
@@ -178,5 +191,20 @@ extern "C" __global__ void __launch_bounds__({T}, 1) egg_conv(const __grid_const
                 }}
             }}
         }}
-}}
 """
+    head = f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{TMA_PRELUDE}
+extern "C" __global__ void __launch_bounds__({T}, 1) egg_conv(const __grid_constant__ EggTmap mX, const __grid_constant__ EggTmap mW, {kernel_args(g, p)}) {{
+    extern __shared__ __align__(1024) unsigned char smem[];
+    float* sA = reinterpret_cast<float*>(smem);
+    float* sB = sA + {S * EA};
+{WG_THREAD}"""
+    nbytes = (k.BM + k.BN) * BK * 4
+    if k.persist:
+        n = str(grid_tiles(p, k))
+        return (head + tma_setup(S, NW, f"sB + {S * EB}")
+                + tma_producer(S, NW, KT, nbytes, loads, (n, "\n".join(_decode(p, k, "tile", " " * 16)) + "\n"))
+                + tma_mainloop(S, KT, EA, EB, BK, NI, steps, (n, "\n".join(_decode(p, k, "tile", " " * 8)) + "\n"), store) + "}\n")
+    return (head + f"""    const long long n0 = (long long)blockIdx.y * {k.BN};
+    const int bz = blockIdx.z;
+""" + "\n".join(_decode(p, k, "blockIdx.x", "    ")) + "\n" + tma_setup(S, NW, f"sB + {S * EB}")
+            + tma_producer(S, NW, KT, nbytes, loads) + tma_mainloop(S, KT, EA, EB, BK, NI, steps) + store + "}\n")
