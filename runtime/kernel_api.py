@@ -6,7 +6,7 @@ and the exported ModelNew runs without EGG installed.
 Launch arguments: a tensor passes its device pointer; a Python int passes as a
 64-bit integer (`long long` in the kernel); a Python float as `float`; NumPy
 scalars (np.int32(n), np.float64(x), ...) pass with their own type; a tensor map (`egg.tmap`: a
-Hopper TMA descriptor of a 16-bit tensor) passes its 128 bytes by value.
+Hopper TMA descriptor of a tensor, encoded by the driver through ctypes) passes its 128 bytes by value.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ class KernelAPI:
         self._smem_set: dict = {}
         self._graphs = weakref.WeakKeyDictionary()  # module -> _Graph: its launches captured once
         self.graph_error: str | None = None  # why capture failed (the module then launches as before)
-        self._maps: dict = {}  # (pointer, dims, box) -> an encoded tensor map
+        self._maps: dict = {}  # (address, dims, box, element bytes) -> an encoded tensor map
 
     def kernel(self, name: str):
         k = self._kernels.get(name)
@@ -154,10 +154,9 @@ _encode = []
 
 
 def encode_tmap(ptr: int, dims, box, elem: int = 2):
-    """cuTensorMapEncodeTiled through ctypes on the driver (no package beyond numpy): a tensor of `elem`-byte
-    elements (2 or 4) of
-    `dims` (innermost first, contiguous) at `ptr`, boxes of `box`, the 128-byte swizzle, zero fill. A
-    numpy structured scalar, which CuPy passes to a kernel by value."""
+    """cuTensorMapEncodeTiled through ctypes on the driver (no package beyond numpy): a tensor of
+    `elem`-byte elements (2 or 4) of `dims` (innermost first, contiguous) at `ptr`, boxes of `box`, the
+    128-byte swizzle, zero fill. A numpy structured scalar, which CuPy passes to a kernel by value."""
     import ctypes
     r = len(dims)
     if elem not in (2, 4):
