@@ -1,12 +1,14 @@
-"""Forward convolution (1-, 2- or 3-d, stride 1) as an implicit GEMM whose operand tiles come by TMA, no
-gather: the channels-last staged input (conv.staging) is a tensor map (C, W[, H[, D]], N), and a block's
-output pixels are a patch of Pw x Ph positions of one image (and depth), so for each kernel tap the
-patch's input pixels are again a box of that map, shifted by the tap (padding and the patch's edges read
-as zeros: the map's bounds). K runs over (tap, 32-channel chunk): one box of 32 channels a step, 128 bytes
-a pixel, in the 128-byte swizzle wgmma reads; the staged weight (groups, OC/groups, taps x C/groups) is a
-map too. A producer warpgroup issues both boxes a step (gemm_tf32.tma_producer), the consumer warpgroups
-run TF32 wgmma on them (what eager's cuDNN runs), and the pointwise chain after the conv is fused into the
-store (conv._store, one image's pixel at a time).
+"""Convolution (1-, 2- or 3-d; forward of stride 1, or transposed by output phase) as an implicit GEMM
+whose operand tiles come by TMA, no gather: the channels-last staged input (conv.staging) is a tensor map
+(C, W[, H[, D]], N), and a block's output positions are a patch of Pw x Ph positions of one image (and
+depth), so for each kernel tap the patch's input pixels are again a box of that map, shifted by the tap
+(padding and the patch's edges read as zeros: the map's bounds). A strided transposed conv's phase (the
+outputs o = j * stride + r) reads input j + (r + pad - k * dil) / stride for each of its taps k:
+consecutive in j, a box again. K runs over (tap, 32-channel box): 128 bytes a pixel, in the 128-byte
+swizzle wgmma reads; the staged weight (groups x phases, OC/groups, taps x C/groups) is a map too. A
+producer warpgroup issues both boxes a step (gemm_tf32.tma_producer), the consumer warpgroups run TF32
+wgmma on them (what eager's cuDNN runs), and the pointwise chain after the conv is fused into the store
+(conv._store, one image's pixel at a time). `persist`: a block an SM walks the tiles.
 
 The cp.async conv (conv.py, layout "nhwc") has every thread decode a pixel's window and copy 16 bytes a
 tap, a block-wide barrier a step; here no thread computes an address in the loop."""
