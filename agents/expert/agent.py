@@ -888,11 +888,12 @@ class ExpertAgent:
                 raise Unsupported("tile does not fit in shared memory")
             launch = host.Launch("egg_conv", conv_tma.grid(plan, k, sms), (k.threads(True),), conv.arg_order(g, plan), smem,
                                  maps=conv_tma.tensor_maps(plan, k))
-            pw, ph = conv_tma.patch(plan, k)
+            pw, ph, pn = conv_tma.patch(plan, k)
             pre = [(host.Launch(name, grid, block, reads, 0), writes) for name, grid, block, reads, writes in conv.staging(plan)]
             return (src + conv.staging_source(plan, tf32=True), pre + [(launch, None)],
                     f"input and weight staged channels last; conv{plan.nd}d as implicit GEMM (TF32 wgmma), a patch of "
-                    f"{pw}x{ph} output positions x {k.BN} channels a block, each tap's input box and the weight's tile "
+                    f"{pw}x{ph} output positions{f' of {pn} images' if pn > 1 else ''} x {k.BN} channels a block, each tap's "
+                    f"input box and the weight's tile "
                     f"copied by TMA from a producer warpgroup into a {k.stages}-stage ring (mbarriers, warp-specialised), "
                     f"{k.BM // 64} consumer warpgroup(s)" + (", persistent: a block an SM walking the tiles, the next "
                                                               "tile's boxes under this one's epilogue" if k.persist else ""))

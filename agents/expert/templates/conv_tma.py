@@ -44,24 +44,35 @@ def extent(p: ConvPlan) -> tuple[int, ...]:
     return tuple(-(-o // s) for o, s in zip(p.out_sp, p.stride)) if p.phased else tuple(p.out_sp)
 
 
-def patch(p: ConvPlan, k: GemmKnobs) -> tuple[int, int]:
-    """(Pw, Ph): the block's output positions along the last dim and the one before: the power of two that
-    holds a row (at most BM), and as many rows as make BM (1-d: BM positions of the row)."""
-    OW = extent(p)[-1]
-    Pw = min(k.BM, 1 << max(0, (OW - 1).bit_length())) if p.nd > 1 else k.BM
-    return Pw, (k.BM // Pw if p.nd > 1 else 1)
+def _pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def patch(p: ConvPlan, k: GemmKnobs) -> tuple[int, int, int]:
+    """(Pw, Ph, Pn): the block's output positions along the last dim, the one before (1-d: 1) and images:
+    the power of two that holds a row (at most BM), as many rows as hold a plane and make at most BM, and
+    as many images as make BM (small maps, a ResNet's 7x7: several images a patch instead of positions
+    past the map; a 3-d conv's patch is one image's, at one depth)."""
+    ext = extent(p)
+    Pw = min(k.BM, _pow2(ext[-1]))
+    if p.nd == 1:
+        return Pw, 1, k.BM // Pw
+    if p.nd == 3:
+        return Pw, k.BM // Pw, 1
+    Ph = min(k.BM // Pw, _pow2(ext[-2]))
+    return Pw, Ph, k.BM // (Pw * Ph)
 
 
 def tiles(p: ConvPlan, k: GemmKnobs) -> tuple[int, ...]:
-    """Patches per image along (W, H, D): W and H in patches, D one position a patch."""
-    Pw, Ph = patch(p, k)
+    """Patches along (W, H, D, images): W and H in patches, D one position a patch, images Pn a patch."""
+    Pw, Ph, Pn = patch(p, k)
     ext = extent(p)
     out = [-(-ext[-1] // Pw)]
     if p.nd > 1:
         out.append(-(-ext[-2] // Ph))
     if p.nd > 2:
         out.append(ext[0])
-    return tuple(out)
+    return tuple(out) + (-(-p.N // Pn),)
 
 
 def check(p: ConvPlan, k: GemmKnobs) -> None:
@@ -69,7 +80,7 @@ def check(p: ConvPlan, k: GemmKnobs) -> None:
         raise Unsupported(why)
     if k.BM not in (64, 128) or k.BN not in (64, 128, 256) or k.stages < 2:
         raise Unsupported("the TMA conv runs one or two consumer warpgroups, 64 to 256 channels, 2 stages or more")
-    if patch(p, k)[0] * patch(p, k)[1] != k.BM:
+    if math.prod(patch(p, k)) != k.BM:
         raise Unsupported("a patch of BM output positions")
 
 
@@ -77,7 +88,7 @@ def grid(p: ConvPlan, k: GemmKnobs, sms: int = 132) -> tuple[int, int, int]:
     """Patches (of every image) by phases on x, the phase fastest (a patch's phases interleave their output
     lines: side by side they fill them in L2, conv.phases_first), channel tiles on y, groups on z;
     `persist`: a block an SM (at most one a tile)."""
-    n = p.N * math.prod(tiles(p, k)) * p.R
+    n = math.prod(tiles(p, k)) * p.R
     if k.persist:
         if grid_tiles(p, k) >= 2 ** 31:
             raise Unsupported("more tiles than a persistent loop counts")
@@ -89,7 +100,7 @@ def grid(p: ConvPlan, k: GemmKnobs, sms: int = 132) -> tuple[int, int, int]:
 
 def grid_tiles(p: ConvPlan, k: GemmKnobs) -> int:
     """The blocks of the grid (patches x phases x channel tiles x groups): a persistent loop's tiles."""
-    return p.N * math.prod(tiles(p, k)) * p.R * -(-p.OCg // k.BN) * p.groups
+    return math.prod(tiles(p, k)) * p.R * -(-p.OCg // k.BN) * p.groups
 
 
 def shared_bytes(p: ConvPlan, k: GemmKnobs) -> int:
@@ -100,9 +111,9 @@ def tensor_maps(p: ConvPlan, k: GemmKnobs) -> list[host.TensorMap]:
     """The staged input (C, W[, H[, D]], N) in boxes of 32 channels x the patch, and the staged weight
     (taps x C/groups, OC/groups, groups) in boxes of 32 x BN."""
     xt, wt = staged_nodes(p)
-    Pw, Ph = patch(p, k)
+    Pw, Ph, Pn = patch(p, k)
     sp = tuple(reversed(p.in_sp))  # innermost first: W, H, D
-    box = (BK, Pw) + ((Ph,) if p.nd > 1 else ()) + (1,) * (p.nd - 2) + (1,)
+    box = (BK, Pw) + ((Ph,) if p.nd > 1 else ()) + (1,) * (p.nd - 2) + (Pn,)
     return [host.TensorMap(xt, (p.C,) + sp + (p.N,), box, 0, 4),
             host.TensorMap(wt, (p.Kg, p.OCg, p.groups * p.R), (BK, k.BN, 1), 0, 4)]
 
@@ -127,9 +138,9 @@ def _coords(p: ConvPlan) -> tuple[list[str], list[str]]:
 
 
 def _decode(p: ConvPlan, k: GemmKnobs, idx: str, ind: str) -> list[str]:
-    """The block's (or, persistent, the tile's) phase (fastest), patch and image from `idx`; the patch's
-    origin j0 per dim in (phase) positions; persistent: then its channel tile n0 and group."""
-    Pw, Ph = patch(p, k)
+    """The block's (or, persistent, the tile's) phase (fastest), patch and first image img0 from `idx`; the
+    patch's origin j0 per dim in (phase) positions; persistent: then its channel tile n0 and group."""
+    Pw, Ph, Pn = patch(p, k)
     tl, nd = tiles(p, k), p.nd
     dec = [f"long long rest_ = {idx};"]
     if p.phased:
@@ -141,10 +152,10 @@ def _decode(p: ConvPlan, k: GemmKnobs, idx: str, ind: str) -> list[str]:
         dec.append(f"const int j0_0 = (int)(rest_ % {tl[2]}); rest_ /= {tl[2]};")
     if k.persist:
         nt = -(-p.OCg // k.BN)
-        dec += [f"const int img = (int)(rest_ % {p.N}); rest_ /= {p.N};",
+        dec += [f"const int img0 = (int)(rest_ % {tl[-1]}) * {Pn}; rest_ /= {tl[-1]};",
                 f"const long long n0 = (rest_ % {nt}) * {k.BN};", f"const int grp = (int)(rest_ / {nt});"]
     else:
-        dec.append("const int img = (int)rest_, grp = bz;")
+        dec.append(f"const int img0 = (int)rest_ * {Pn}, grp = bz;")
     return [ind + ln for ln in dec]
 
 
@@ -156,24 +167,24 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs) -> str:
     NW, S, NI = k.BM // 64, k.stages, k.BN // 8
     T = k.threads(True)
     EA, EB = k.BM * BK, k.BN * BK
-    Pw, Ph = patch(p, k)
+    Pw, Ph, Pn = patch(p, k)
     CT = -(-p.Cg // BK)  # 32-channel boxes a tap
     nd = p.nd
     tap, coords = _coords(p)
     loads = [" ".join(tap),
-             f"tma_load{'' if nd == 1 else nd + 2}(sA + s * {EA}, &mX, {', '.join([f'grp * {p.Cg} + (kt % {CT}) * {BK}'] + coords)}, img, full + s);",
+             f"tma_load{'' if nd == 1 else nd + 2}(sA + s * {EA}, &mX, {', '.join([f'grp * {p.Cg} + (kt % {CT}) * {BK}'] + coords)}, img0, full + s);",
              f"tma_load(sB + s * {EB}, &mW, (kt / {CT}) * {p.Cg} + (kt % {CT}) * {BK}, (int)n0, "
              f"{f'grp * {p.R} + res' if p.phased else 'grp'}, full + s);"]
     KT = math.prod(p.taps) * CT
     steps = "\n".join(f"        wgmma_tf32_n{k.BN}(d, wg_desc_sw128(sA_s + {kk * 8}), wg_desc_sw128(sB_s + {kk * 8}));"
                        for kk in range(BK // 8))
     # a patch position's output per dim (a phase's: j * stride + r), then its offset in the image
-    local = {nd - 1: f"r % {Pw}", nd - 2: f"r / {Pw}"}
+    local = {nd - 1: f"r % {Pw}", nd - 2: f"r / {Pw} % {Ph}"}
     outs = []
     for d in range(nd):
         j = f"j0_{d} + {local[d]}" if d in local else f"j0_{d}"
         outs.append(f"const int o{d} = ({j}){f' * {p.stride[d]} + r{d}' if p.phased else ''};")
-    valid = " && ".join(f"o{d} < {p.out_sp[d]}" for d in range(nd))
+    valid = " && ".join([f"o{d} < {p.out_sp[d]}" for d in range(nd)] + ([f"img < {p.N}"] if Pn > 1 else []))
     pix = "(long long)o0"
     for d in range(1, nd):
         pix = f"({pix} * {p.out_sp[d]} + o{d})"
@@ -183,6 +194,7 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs) -> str:
         #pragma unroll
         for (int h = 0; h < 2; ++h) {{
             const int r = wg * 64 + wq * 16 + g + 8 * h;  // the position in the patch
+            const int img = img0 + r / {Pw * Ph};
             {" ".join(outs)}
             #pragma unroll
             for (int e = 0; e < 2; ++e) {{
