@@ -391,10 +391,11 @@ def test_planes_candidate_runs_through_its_host_code(tmp_egg):
     assert err < 4 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
-def test_memory_optimization_offers_the_planes_by_tma_and_its_module_runs(tmp_egg):
+def test_the_planes_by_tma_are_the_first_design_and_its_module_runs(tmp_egg):
     """A (600 x 300) @ (300 x 640) fp32 matmul starts on both operands' planes (B (K, N): no split in the
-    ring); memory optimisation offers the planes' tiles by TMA from a producer warpgroup first, whose
-    module (two maps of 4-byte elements over the workspace) matches float64 on the CPU emulator."""
+    ring) copied by TMA from a producer warpgroup (level 1 task 1: 1.27 ms against the cp.async ring's
+    1.69 and eager's 2.67 on the H100); memory optimisation offers the cp.async ring first; the module
+    (two maps of 4-byte elements over the workspace) matches float64 on the CPU emulator."""
     from agents.expert import ExpertAgent
     from hardware_profiles import load_profile
     from state import KernelCandidate
@@ -405,11 +406,12 @@ def test_memory_optimization_offers_the_planes_by_tma_and_its_module_runs(tmp_eg
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     base = agent._default(fam, g, plan, None, load_profile("h200"))
-    assert base["planes"] and base["swz"] and not base.get("bsplit")
-    first = KernelCandidate(id="a", stage="algorithm_design", **agent.emit(g, fam, plan, base, PROFILE).model_dump())
-    tma = agent.propose(request(p, "memory_optimization", first)).kernels[0]
-    assert tma.params == {**base, "tma": True, "stages": 3} and "TMA from a producer warpgroup" in tma.description
+    assert base["planes"] and base["swz"] and base["tma"] and not base.get("bsplit")
+    tma = KernelCandidate(id="a", stage="algorithm_design", **agent.emit(g, fam, plan, base, PROFILE).model_dump())
+    assert "TMA from a producer warpgroup" in tma.description
     assert tma.host_code.count("egg.tmap(t0, ") == 2 and ", 4)" in tma.host_code
+    ring = agent.propose(request(p, "memory_optimization", tma)).kernels[0]
+    assert ring.params == {**base, "tma": False, "stages": 3} and "TMA" not in ring.description
     if not cpu_emulator.available():
         pytest.skip("no g++")
     err, eager_err = cpu_emulator.run_module(p, g, agent.emit(g, fam, plan, tma.params, load_profile("h200")), tmp_egg / "emu")

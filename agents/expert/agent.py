@@ -106,12 +106,12 @@ GRAPH_BYTES_PER_LAUNCH = 16 << 20
 # into TF32 high and low planes, then 3xTF32 wgmma on 128-byte-swizzled tiles of K 32 (1.58 ms against
 # mma.sync's 2.67 and eager's 2.75 at 4096^3 on the H200, 2026-12-05; unswizzled it ran 3.94)
 PLANES = {"family": "gemm_tf32", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "wgmma": True, "planes": True,
-          "BK": 32, "stages": 3, "fold": 4, "swz": True}
+          "BK": 32, "stages": 3, "fold": 4, "swz": True, "tma": True}
 MMA_SYNC = {"family": "gemm_tf32", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "stages": 3}
 # Where few row tiles read each B tile (a weight streamed by 128 rows: KernelBench's level 2 tasks 55, 56,
 # 59, 68), B's planes would cost more traffic than the MMAs save: B is read raw into the ring and split in
 # shared memory (gemm_tf32's `bsplit`), only A's planes in memory
-BSPLIT = {**PLANES, "bsplit": True}
+BSPLIT = {**PLANES, "bsplit": True, "tma": False}
 # Where both planes pay, B split in the ring still saved B's split pass at 1024 rows (KernelBench's (1024, 8192)
 # linears: level 2 task 12 1.86 ms against the planes' 2.03 on the H100, 2026-12-05); each row tile splits
 # B again, so only up to this many rows
@@ -124,15 +124,16 @@ def planes_design(plan) -> dict:
 
 
 # the 16-bit GEMM's designs: mma.sync (8% of cuBLAS on the H100 at 8192^3: 17.5 ms against 1.41), and the
-# warpgroup MMA on staged, swizzled tiles (gemm_wgmma16: 128x256 on 3 stages 2.80 ms, 128x128 on 4 3.04)
+# warpgroup MMA on staged, swizzled tiles fed by TMA from a producer warpgroup (gemm_wgmma16 `tma`: 128x256 on
+# 4 stages 2.01 ms against cuBLAS's 1.38 on the H100, 2026-12-05; the cp.async ring 2.82, 128x128 on 5 2.43)
 MMA16 = {"family": "gemm_tc", "BM": 64, "BN": 64, "WM": 2, "WN": 2, "stages": 1, "pad": 8}
-WGMMA16 = {"family": "gemm_tc", "wgmma": True, "BM": 128, "BN": 128, "stages": 4}
+WGMMA16 = {"family": "gemm_tc", "wgmma": True, "BM": 128, "BN": 128, "stages": 5, "tma": True}
 
 
 def wgmma16_design(plan) -> dict:
     """The 16-bit warpgroup MMA's first tile: 256 columns where the GEMM has them; tiles copied straight
     from the tensors where both are K-contiguous (the staging pass is a read and a write of both)."""
-    d = {**WGMMA16, "BN": 256, "stages": 3} if plan.N >= 256 else dict(WGMMA16)
+    d = {**WGMMA16, "BN": 256, "stages": 4} if plan.N >= 256 else dict(WGMMA16)
     return {**d, "direct": True} if gemm_wgmma16.direct_ok(plan) else d
 
 
@@ -637,9 +638,10 @@ class ExpertAgent:
                 other = {"BN": 128, "stages": 4} if base.get("BN") == 256 else {"BN": 256, "stages": 3}
                 # TMA from a producer warpgroup first at memory optimisation (built blind: unmeasured on a GPU)
                 t = {**base, "tma": True, "stages": 4 if base.get("BN") == 256 else 5}
+                ring = {**base, "tma": False, "persist": False, "stages": 3 if base.get("BN") == 256 else 4}  # cp.async's
                 tma = ([] if base.get("BM", 128) not in (64, 128) else
-                       [{**base, "persist": True}] if base.get("tma") and not base.get("persist") else
-                       [] if base.get("tma") else [t, {**t, "persist": True}])  # then its persistent tile loop
+                       [{**base, "persist": True}, ring] if base.get("tma") and not base.get("persist") else
+                       [ring] if base.get("tma") else [t, {**t, "persist": True}])  # then its persistent tile loop
                 out = ([{**base, **other}, {**base, "BM": 64}, {**base, "BM": 256, "stages": 3, "tma": False}] if st == "tiling" else
                        tma + [{**base, "lead": not base.get("lead", False)}] + [{**base, "stages": s} for s in (3, 5, 6) if s != base.get("stages")]
                        + ([{**base, "direct": not base.get("direct", False)}] if gemm_wgmma16.direct_ok(plan) else [])
@@ -680,10 +682,10 @@ class ExpertAgent:
                     out = [{**base, "BK": 32, "stages": 3, "fold": 4, "swz": True}, {**base, "BN": 64, "stages": 4},
                            {**base, "fold": 8}, {**base, "fold": 2}, {**base, "BK": 16, "stages": 6, "fold": 8, "swz": False}]
                     if gemm_tf32.bsplit_ok(plan):  # B's planes in memory or split in the ring, whichever is not first
-                        out.insert(1, {**base, "bsplit": not base.get("bsplit", False)})
+                        out.insert(1, {**base, "bsplit": not base.get("bsplit", False), "tma": bool(base.get("bsplit"))})
                     out.insert(0, {**base, "lead": not base.get("lead", False)})  # the ring a tile further ahead
-                    if base.get("swz") and not base.get("bsplit") and not base.get("tma") and base.get("BN", 128) <= 128:
-                        out.insert(0, {**base, "tma": True, "stages": 3})  # TMA from a producer warpgroup (unmeasured)
+                    if base.get("swz") and not base.get("bsplit") and base.get("BN", 128) <= 128:  # TMA or the cp.async ring
+                        out.insert(0, {**base, "tma": not base.get("tma", False), "stages": 3})
                 elif path == "tf32x3":
                     out = [{**base, "stages": s, "ldm": ld} for ld in (True, False) for s in kn["gemm_tf32_stages"]]
                     if not base.get("wgmma") and base.get("splitk", 1) == 1 and g.output.dtype == "float32":
