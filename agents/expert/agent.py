@@ -223,6 +223,11 @@ def conv_wgmma(g, plan, d: dict, profile) -> dict | None:
         return None
 
 
+def _staging_launches(plan) -> list:
+    """A channels-last conv's staging kernels (conv.staging) as launches, each with the node it writes."""
+    return [(host.Launch(name, grid, block, reads, 0), writes) for name, grid, block, reads, writes in conv.staging(plan)]
+
+
 def on_mma_sync(d: dict) -> dict:
     """A conv design on mma.sync: the same knobs without the warpgroup MMA's."""
     return {k: v for k, v in d.items() if k not in ("wgmma", "swz")}
@@ -582,8 +587,10 @@ class ExpertAgent:
                 if base.get("wgmma"):  # first: the ring a tile further ahead (wg_ring), the swizzle toggled
                     out[:0] = [{**base, "lead": not base.get("lead", False)}, {**base, "swz": not base.get("swz", False)}]
                     if conv_tma.ok(plan) is None and not base.get("tma") and base.get("BM") in (64, 128):
-                        # tiles by TMA (conv_tma; unmeasured), then its persistent tile loop: first where a tap's channels
-                        # fill a 32-channel box (fewer are zero-filled: up to 4x the MMAs of the gather's dense K), else last
+                        # tiles by TMA (conv_tma), then its persistent tile loop: first where a tap's channels fill a
+                        # 32-channel box (fewer are zero-filled: up to 4x the MMAs of the gather's dense K), else last.
+                        # Offered, not first: slower than the gather on the H100 but persistent on a transposed conv
+                        # (RESULTS.md, 2026-12-05: level 2 task 4 10.8 ms against 9.3; task 16 4.79 against 5.12)
                         tma = {**base, "tma": True, "stages": 4}
                         at = 0 if plan.Cg >= gemm_tf32.BK else len(out)
                         out[at:at] = [tma, {**tma, "persist": True}]
@@ -636,7 +643,8 @@ class ExpertAgent:
             tk = "gemm_tf32" if path == "tf32x3" else "gemm_tc"
             if path == "mma" and base.get("wgmma"):  # the 16-bit warpgroup MMA: tile width, then the ring's depth
                 other = {"BN": 128, "stages": 4} if base.get("BN") == 256 else {"BN": 256, "stages": 3}
-                # TMA from a producer warpgroup first at memory optimisation (built blind: unmeasured on a GPU)
+                # from the TMA ring (the first design): its persistent loop, then the cp.async ring; from the
+                # cp.async ring: TMA and its persistent loop
                 t = {**base, "tma": True, "stages": 4 if base.get("BN") == 256 else 5}
                 ring = {**base, "tma": False, "persist": False, "stages": 3 if base.get("BN") == 256 else 4}  # cp.async's
                 tma = ([] if base.get("BM", 128) not in (64, 128) else
@@ -891,8 +899,7 @@ class ExpertAgent:
             launch = host.Launch("egg_conv", conv_tma.grid(plan, k, sms), (k.threads(True),), conv.arg_order(g, plan), smem,
                                  maps=conv_tma.tensor_maps(plan, k))
             pw, ph, pn = conv_tma.patch(plan, k)
-            pre = [(host.Launch(name, grid, block, reads, 0), writes) for name, grid, block, reads, writes in conv.staging(plan)]
-            return (src + conv.staging_source(plan, tf32=True), pre + [(launch, None)],
+            return (src + conv.staging_source(plan, tf32=True), _staging_launches(plan) + [(launch, None)],
                     f"input and weight staged channels last; conv{plan.nd}d as implicit GEMM (TF32 wgmma), a patch of "
                     f"{pw}x{ph} output positions{f' of {pn} images' if pn > 1 else ''} x {k.BN} channels a block, each tap's "
                     f"input box and the weight's tile "
@@ -919,9 +926,7 @@ class ExpertAgent:
                 steps = [(launch, part), (reduce, None)]
                 desc += f", split-K {ranges} ways (partials summed in order with the epilogue by a second kernel)"
             if layout == "nhwc":
-                pre = [(host.Launch(name, grid, block, reads, 0), writes)
-                       for name, grid, block, reads, writes in conv.staging(plan)]
-                return (src + conv.staging_source(plan, tf32=int(params.get("split", 1)) == 1), pre + steps,
+                return (src + conv.staging_source(plan, tf32=int(params.get("split", 1)) == 1), _staging_launches(plan) + steps,
                         "input and weight staged channels last; " + desc)
             return src, steps, desc
         elif fam == "pool":

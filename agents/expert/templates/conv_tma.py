@@ -21,8 +21,8 @@ from agents.expert.codegen import PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported
 from agents.expert.templates.conv import ConvPlan, _phase_decode, _store, _tap_decode, kernel_args, staged_nodes
 from agents.expert.templates.gemm import GemmKnobs
-from agents.expert.templates.gemm_tf32 import (BK, TF32_PRELUDE, TMA_PRELUDE, WG_THREAD, WGMMA_PRELUDE, tma_mainloop,
-                                               tma_producer, tma_setup)
+from agents.expert.templates.gemm_tf32 import (BK, TF32_PRELUDE, TMA_PRELUDE, WG_THREAD, WGMMA_PRELUDE, tma_barrier_bytes,
+                                               tma_mainloop, tma_producer, tma_setup)
 
 
 def ok(p: ConvPlan) -> str | None:
@@ -88,11 +88,11 @@ def grid(p: ConvPlan, k: GemmKnobs, sms: int = 132) -> tuple[int, int, int]:
     """Patches (of every image) by phases on x, the phase fastest (a patch's phases interleave their output
     lines: side by side they fill them in L2, conv.phases_first), channel tiles on y, groups on z;
     `persist`: a block an SM (at most one a tile)."""
-    n = math.prod(tiles(p, k)) * p.R
     if k.persist:
         if grid_tiles(p, k) >= 2 ** 31:
             raise Unsupported("more tiles than a persistent loop counts")
         return (min(grid_tiles(p, k), sms), 1, 1)
+    n = math.prod(tiles(p, k)) * p.R
     if n >= 2 ** 31 or -(-p.OCg // k.BN) > 65535 or p.groups > 65535:
         raise Unsupported("more patches, channel tiles or groups than a grid holds")
     return (n, -(-p.OCg // k.BN), p.groups)
@@ -104,7 +104,7 @@ def grid_tiles(p: ConvPlan, k: GemmKnobs) -> int:
 
 
 def shared_bytes(p: ConvPlan, k: GemmKnobs) -> int:
-    return k.stages * (k.BM + k.BN) * BK * 4 + 16 * k.stages
+    return k.stages * (k.BM + k.BN) * BK * 4 + tma_barrier_bytes(k.stages)
 
 
 def tensor_maps(p: ConvPlan, k: GemmKnobs) -> list[host.TensorMap]:
@@ -176,8 +176,6 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs) -> str:
              f"tma_load(sB + s * {EB}, &mW, (kt / {CT}) * {p.Cg} + (kt % {CT}) * {BK}, (int)n0, "
              f"{f'grp * {p.R} + res' if p.phased else 'grp'}, full + s);"]
     KT = math.prod(p.taps) * CT
-    steps = "\n".join(f"        wgmma_tf32_n{k.BN}(d, wg_desc_sw128(sA_s + {kk * 8}), wg_desc_sw128(sB_s + {kk * 8}));"
-                       for kk in range(BK // 8))
     # a patch position's output per dim (a phase's: j * stride + r), then its offset in the image
     local = {nd - 1: f"r % {Pw}", nd - 2: f"r / {Pw} % {Ph}"}
     outs = []
@@ -212,13 +210,13 @@ extern "C" __global__ void __launch_bounds__({T}, 1) egg_conv(const __grid_const
     float* sA = reinterpret_cast<float*>(smem);
     float* sB = sA + {S * EA};
 {WG_THREAD}"""
-    nbytes = (k.BM + k.BN) * BK * 4
+    nbytes, mma = (k.BM + k.BN) * BK * 4, f"wgmma_tf32_n{k.BN}"
     if k.persist:
         n = str(grid_tiles(p, k))
-        return (head + tma_setup(S, NW, f"sB + {S * EB}")
-                + tma_producer(S, NW, KT, nbytes, loads, (n, "\n".join(_decode(p, k, "tile", " " * 16)) + "\n"))
-                + tma_mainloop(S, KT, EA, EB, BK, NI, steps, (n, "\n".join(_decode(p, k, "tile", " " * 8)) + "\n"), store) + "}\n")
+        tiles = (n, "\n".join(_decode(p, k, "tile", "")) + "\n")
+        return (head + tma_setup(S, NW, f"sB + {S * EB}") + tma_producer(S, NW, KT, nbytes, loads, tiles)
+                + tma_mainloop(S, KT, EA, EB, BK, NI, mma, tiles, store) + "}\n")
     return (head + f"""    const long long n0 = (long long)blockIdx.y * {k.BN};
     const int bz = blockIdx.z;
 """ + "\n".join(_decode(p, k, "blockIdx.x", "    ")) + "\n" + tma_setup(S, NW, f"sB + {S * EB}")
-            + tma_producer(S, NW, KT, nbytes, loads) + tma_mainloop(S, KT, EA, EB, BK, NI, steps) + store + "}\n")
+            + tma_producer(S, NW, KT, nbytes, loads) + tma_mainloop(S, KT, EA, EB, BK, NI, mma) + store + "}\n")

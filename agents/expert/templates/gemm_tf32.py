@@ -15,6 +15,7 @@ total with an ordinary fp32 add; the drift then scales with the tile, not with K
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE
@@ -628,11 +629,16 @@ def tma_setup(S: int, NW: int, after: str) -> str:
 """
 
 
+def tma_barrier_bytes(S: int) -> int:
+    """The shared memory tma_setup's barriers take after the ring: two of 8 bytes a slot."""
+    return 16 * S
+
+
 def tma_producer(S: int, NW: int, KT: str | int, nbytes: int, loads: list[str], tiles: tuple[str, str] | None = None) -> str:
     """The producer warpgroup (the last, `wg == NW`): one thread fills slot kt % S with k-tile kt by the
     `loads` (TMA, each naming `s`, `kt` and `full + s`) once the slot's tile of S steps before is consumed;
     the rest of the warpgroup leaves, and with two consumer warpgroups its registers go to them.
-    `tiles` (persistent: the tile count, the statements decoding `tile` into m0, n0, bz): the block's tiles
+    `tiles` (persistent: the tile count, the statements, unindented, decoding `tile` into its coordinates): the block's tiles
     in turn, the ring's steps counted across them (`it`), so the next tile's loads run under this one's
     epilogue."""
     c = "it" if tiles else "kt"
@@ -646,7 +652,7 @@ def tma_producer(S: int, NW: int, KT: str | int, nbytes: int, loads: list[str], 
 """
     if tiles:
         ring = (f"            int it = 0;\n            for (int tile = blockIdx.x; tile < {tiles[0]}; tile += gridDim.x) {{\n"
-                f"{tiles[1]}" + "".join("    " + ln + "\n" for ln in ring.splitlines()) + "            }\n")
+                + _indent(tiles[1], 16) + _indent(ring, 4) + "            }\n")
     return f"""    if (wg == {NW}) {{  // the producer warpgroup
 {"        regs_dec<40>();  // the producer's registers go to the consumers' accumulators" + chr(10) if NW == 2 else ""}        if (tid == {NW * 128}) {{
 {ring}        }}
@@ -655,14 +661,16 @@ def tma_producer(S: int, NW: int, KT: str | int, nbytes: int, loads: list[str], 
 {"    regs_inc<232>();" + chr(10) if NW == 2 else ""}"""
 
 
-def tma_mainloop(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, steps: str,
+def tma_mainloop(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, mma: str,
                  tiles: tuple[str, str] | None = None, store: str = "") -> str:
     """The consumer warpgroups' loop of a one-MMA-chain TMA ring (the 16-bit GEMM, the conv): wait for step
-    kt's tiles (A's rows of this warpgroup, `words` a row, and B's), issue `steps` on them into `d`, keep
-    one step's MMAs in flight and release the slot before it; then `acc` as the stores read it. `tiles`
+    kt's tiles (A's rows of this warpgroup, `words` a row of 128 bytes, and B's), issue the MMA function
+    `mma` on each 32-byte k-step of them (swizzled tiles) into `d`, keep one step's MMAs in flight and
+    release the slot before it; then `acc` as the stores read it. `tiles`
     (tma_producer's): the block's tiles in turn, each's last slot released once its MMAs are done, then
     `store` (its epilogue)."""
     c = "it" if tiles else "kt"
+    steps = "\n".join(f"        {mma}(d, wg_desc_sw128(sA_s + {kk}), wg_desc_sw128(sB_s + {kk}));" for kk in range(0, words, 8))
     loop = f"""    float d[{NI * 4}];
     #pragma unroll
     for (int q = 0; q < {NI * 4}; ++q) d[q] = 0.0f;
@@ -683,10 +691,15 @@ def tma_mainloop(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, s
 """
     if not tiles:
         return loop
-    return (f"    int it = 0;\n    for (int tile = blockIdx.x; tile < {tiles[0]}; tile += gridDim.x) {{\n{tiles[1]}"
-            + "".join("    " + ln + "\n" for ln in loop.splitlines())
+    return (f"    int it = 0;\n    for (int tile = blockIdx.x; tile < {tiles[0]}; tile += gridDim.x) {{\n"
+            + _indent(tiles[1], 8) + _indent(loop, 4)
             + f"        if ((tid & 127) == 0) mbar_arrive(empty + (it - 1) % {S});  // the tile's last slot\n"
-            + "".join("    " + ln + "\n" for ln in store.splitlines()) + "    }\n")
+            + _indent(store, 4) + "    }\n")
+
+
+def _indent(code: str, n: int) -> str:
+    """`code` with every line (blank ones too) n spaces further in."""
+    return textwrap.indent(code, " " * n, lambda _: True)
 
 
 def tma_consumer_release(S: int, kt: str, indent: str = "        ", first: str | None = None) -> str:
@@ -942,7 +955,7 @@ def output_store(g: OpGraph, p: GemmPlan) -> tuple[str, str, str]:
 
 def shared_bytes_planes(p: GemmPlan, k: GemmKnobs) -> int:
     """The ring of four tiles a stage (and with `tma` its two barriers a stage)."""
-    return k.stages * 2 * (k.BM + k.BN) * k.BK * 4 + (16 * k.stages if k.tma else 0)
+    return k.stages * 2 * (k.BM + k.BN) * k.BK * 4 + (tma_barrier_bytes(k.stages) if k.tma else 0)
 
 
 def planes_maps(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> list:
@@ -1053,6 +1066,17 @@ def _ring_split(EB: int, T: int) -> str:
 """
 
 
+def _plane_tiles(p: GemmPlan, k: GemmKnobs) -> tuple[dict[str, Operand], str]:
+    """The four plane tiles of a stage (A's and B's high and low) and a k-tile's MMAs on them: per k-step
+    the two cross terms, then high by high, into `part`."""
+    Mp, Np, Kp = padded(p, k)
+    ops = {n: Operand(n, rows, tot, Kp, True, 4, True, k.BK, k.swz) for n, rows, tot in
+           (("Ah", k.BM, Mp), ("Al", k.BM, Mp), ("Bh", k.BN, Np), ("Bl", k.BN, Np))}
+    steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {ops[a].desc(f's{a}_s', kk * 8)}, {ops[b].desc(f's{b}_s', kk * 8)});"
+                       for kk in range(k.BK // 8) for a, b in (("Al", "Bh"), ("Ah", "Bl"), ("Ah", "Bh")))
+    return ops, steps
+
+
 def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
     """The split kernel, then `egg_gemm(out, P, <the GEMM's arguments>)` on the planes. Tiles of K = k.BK
     (16: twice the ring's stages in the same shared memory, so the copies run further ahead of the MMAs);
@@ -1063,8 +1087,7 @@ def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
     Mp, Np, Kp = padded(p, k)
     T, S, NI, F, bk = k.threads(True), k.stages, k.BN // 8, k.fold, k.BK
     EA, EB = k.BM * bk, k.BN * bk
-    ops = {n: Operand(n, rows, tot, Kp, True, 4, True, bk, k.swz) for n, rows, tot in
-           (("Ah", k.BM, Mp), ("Al", k.BM, Mp), ("Bh", k.BN, Np), ("Bl", k.BN, Np))}
+    ops, steps = _plane_tiles(p, k)
     copied, bases = dict(ops), _plane_bases(p, k, "bz")
     if k.bsplit:  # B's raw tiles into the high plane's ring (bounds tested: B is not padded), split there
         del copied["Bl"]
@@ -1072,8 +1095,6 @@ def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
         bases["Bh"] = entry_base("B", p.N * p.K, p.b_batched)
     load, fast_head = whole_tile_loads(copied, bases, T)  # the planes are whole tiles
     args = kernel_args(g, p).split(", ", 1)
-    steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {ops[a].desc(f's{a}_s', kk * 8)}, {ops[b].desc(f's{b}_s', kk * 8)});"
-                      for kk in range(bk // 8) for a, b in (("Al", "Bh"), ("Ah", "Bl"), ("Ah", "Bh")))
     mt, nt = Mp // k.BM, Np // k.BN
     head, wait, top, bottom = wg_ring(Kp, S, load, k.lead, bk)
     return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{_split_source(g, p, k)}
@@ -1123,10 +1144,7 @@ def _render_planes_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str
     EA, EB = k.BM * bk, k.BN * bk
     ba, bb = plane_batches(p, k)
     za, zb = ("bz" if ba > 1 else "0"), ("bz" if bb > 1 else "0")
-    ops = {n: Operand(n, rows, tot, Kp, True, 4, True, bk, True) for n, rows, tot in
-           (("Ah", k.BM, Mp), ("Al", k.BM, Mp), ("Bh", k.BN, Np), ("Bl", k.BN, Np))}
-    steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {ops[a].desc(f's{a}_s', kk * 8)}, {ops[b].desc(f's{b}_s', kk * 8)});"
-                       for kk in range(bk // 8) for a, b in (("Al", "Bh"), ("Ah", "Bl"), ("Ah", "Bh")))
+    steps = _plane_tiles(p, k)[1]
     mt, nt = Mp // k.BM, Np // k.BN
     loads = [f"tma_load(sAh + s * {EA}, &mA, kt * {bk}, (int)m0, {za}, full + s);",
              f"tma_load(sAl + s * {EA}, &mA, kt * {bk}, (int)m0, {ba} + {za}, full + s);",

@@ -18,7 +18,7 @@ from agents.expert.codegen import PRELUDE
 from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.gemm import GemmKnobs, GemmPlan, kernel_args
 from agents.expert.templates.gemm_tf32 import (TF32_PRELUDE, TMA_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, entry_base,
-                                               tma_mainloop, tma_producer, tma_setup, wg_ring,
+                                               tma_barrier_bytes, tma_mainloop, tma_producer, tma_setup, wg_ring,
                                                WG_THREAD, _wg_store, _wgmma_fn, grouped_tile, output_store, plane_batches, tile_coords,
                                                whole_tile_loads, workspace_bases)
 
@@ -77,7 +77,7 @@ def stage_grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int]:
 
 def shared_bytes(p: GemmPlan, k: GemmKnobs) -> int:
     """The ring (and with `tma` its two barriers a stage)."""
-    return k.stages * (k.BM + k.BN) * BKW * 4 + (16 * k.stages if k.tma else 0)
+    return k.stages * (k.BM + k.BN) * BKW * 4 + (tma_barrier_bytes(k.stages) if k.tma else 0)
 
 
 def grid(p: GemmPlan, k: GemmKnobs, sms: int = 132) -> tuple[int, int, int]:
@@ -171,11 +171,10 @@ def render_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     EA, EB = k.BM * BKW, k.BN * BKW
     ba, bb = plane_batches(p)
     KT = -(-p.K // (2 * BKW)) if k.direct else Kp // (2 * BKW)
-    steps = "\n".join(f"            wgmma_{kind}_n{k.BN}(d, wg_desc_sw128(sA_s + {kk * 8}), wg_desc_sw128(sB_s + {kk * 8}));"
-                       for kk in range(BKW // 8))
     store = output_store(g, p)[2]
     mt, nt = Mp // k.BM, Np // k.BN
     wg_store = _wg_store(NI, p.M, p.N, store, "wg * 64 + wq * 16")
+    mma = f"wgmma_{kind}_n{k.BN}"
     loads = [f"tma_load(sA + s * {EA}, &mA, kt * {2 * BKW}, (int)m0, {'bz' if ba > 1 else '0'}, full + s);",
              f"tma_load(sB + s * {EB}, &mB, kt * {2 * BKW}, (int)n0, {'bz' if bb > 1 else '0'}, full + s);"]
     head = f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{WGMMA16_PRELUDES[kind]}{TMA_PRELUDE}{"" if k.direct else _stage_source(g, p, k)}
@@ -186,12 +185,11 @@ extern "C" __global__ void __launch_bounds__({T}, 1) egg_gemm(const __grid_const
 """
     if k.persist:  # the block's tiles in turn (tile_coords decodes each, in grouped order within its batch entry)
         n = mt * nt * p.batch
-        tiles = (str(n), tile_coords(mt, nt, k, f"tile % {mt * nt}", f"tile / {mt * nt}", "        "))
-        ptiles = (tiles[0], tile_coords(mt, nt, k, f"tile % {mt * nt}", f"tile / {mt * nt}", "                "))
-        return (head + WG_THREAD + tma_setup(S, NW, f"sB + {S * EB}") + tma_producer(S, NW, KT, (k.BM + k.BN) * BKW * 4, loads, ptiles)
-                + tma_mainloop(S, KT, EA, EB, BKW, NI, steps, tiles, wg_store.rsplit("}", 1)[0]) + "}\n")
+        tiles = (str(n), tile_coords(mt, nt, k, f"tile % {mt * nt}", f"tile / {mt * nt}", ""))
+        return (head + WG_THREAD + tma_setup(S, NW, f"sB + {S * EB}") + tma_producer(S, NW, KT, (k.BM + k.BN) * BKW * 4, loads, tiles)
+                + tma_mainloop(S, KT, EA, EB, BKW, NI, mma, tiles, wg_store.rsplit("}", 1)[0]) + "}\n")
     producer = tma_producer(S, NW, KT, (k.BM + k.BN) * BKW * 4, loads)
-    return f"""{head}{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sB + {S * EB}")}{producer}{tma_mainloop(S, KT, EA, EB, BKW, NI, steps)}{wg_store}"""
+    return f"""{head}{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sB + {S * EB}")}{producer}{tma_mainloop(S, KT, EA, EB, BKW, NI, mma)}{wg_store}"""
 
 
 def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
