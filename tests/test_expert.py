@@ -31,8 +31,9 @@ def test_suite_task_compiles_or_is_declared_unsupported(path, tmp_egg):
     conv = "implicit GEMM" in prop.plan
     # one design, except an fp32 GEMM (3xTF32 on tensor cores first, then SIMT fp32), a 16-bit one large
     # enough for the warpgroup MMA (then mma.sync) and a convolution (plain TF32 first, as eager's cuDNN
-    # runs it, then 3xTF32)
-    assert len(prop.kernels) == (2 if fp32_gemm or gemm16 or conv else 1)
+    # runs it, then 3xTF32: on the warpgroup MMA from staged planes where the first is on it, and on mma.sync)
+    wg_conv = conv and prop.kernels[0].params.get("wgmma")
+    assert len(prop.kernels) == (3 if wg_conv else 2 if fp32_gemm or gemm16 or conv else 1)
     if fp32_gemm:
         assert [k.params["family"] for k in prop.kernels] == ["gemm_tf32", "gemm"]
     if gemm16:
@@ -41,7 +42,8 @@ def test_suite_task_compiles_or_is_declared_unsupported(path, tmp_egg):
         direct = prop.kernels[0].params.get("direct", False)
         assert prop.kernels[0].kernel_names == (["egg_gemm"] if direct else ["egg_gemm_stage", "egg_gemm"])
     if conv:
-        assert [k.params.get("split") for k in prop.kernels] == [1, 3]
+        assert [k.params.get("split") for k in prop.kernels] == ([1, 3, 3] if wg_conv else [1, 3])
+        assert [bool(k.params.get("planes")) for k in prop.kernels][1:] == ([True, False] if wg_conv else [False])
     for k in prop.kernels:
         res = compile_check(k.cuda_source, k.compile_options, PROFILE.arch)
         assert res.ok, res.log[-2000:]

@@ -154,6 +154,48 @@ def test_wgmma_conv_lean_gather_matches_a_float64_truth(tmp_egg, spec, swz, lead
     assert 4 * max(eager_err, 2 ** -24) < err < 2e-3, (err, eager_err)  # TF32, and every tap counted
 
 
+@pytest.mark.parametrize("spec", [
+    (2, 8, 24, (3, 2), (2, 1), (1, 1), (1, 2), 2, True, (2, 8, 9, 7), "torch.relu(self.conv(x))"),  # lean gather, groups
+    (3, 8, 12, 3, 2, 1, 1, 1, False, (1, 8, 5, 4, 6), "self.conv(x)"),  # K = 216: 7 k-tiles, padded to whole folds
+    ("T2", 8, 16, 4, 2, 1, 1, 2, False, (1, 8, 5, 3), "torch.relu(self.conv(x))"),  # phases: the general gather
+    ("T1", 5, 8, 4, 3, 2, 2, 1, False, (2, 5, 7), "self.conv(x) - 0.5"),  # 5 channels: 4-byte pieces
+])
+@pytest.mark.parametrize("swz,lead,fold", [(True, False, 4), (True, True, 2), (False, False, 3)])
+def test_wgmma_conv_on_staged_planes_is_fp32_grade(tmp_egg, spec, swz, lead, fold):
+    """3xTF32 on the warpgroup MMA: the staging writes the input and the weight as TF32 high and low planes,
+    the ring copies both planes of both tiles, three MMAs a k-step sum a fold of k-tiles at a time. Judged
+    at fp32 grade against the float64 truth (plain TF32 would fail the bound by orders of magnitude)."""
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    path = _task(tmp_egg, *spec)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    params = {**agent._default(fam, g, plan, None), "BM": 64, "BN": 64, "stages": 3, "split": 3, "layout": "nhwc",
+              "wgmma": True, "swz": swz, "lead": lead, "planes": True, "fold": fold}
+    pk = agent.emit(g, fam, plan, params, load_profile("h200"))
+    src = pk.cuda_source
+    assert src.count("wgmma_tf32_n64(part,") == 12 and "acc[0][q / 4][q % 4] += part[q]" in src  # 3 MMAs x 4 k-steps
+    assert "high and low planes" in pk.description and "round_tf32(v_ - h_)" in src
+    staged = [n for n in pk.host_code.split("\n") if "_xt" in n or "_wt" in n]
+    assert staged, pk.host_code
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
+    assert err < 16 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_planes_conv_refuses_what_it_cannot_run(tmp_egg):
+    """The staged planes need the warpgroup MMA and split 3; a plain-TF32 split with planes is refused."""
+    from hardware_profiles import load_profile
+    path = _task(tmp_egg, 2, 8, 16, 3, 1, 1, 1, 1, True, (2, 8, 9, 9), "self.conv(x)")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    base = {**agent._default(fam, g, plan, None), "BM": 64, "BN": 64, "stages": 3, "layout": "nhwc", "planes": True}
+    for bad in ({"split": 3, "wgmma": False}, {"split": 1, "wgmma": True}):
+        with pytest.raises(Unsupported):
+            agent.emit(g, fam, plan, {**base, **bad}, load_profile("h200"))
+
+
 def test_default_layout_stages_channels_last_where_channels_come_in_fours(tmp_egg):
     agent = ExpertAgent()
     four = _task(tmp_egg, 2, 8, 16, 3, 1, 1, 1, 1, True, (2, 8, 9, 9), "self.conv(x)")
@@ -249,21 +291,40 @@ def test_narrow_groups_take_the_direct_template(tmp_egg, module, shape, expr):
     assert torch.allclose(got, want, rtol=1e-5, atol=1e-5), (got - want).abs().max()
 
 
+def _analysed(path, eager_err):
+    """An algorithm-design request whose analysis measured eager's own error `eager_err`."""
+    from tests.test_expert import request
+    from state import Roofline, TaskAnalysis
+    req = request(path)
+    req.analysis = TaskAnalysis(inputs=[], outputs=[], roofline=Roofline(flops=1.0, bytes_moved=1.0, bound="compute", floor_ms=1.0,
+                                                                   peak_flops=1.0, bandwidth_bytes_s=1.0),
+                                eager_err=eager_err)
+    return req
+
+
 @pytest.mark.parametrize("eager_err,first", [(None, 1), (6.6e-5, 1), (1.6e-7, 3)])
 def test_algorithm_design_starts_at_fp32_grade_where_eager_was_measured_exact(tmp_egg, eager_err, first):
     """cuDNN runs many shapes in exact fp32 despite allow_tf32: the baseline's measured error decides
     whether plain TF32 (eager's room) or 3xTF32 (fp32 grade) is the first conv candidate, so a budget
     of one candidate still verifies."""
-    from tests.test_expert import request
-    from state import Roofline, TaskAnalysis
     path = _task(tmp_egg, 2, 8, 16, 3, 1, 1, 1, 1, True, (2, 8, 9, 9), "self.conv(x)")
-    req = request(path)
-    req.analysis = TaskAnalysis(inputs=[], outputs=[], roofline=Roofline(flops=1.0, bytes_moved=1.0, bound="compute", floor_ms=1.0,
-                                                                   peak_flops=1.0, bandwidth_bytes_s=1.0),
-                                eager_err=eager_err)
-    prop = ExpertAgent().propose(req)
+    prop = ExpertAgent().propose(_analysed(path, eager_err))
     # (K = 72 and 16 channels: the exact fp32 direct kernel is the second design, the other TF32 one third)
     assert [k.params.get("split") for k in prop.kernels] == [first, None, 4 - first]
+
+
+@pytest.mark.parametrize("eager_err,order", [(None, ["tf32", "planes", "mma3"]), (1.6e-7, ["mma3", "planes", "tf32"])])
+def test_algorithm_design_offers_3xtf32_on_the_warpgroup_mma_from_staged_planes(tmp_egg, eager_err, order):
+    """Where the plain-TF32 design is on the warpgroup MMA (128-pixel tiles, an H200), 3xTF32 is offered on it
+    too, from planes staged once, after the first design (and the direct conv); it fits the GPU's shared memory."""
+    path = _task(tmp_egg, 2, 16, 64, 3, 1, 1, 1, 1, True, (8, 16, 64, 64), "torch.relu(self.conv(x))")
+    prop = ExpertAgent().propose(_analysed(path, eager_err))
+
+    def kind(p):
+        return "planes" if p.get("planes") else "mma3" if p.get("split") == 3 else "tf32"
+    assert [kind(k.params) for k in prop.kernels if k.params.get("algo") != "direct"] == order  # (16 channels: direct too)
+    planes = next(k for k in prop.kernels if k.params.get("planes"))
+    assert planes.params["wgmma"] and planes.params["split"] == 3 and "high and low planes" in planes.description
 
 
 def test_plain_tf32_rounds_its_operands_so_a_following_mean_averages_the_error_away(tmp_egg):

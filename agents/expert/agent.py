@@ -223,14 +223,28 @@ def conv_wgmma(g, plan, d: dict, profile) -> dict | None:
         return None
 
 
-def _staging_launches(plan) -> list:
+def _staging_launches(plan, planes: bool = False) -> list:
     """A channels-last conv's staging kernels (conv.staging) as launches, each with the node it writes."""
-    return [(host.Launch(name, grid, block, reads, 0), writes) for name, grid, block, reads, writes in conv.staging(plan)]
+    return [(host.Launch(name, grid, block, reads, 0), writes)
+            for name, grid, block, reads, writes in conv.staging(plan, planes)]
 
 
 def on_mma_sync(d: dict) -> dict:
-    """A conv design on mma.sync: the same knobs without the warpgroup MMA's."""
-    return {k: v for k, v in d.items() if k not in ("wgmma", "swz")}
+    """A conv design on mma.sync: the same knobs without the warpgroup MMA's (3xTF32 splits in registers there)."""
+    return {k: v for k, v in d.items() if k not in ("wgmma", "swz", "planes", "fold")}
+
+
+def conv_planes(g, plan, tf32: dict, profile) -> dict | None:
+    """3xTF32 on the warpgroup MMA from TF32 planes staged once (conv `planes`), beside a plain-TF32 wgmma
+    design `tf32`; None where that is on mma.sync or the planes' ring does not fit (twice the tiles)."""
+    if not tf32.get("wgmma"):
+        return None
+    d = {**tf32, "split": 3, "planes": True}
+    try:
+        conv.render_fitting(g, plan, gemm.GemmKnobs.of(d), 3, "nhwc", profile.shared_per_block_optin if profile is not None else DEFAULT_SMEM)
+        return d
+    except Unsupported:
+        return None
 
 
 def _fill_tile(plan, d: dict, sms: int) -> dict:
@@ -523,8 +537,10 @@ class ExpertAgent:
             if fam == "conv":  # plain TF32 (what eager's cuDNN runs by default) and 3xTF32 (fp32 grade); the
                 # fp32-grade one first where eager was measured exact here (cuDNN's choice for many shapes)
                 tf32 = self._default(fam, g, plan, req)
-                both = [tf32, {**on_mma_sync(tf32), "split": 3}]  # 3xTF32 stays on mma.sync
+                both = [tf32, {**on_mma_sync(tf32), "split": 3}]  # 3xTF32 on mma.sync (split in registers)
                 both = both[::-1] if eager_is_fp32_grade(req) else both
+                if planes := conv_planes(g, plan, tf32, req.profile):  # and on the warpgroup MMA from staged planes
+                    both.insert(1, planes)
                 if direct_conv.suits(plan):  # few channels: exact fp32 on the CUDA cores, a block of channels a thread
                     both.insert(1, {"family": "conv", "algo": "direct", "block": 256, "waves": 8,
                                     "ocb": direct_conv.channel_blocks(plan)[0]})
@@ -583,10 +599,12 @@ class ExpertAgent:
             elif st == "tiling":
                 out = [{**base, "BM": bm, "BN": bn} for bm, bn in kn["gemm_tf32_tiles"]]
             elif st == "memory_optimization":  # the ring's depth, and the other layout (staging vs in place)
-                out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"] if s >= 3 or not base.get("wgmma")]
+                out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"] if (s >= 3 or not base.get("wgmma"))
+                       and conv.shared_bytes(plan, gemm.GemmKnobs.of({**base, "stages": s}), base.get("layout", "nchw"))
+                       <= (req.profile.shared_per_block_optin if req.profile is not None else DEFAULT_SMEM)]
                 if base.get("wgmma"):  # first: the ring a tile further ahead (wg_ring), the swizzle toggled
                     out[:0] = [{**base, "lead": not base.get("lead", False)}, {**base, "swz": not base.get("swz", False)}]
-                    if conv_tma.ok(plan) is None and not base.get("tma") and base.get("BM") in (64, 128):
+                    if conv_tma.ok(plan) is None and not base.get("tma") and not base.get("planes") and base.get("BM") in (64, 128):
                         # tiles by TMA (conv_tma), then its persistent tile loop: first where a tap's channels fill a
                         # 32-channel box (fewer are zero-filled: up to 4x the MMAs of the gather's dense K), else last.
                         # Offered, not first: slower than the gather on the H100 but persistent on a transposed conv
@@ -911,9 +929,10 @@ class ExpertAgent:
             layout = params.get("layout", "nchw")
             src, smem = conv.render_fitting(g, plan, k, int(params.get("split", 1)), layout, profile.shared_per_block_optin)
             launch = host.Launch("egg_conv", conv.grid(plan, k, layout), (k.threads(True),),
-                                 conv.arg_order(g, plan, layout == "nhwc"), smem, align16=conv.aligned16(plan, k, layout))
+                                 conv.arg_order(g, plan, layout == "nhwc", k.planes), smem, align16=conv.aligned16(plan, k, layout))
             desc = (f"conv{plan.nd}d as {'a GEMM per image (1x1)' if layout == 'gemm' else 'implicit GEMM'} "
-                    f"({'3xTF32' if params.get('split') == 3 else 'TF32'} {'wgmma' if k.wgmma else 'mma.sync'}), "
+                    f"({'3xTF32' if params.get('split') == 3 else 'TF32'} {'wgmma' if k.wgmma else 'mma.sync'}"
+                    f"{' on TF32 high and low planes staged once' if k.planes else ''}), "
                     f"tile {k.BM} pixels x {k.BN} channels, "
                     f"{'wgmma, ' + str(k.BM // 64) + ' warpgroup(s)' if k.wgmma else f'warps {k.WM}x{k.WN}'}, {k.stages}-stage cp.async ring"
                     f"{', ldmatrix' if k.ldm else ''}{', 128-byte swizzle' if k.wgmma and k.swz else ''}"
@@ -926,7 +945,8 @@ class ExpertAgent:
                 steps = [(launch, part), (reduce, None)]
                 desc += f", split-K {ranges} ways (partials summed in order with the epilogue by a second kernel)"
             if layout == "nhwc":
-                return (src + conv.staging_source(plan, tf32=int(params.get("split", 1)) == 1), _staging_launches(plan) + steps,
+                return (src + conv.staging_source(plan, tf32=int(params.get("split", 1)) == 1, planes=k.planes),
+                        _staging_launches(plan, k.planes) + steps,
                         "input and weight staged channels last; " + desc)
             return src, steps, desc
         elif fam == "pool":

@@ -158,27 +158,28 @@ def operands(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> tuple[Operand, 
     if layout == "nhwc":  # both k-contiguous: A rows are pixels' channel runs, B the staged weight
         sw = k.wgmma and k.swz  # wgmma's 128-byte swizzle (the K tile is 32: a tile row is 128 bytes)
         a = Operand("A", k.BM, p.Mg, p.Kg, True, 4 if p.Cg % 4 == 0 else 1, k.wgmma, BK, sw)
-        return a, Operand("B", k.BN, p.OCg, p.Kg, True, 4 if p.Kg % 4 == 0 else 1, k.wgmma, BK, sw)
+        return a, Operand("B", k.BN, p.OCg, p.Kg, True, 4 if p.Kg % 4 == 0 else 1, k.wgmma, BK, sw, tail=k.planes)
     a = Operand("A", k.BM, p.M, p.K, False, 1)  # gathered: k rows of BM pixels, pixels contiguous
     b = Operand("B", k.BN, p.OCg, p.K, True, 1 if p.transposed or p.K % 4 else 4)
     return a, b
 
 
 def shared_bytes(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> int:
-    """Dynamic shared memory (the ring); `static_bytes` is the rest."""
+    """Dynamic shared memory (the ring: a high and a low plane of each tile with k.planes); `static_bytes`
+    is the rest."""
     a, b = operands(p, k, layout)
-    return k.stages * (a.elems + b.elems) * 4
+    return k.stages * (a.elems + b.elems) * 4 * (2 if k.planes else 1)
 
 
 def static_bytes(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> int:
     return k.BM * (p.nd + 2) * 4 if layout == "nhwc" else 0
 
 
-def arg_order(g: OpGraph, p: ConvPlan, staged: bool = False) -> list[Node]:
+def arg_order(g: OpGraph, p: ConvPlan, staged: bool = False, planes: bool = False) -> list[Node]:
     """The GEMM kernel's tensors after `out`: X, W (their staged copies for "nhwc"), then the rest."""
     x, w = p.conv.args[0], p.conv.args[1]
     rest = [t for t in g.inputs + g.params if t is not x and t is not w]
-    return (list(staged_nodes(p)) if staged else [x, w]) + rest
+    return (list(staged_nodes(p, planes)) if staged else [x, w]) + rest
 
 
 def kernel_args(g: OpGraph, p: ConvPlan) -> str:
@@ -387,12 +388,15 @@ def _render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str, kspl
         if T % per or k.BM % (T // per) or T < k.BM:
             raise Unsupported("the channels-last gather needs BM rows in whole passes of the block")
         if k.wgmma:
-            if split != 1:
-                raise Unsupported("wgmma runs plain TF32 (3xTF32 stays on mma.sync)")
+            if split != (3 if k.planes else 1):
+                raise Unsupported("wgmma runs plain TF32, or 3xTF32 on the staged planes (split 3 with planes)")
             setup = _setup_nhwc(p, k) + (_gather_fast_setup(p, k, T, A) if _gather_fast(p, T, A) else "")
+            xl, wl = (plane_sizes(p) if k.planes else (0, 0))
             return kernel_source_wgmma("egg_conv", kernel_args(g, p), k, A, B, p.Mg, p.OCg, p.Kg, setup,
-                                       _store(g, p, "nhwc"), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem),
-                                       tiles=phases_first(p, k))
+                                       _store(g, p, "nhwc"), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem, xl),
+                                       tiles=phases_first(p, k), b_lo=wl)
+        if k.planes:
+            raise Unsupported("the staged planes are read by the warpgroup MMA")
         return kernel_source("egg_conv", args, k, A, B, p.Mg, p.OCg, p.Kg, _setup_nhwc(p, k),
                              _store(g, p, "nhwc", partial), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem), split=split,
                              rounded=True, ksplit=ksplit, tiles=None if ksplit[0] else phases_first(p, k))
@@ -517,9 +521,11 @@ def _gather_fast_setup(p: ConvPlan, k: GemmKnobs, T: int, A: Operand) -> str:
     }}"""
 
 
-def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> str:
+def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str, lo: int = 0) -> str:
     """One A tile from the channels-last input: this thread's column chunk is fixed, decoded once
-    per tile into (tap, channel); its rows are every (T / chunks)-th of the tile."""
+    per tile into (tap, channel); its rows are every (T / chunks)-th of the tile. `lo`: the input is
+    staged as TF32 planes, the low one `lo` floats after the high one; each piece of both is copied, the
+    low plane's tile A.elems after the high one's."""
     v, per = A.vec, BK // A.vec
     S = math.prod(p.in_sp)
     dec, conds, qs = _tap_decode(p, "                ", "k_ok"), [], []
@@ -539,8 +545,11 @@ def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> st
         rows = []
         for j in range(k.BM // (T // per)):
             inside = " && ".join(f"(unsigned)(go_[{j}][{d}] + k{d} * {p.dil[d]}) < {p.in_sp[d]}u" for d in range(p.nd))
+            dst = f"{smem} + gso_ + {j * (T // per) * BK}"
+            two = (f"\n                  cp_async<16>({dst} + {A.elems}, ok ? gb_[{j}] + toff_ + {lo}LL : X, ok ? 16 : 0);"
+                   if lo else "")
             rows.append(f"                {{ const bool ok = k_ok && {inside};\n"
-                        f"                  cp_async<16>({smem} + gso_ + {j * (T // per) * BK}, ok ? gb_[{j}] + toff_ : X, ok ? 16 : 0); }}")
+                        f"                  cp_async<16>({dst}, ok ? gb_[{j}] + toff_ : X, ok ? 16 : 0);{two} }}")
         return f"""            {{
                 const long long kk_ = k0 + gk_;
                 bool k_ok = kk_ < {p.Kg}LL;
@@ -550,6 +559,8 @@ def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> st
                 const int toff_ = {toff};
 {chr(10).join(rows)}
             }}"""
+    two = (f"\n                    cp_async<{4 * v}>({smem} + {A.elems} + {A.at('r', 'kc')}, ok ? src + {lo}LL : X, ok ? {4 * v} : 0);"
+           if lo else "")
     if A.canon and v == 4 and T % (8 * per) == 0:
         # a warp's 16-byte writes: 8 rows by 4 chunks, each 8 lanes on 8 rows (32 banks); 8 chunks of one row
         # would land on 4 banks in the canonical layout (8-way conflicts)
@@ -569,7 +580,7 @@ def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> st
                     const bool ok = k_ok && info[0] >= 0 && {' && '.join(conds)};
                     const float* src = X + (((long long)info[0] * {S}LL + {' + '.join(off)}) * {p.C}LL
                                             + (long long)grp * {p.Cg} + ic);
-                    cp_async<{4 * v}>({smem} + {A.at('r', 'kc')}, ok ? src : X, ok ? {4 * v} : 0);
+                    cp_async<{4 * v}>({smem} + {A.at('r', 'kc')}, ok ? src : X, ok ? {4 * v} : 0);{two}
                 }}
             }}"""
 
@@ -577,15 +588,25 @@ def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str) -> st
 STAGE_BLOCK = 256
 
 
-def staging_source(p: ConvPlan, tf32: bool = False) -> str:
+def staging_source(p: ConvPlan, tf32: bool = False, planes: bool = False) -> str:
     """Two kernels for layout "nhwc": `egg_conv_xt` writes the input channels last (a 32x32 tile
     transpose through shared memory per (image, channel block, pixel block)); `egg_conv_wt` the
     weight as (groups, OC/groups, *kernel, C/groups). `tf32`: both written rounded to TF32 (plain TF32:
-    the GEMM, wgmma's tensor cores too, then read them as they are). After the GEMM's source (its prelude)."""
+    the GEMM, wgmma's tensor cores too, then read them as they are). `planes`: both written as their TF32
+    high part (rounded) and, `plane_sizes` floats after it, the low part (the rest, rounded) for 3xTF32 on
+    the warpgroup MMA. After the GEMM's source (its prelude)."""
     S, ksp = math.prod(p.in_sp), math.prod(p.ker)
+    xl, wl = plane_sizes(p)
 
     def val(x: str) -> str:
         return f"__uint_as_float(round_tf32({x}))" if tf32 else x
+
+    def put(dst: str, i: str, x: str, lo: int, ok: str = "") -> str:
+        if not planes:
+            return f"{dst}[{i}] = {ok + ' ? ' if ok else ''}{val(x)}{' : 0.0f' if ok else ''};"
+        x = f"({ok} ? {x} : 0.0f)" if ok else x
+        return (f"{{ const float v_ = {x}, h_ = __uint_as_float(round_tf32(v_)); {dst}[{i}] = h_; "
+                f"{dst}[{i} + {lo}LL] = __uint_as_float(round_tf32(v_ - h_)); }}")
     src_w = (f"((g * {p.Cg}LL + ic) * {p.OCg}LL + oc) * {ksp}LL + off" if p.transposed else
              f"((g * {p.OCg}LL + oc) * {p.Cg}LL + ic) * {ksp}LL + off")
     return f"""
@@ -603,7 +624,7 @@ extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_conv_xt(float* _
     __syncthreads();
     for (int j = ty; j < 32; j += {STAGE_BLOCK // 32}) {{
         const long long s = s0 + j; const int c = c0 + tx;
-        if (c < {p.C} && s < {S}LL) ob[s * {p.C}LL + c] = {val("tile[tx][j]")};
+        if (c < {p.C} && s < {S}LL) {put("ob", f"s * {p.C}LL + c", "tile[tx][j]", xl)}
     }}
 }}
 
@@ -615,7 +636,7 @@ extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_conv_wt(float* _
     int r_ = (int)((i / {p.Cg}) % {math.prod(p.taps)});
     bool ok = true;
 {_weight_taps(p)}
-    out[i] = ok ? {val(f"W[{src_w}]")} : 0.0f;
+    {put("out", "i", f"W[{src_w}]", wl, "ok")}
 }}
 """
 
@@ -632,22 +653,27 @@ def _weight_taps(p: ConvPlan) -> str:
     return "\n".join(lines)
 
 
-def staging(p: ConvPlan) -> list[tuple[str, tuple, tuple, list, Node]]:
+def plane_sizes(p: ConvPlan) -> tuple[int, int]:
+    """Floats in one plane of the staged input and of the staged weight: where the low plane starts."""
+    return p.N * math.prod(p.in_sp) * p.C, p.groups * p.R * p.OCg * p.Kg
+
+
+def staging(p: ConvPlan, planes: bool = False) -> list[tuple[str, tuple, tuple, list, Node]]:
     """The staging launches in order: (kernel, grid, block, the tensors it reads, the node it writes);
-    the written nodes are the GEMM's X and W (`arg_order(..., staged)`)."""
+    the written nodes are the GEMM's X and W (`arg_order(..., staged)`); `planes`: both as two TF32 planes."""
     x, w = p.conv.args[0], p.conv.args[1]
     S = math.prod(p.in_sp)
     if p.N > 65535 or -(-p.C // 32) > 65535:
         raise Unsupported("more than 65535 images or channel blocks to stage")
-    xt, wt = staged_nodes(p)
+    xt, wt = staged_nodes(p, planes)
     return [("egg_conv_xt", (-(-S // 32), -(-p.C // 32), p.N), (STAGE_BLOCK,), [x], xt),
             ("egg_conv_wt", (-(-(p.groups * p.R * p.OCg * p.Kg) // STAGE_BLOCK),), (STAGE_BLOCK,), [w], wt)]
 
 
-def staged_nodes(p: ConvPlan) -> tuple[Node, Node]:
-    x = p.conv.args[0]
-    xt = Node(f"{p.conv.name}_xt", "input", shape=(p.N, *p.in_sp, p.C), dtype=x.dtype)
-    wt = Node(f"{p.conv.name}_wt", "input", shape=(p.groups * p.R, p.OCg, p.Kg), dtype=x.dtype)
+def staged_nodes(p: ConvPlan, planes: bool = False) -> tuple[Node, Node]:
+    x, n = p.conv.args[0], 2 if planes else 1
+    xt = Node(f"{p.conv.name}_xt", "input", shape=(n * p.N, *p.in_sp, p.C), dtype=x.dtype)
+    wt = Node(f"{p.conv.name}_wt", "input", shape=(n * p.groups * p.R, p.OCg, p.Kg), dtype=x.dtype)
     return xt, wt
 
 

@@ -131,14 +131,15 @@ class Operand:
             lines += [f"    const bool {tag}v{j} = {r0} + {tag}r + {j * rs} < {self.total};" for j in range(self.rows // rs)]
         return "\n".join(lines) + "\n"
 
-    def fast_loader(self, threads: int, smem: str, base: str, tag: str) -> str:
-        """One tile at k0 from fast_setup's pointer: constant steps, no 64-bit index math a piece; tests
-        only where a row or the K tail can fall outside (one compare a piece)."""
+    def fast_loader(self, threads: int, smem: str, base: str, tag: str, shift: int = 0) -> str:
+        """One tile at k0 from fast_setup's pointer (`shift` floats on: another plane of the operand at the
+        same offsets): constant steps, no 64-bit index math a piece; tests only where a row or the K tail
+        can fall outside (one compare a piece)."""
         rs = threads // (self.bk // 4)
         out = []
         for j in range(self.rows // rs):
             conds = ([f"{tag}v{j}"] if self.total % self.rows else []) + ([f"k0 + {tag}k < {self.K}"] if self.K % self.bk or self.tail else [])
-            src, dst = f"{tag}g + k0 + {j * rs * self.K}LL", f"{smem} + {tag}o + {j * rs * self.bk}"
+            src, dst = f"{tag}g + k0 + {j * rs * self.K + shift}LL", f"{smem} + {tag}o + {j * rs * self.bk}"
             if conds:
                 ok = " && ".join(conds)
                 out.append(f"            {{ const bool ok = {ok}; cp_async<16>({dst}, ok ? {src} : {base}, ok ? 16 : 0); }}")
@@ -709,48 +710,74 @@ def tma_consumer_release(S: int, kt: str, indent: str = "        ", first: str |
     return f"{indent}if ({first or kt} > 0 && (tid & 127) == 0) mbar_arrive(empty + ({kt} - 1) % {S});\n"
 
 
+def fold_of(KT: int, fold: int) -> int:
+    """The k-tiles of a fold for KT tiles (3xTF32 on planes): at most `fold`, wasting the fewest zero tiles
+    past K (the loop runs whole folds), the longest among those; at least 2 where KT allows (a fold of one
+    waits for every step's MMAs)."""
+    top = max(1, min(fold, KT))
+    return min(range(top, min(2, top) - 1, -1), key=lambda f: -(-KT // f) * f)
+
+
 def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int,
-                        setup: str, store: str, a_loader=None, b_loader=None, tiles: str | None = None) -> str:
+                        setup: str, store: str, a_loader=None, b_loader=None, tiles: str | None = None,
+                        b_lo: int = 0) -> str:
     """kernel_source's contract (setup, loaders, store with `acc[mi][ni][2 * h + e]` at row m, column n)
     on `wgmma.m64nNk8.tf32`: BM / 64 warpgroups, each 64 rows by all BN columns; both tiles in the
     canonical no-swizzle layout (Operand.canon), so the tensor cores read them straight from shared
-    memory. Plain TF32 only (3xTF32 would need split copies of both tiles)."""
+    memory. Plain TF32, or with k.planes 3xTF32 on operands split into TF32 high and low planes in memory
+    (the convolution's staging): a ring slot holds both planes of both tiles (the a_loader copies A's two,
+    the low one A.elems after the high one; B's low plane lies `b_lo` floats after its high one), three
+    MMAs a k-step into a per-fold sum as the planes GEMM does (render_planes), K run in whole folds
+    (pieces past K zero-filled)."""
     if not (A.canon and B.canon) or BK != 32:
         raise Unsupported("wgmma reads canonical k-contiguous tiles")
     if k.BM % 64 or k.BM > 256 or k.BN not in WGMMA_NS or k.stages < 3:
         raise Unsupported("wgmma tile shape (and a ring of 3 stages or more: one step's MMAs stay in flight)")
+    if k.planes and (a_loader is None or b_loader is not None or not b_lo):
+        raise Unsupported("the planes ring takes a gather of A's two planes and B's low plane's offset")
     T, S, NI = k.threads(True), k.stages, k.BN // 8
+    P = 2 if k.planes else 1
+    EA, EB = P * A.elems, P * B.elems
 
     if A.swz != B.swz:
         raise Unsupported("both tiles swizzled or neither")
     fa, fb = a_loader is None and A.fast(T), b_loader is None and B.fast(T)
 
     def load(slot: str) -> str:
-        a = (a_loader(f"As + ({slot}) * {A.elems}") if a_loader else
-             A.fast_loader(T, f"As + ({slot}) * {A.elems}", "Ab", "fa_") if fa else A.loader(T, f"As + ({slot}) * {A.elems}", "Ab", "m0"))
-        b = (b_loader(f"Bs + ({slot}) * {B.elems}") if b_loader else
-             B.fast_loader(T, f"Bs + ({slot}) * {B.elems}", "Bb", "fb_") if fb else B.loader(T, f"Bs + ({slot}) * {B.elems}", "Bb", "n0"))
+        sa, sb = f"As + ({slot}) * {EA}", f"Bs + ({slot}) * {EB}"
+        a = (a_loader(sa) if a_loader else A.fast_loader(T, sa, "Ab", "fa_") if fa else A.loader(T, sa, "Ab", "m0"))
+        b = (b_loader(sb) if b_loader else B.fast_loader(T, sb, "Bb", "fb_") if fb else B.loader(T, sb, "Bb", "n0"))
+        if k.planes:
+            sl = f"{sb} + {B.elems}"
+            b += "\n" + (B.fast_loader(T, sl, "Bb", "fb_", b_lo) if fb else B.loader(T, sl, f"(Bb + {b_lo}LL)", "n0"))
         return a + "\n" + b
     fast = (A.fast_setup(T, "Ab", "m0", "fa_") if fa else "") + (B.fast_setup(T, "Bb", "n0", "fb_") if fb else "")
+    KT = -(-K // BK)
+    F = fold_of(KT, k.fold) if k.planes else 1
     # The ring (wg_ring) keeps one step's MMAs in flight (wait_group 1) while the next step waits for its
     # tile. A landed tile is made visible to the tensor cores' async proxy by each copying thread
     # (fence.proxy.async) before the barrier.
-    head, wait, top, bottom = wg_ring(K, S, load, k.lead)
-    return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}
-extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
-    extern __shared__ __align__({1024 if A.swz else 128}) unsigned char smem[];
+    head, wait, top, bottom = wg_ring(-(-KT // F) * F * BK if k.planes else K, S, load, k.lead)
+    init = (f"""    float acc[1][{NI}][4], part[{NI * 4}];
+    #pragma unroll
+    for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] = 0.0f; part[q] = 0.0f; }}""" if k.planes else f"""    float acc[1][{NI}][4];
+    #pragma unroll
+    for (int ni = 0; ni < {NI}; ++ni)
+        #pragma unroll
+        for (int q = 0; q < 4; ++q) acc[0][ni][q] = 0.0f;""")
+    head = f"""    extern __shared__ __align__({1024 if A.swz else 128}) unsigned char smem[];
     float* As = reinterpret_cast<float*>(smem);
-    float* Bs = As + {S} * {A.elems};
+    float* Bs = As + {S} * {EA};
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int wg = tid >> 7, wq = (tid >> 5) & 3;  // warpgroup: 64 rows of the tile; warp in it: 16 of those
 {tiles or _xyz_tiles(k, note=False)}
 {setup}
-    float acc[1][{NI}][4];
-    #pragma unroll
-    for (int ni = 0; ni < {NI}; ++ni)
-        #pragma unroll
-        for (int q = 0; q < 4; ++q) acc[0][ni][q] = 0.0f;
-{fast}{head}    for (int kt = 0; kt < KT; ++kt) {{
+{init}
+{fast}{head}"""
+    if not k.planes:
+        return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}
+extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
+{head}    for (int kt = 0; kt < KT; ++kt) {{
         cp_async_wait<{wait}>();
         fence_proxy_async();
         __syncthreads();
@@ -767,6 +794,40 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
 {bottom}    }}
     wgmma_wait0();
 {_wg_store(NI, M, N, store, "wg * 64 + wq * 16")}"""
+    steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {A.desc(a, kk)}, {B.desc(b, kk)});"
+                      for kk in range(0, BK, 8) for a, b in (("sAl_s", "sBh_s"), ("sAh_s", "sBl_s"), ("sAh_s", "sBh_s")))
+    tiles = f"""            const float* sAh_s = As + (kt % {S}) * {EA} + wg * {64 * BK};
+            const float* sAl_s = sAh_s + {A.elems};
+            const float* sBh_s = Bs + (kt % {S}) * {EB};
+            const float* sBl_s = sBh_s + {B.elems};
+"""
+    return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}
+extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
+{head}{fold_loop(F, NI, k.lead, wait, top, bottom, tiles, steps)}{_wg_store(NI, M, N, store, "wg * 64 + wq * 16")}"""
+
+
+def fold_loop(F: int, NI: int, lead: bool, wait: str, top: str, bottom: str, tiles: str, steps: str) -> str:
+    """3xTF32 on planes: the cp.async ring's k-loop (wg_ring's wait, refills) a fold of F k-tiles at a time, each
+    step's MMAs (`steps`, on the tiles `tiles` names) into `part`, added to `acc` once the fold's are done."""
+    return f"""    // a fold of F k-tiles at a time, unrolled: `part` is never copied between branches while MMAs that
+    // write it are in flight (a data-dependent fold made ptxas wait for every step's MMAs: C7517)
+    for (int kg = 0; kg < KT; kg += {F}) {{
+        #pragma unroll
+        for (int f = 0; f < {F}; ++f) {{
+            const int kt = kg + f;
+            cp_async_wait<{wait}>();
+            fence_proxy_async();
+            __syncthreads();
+{top}{tiles}            wgmma_fence();
+{steps}
+            wgmma_commit();
+            {"" if lead else f"if (f < {F - 1}) "}wgmma_wait1();
+{bottom}        }}
+        wgmma_wait0();  // this fold's k-tiles done: into the total
+        #pragma unroll
+        for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] += part[q]; part[q] = 0.0f; }}
+    }}
+"""
 
 
 def kernel_source_wgmma3(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int,
@@ -1097,6 +1158,12 @@ def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
     args = kernel_args(g, p).split(", ", 1)
     mt, nt = Mp // k.BM, Np // k.BN
     head, wait, top, bottom = wg_ring(Kp, S, load, k.lead, bk)
+    tiles = f"""            const int sl = kt % {S};
+            const float* sAh_s = sAh + sl * {EA} + wg * {64 * bk};
+            const float* sAl_s = sAl + sl * {EA} + wg * {64 * bk};
+            const float* sBh_s = sBh + sl * {EB};
+            const float* sBl_s = sBl + sl * {EB};
+{_ring_split(EB, T) if k.bsplit else ""}"""
     return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{_split_source(g, p, k)}
 extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const float* __restrict__ P, {args[1]}) {{
     extern __shared__ __align__(1024) unsigned char smem[];
@@ -1107,30 +1174,7 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const floa
 {grouped_tile(mt, nt, k)}    float acc[1][{NI}][4], part[{NI * 4}];
     #pragma unroll
     for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] = 0.0f; part[q] = 0.0f; }}
-{fast_head}{head}    // a fold of F k-tiles at a time, unrolled: `part` is never copied between branches while MMAs that
-    // write it are in flight (a data-dependent fold made ptxas wait for every step's MMAs: C7517)
-    for (int kg = 0; kg < KT; kg += {F}) {{
-        #pragma unroll
-        for (int f = 0; f < {F}; ++f) {{
-            const int kt = kg + f;
-            cp_async_wait<{wait}>();
-            fence_proxy_async();
-            __syncthreads();
-{top}            const int sl = kt % {S};
-            const float* sAh_s = sAh + sl * {EA} + wg * {64 * bk};
-            const float* sAl_s = sAl + sl * {EA} + wg * {64 * bk};
-            const float* sBh_s = sBh + sl * {EB};
-            const float* sBl_s = sBl + sl * {EB};
-{_ring_split(EB, T) if k.bsplit else ""}            wgmma_fence();
-{steps}
-            wgmma_commit();
-            {"" if k.lead else f"if (f < {F - 1}) "}wgmma_wait1();
-{bottom}        }}
-        wgmma_wait0();  // this fold's k-tiles done: into the total
-        #pragma unroll
-        for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] += part[q]; part[q] = 0.0f; }}
-    }}
-{_wg_store(NI, p.M, p.N, store, "wg * 64 + wq * 16")}"""
+{fast_head}{head}{fold_loop(F, NI, k.lead, wait, top, bottom, tiles, steps)}{_wg_store(NI, p.M, p.N, store, "wg * 64 + wq * 16")}"""
 
 
 def _render_planes_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
