@@ -4,7 +4,7 @@
 # (about half the level-2 convs; level 2 task 57 0.74 ms of conv on the H100, task 90 5.76). First the GPU tests
 # (every conv layout at awkward shapes, planes included), then each task's mma.sync 3xTF32 design beside the planes
 # (3 stages, the ring a tile further ahead, 4 stages at 64 channels) and plain TF32 wgmma. Writes
-# $OUT/planes_tests.txt and $OUT/planes_probe.txt. Carry [".whl", ".kb"].
+# $OUT/planes_tests.txt and $OUT/planes_probe.txt (and transposed convs without a stride on the lean gather). Carry [".whl", ".kb"].
 set -uo pipefail
 source benchmarks/probe_lib.sh
 gpu_tests tests/test_gpu_conv.py planes_tests.txt 200 -k "every_layout"
@@ -12,5 +12,10 @@ p='"split":3,"planes":true'
 for t in 57_Conv2d_ReLU_HardSwish 87_Conv2d_Subtract_Subtract_Mish 90_Conv3d_LeakyReLU_Sum_Clamp_GELU 69_Conv2d_HardSwish_ReLU; do
   probe planes_probe.txt .kb/level2/$t.py 60 --vary '{"wgmma":false,"swz":false,"split":3}' --vary "{$p}" \
     --vary "{$p,\"lead\":true}" --vary "{$p,\"BN\":64,\"stages\":4}" --vary '{}'
+done
+# transposed convs without a stride now take the lean gather (eighth session): at da39c3f level 1 task 69 3.33 ms
+# (eager 2.80), task 65 2.97 (eager 2.72), level 2 task 19's conv 5.49
+for t in level1/69_conv_transposed_2D__asymmetric_input__asymmetric_kernel level1/65_conv_transposed_2D__square_input__asymmetric_kernel; do
+  probe planes_probe.txt .kb/$t.py 60 --vary '{}'
 done
 cat "$OUT/planes_probe.txt" | cut -c1-300

@@ -41,6 +41,8 @@ CASES = [  # nd, cin, cout, kernel, stride, pad, dilation, groups, bias, input s
     # dilation 2, odd padding), and kernel 4 stride 2 (two taps a phase, none wasted)
     ("T1", 4, 8, 3, 2, 1, 2, 1, True, (2, 4, 6), "self.conv(x) * 2.0", (32, 8, 2, 1, 2)),
     ("T2", 8, 16, 4, 2, 1, 1, 2, False, (1, 8, 5, 3), "torch.relu(self.conv(x))", (32, 8, 2, 1, 2)),
+    # transposed without a stride (no phases; channels last it takes the wgmma conv's lean gather)
+    ("T2", 8, 16, (3, 2), 1, (1, 0), (2, 1), 2, True, (2, 8, 7, 6), "self.conv(x) + self.extra", (32, 8, 2, 1, 2)),
 ]
 
 
@@ -129,12 +131,16 @@ def test_wgmma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case):
 @pytest.mark.parametrize("spec", [
     (2, 8, 24, (3, 2), (2, 1), (1, 1), (1, 2), 2, True, (2, 8, 9, 7), "torch.relu(self.conv(x))"),  # 4 channels a group
     (3, 8, 12, 3, 2, 1, 1, 1, False, (1, 8, 5, 4, 6), "self.conv(x)"),  # K = 216: a tile past K; 12 channels < BN
+    # transposed without a stride: the window runs backwards from o + pad (dilation, groups, padding 0 on a dim)
+    ("T2", 8, 24, (3, 2), 1, (1, 0), (1, 2), 2, True, (2, 8, 9, 7), "torch.relu(self.conv(x))"),
+    ("T3", 8, 12, 3, 1, 2, 1, 1, False, (1, 8, 5, 4, 6), "self.conv(x)"),
 ])
 @pytest.mark.parametrize("swz,lead", [(False, False), (True, False), (True, True)])
 def test_wgmma_conv_lean_gather_matches_a_float64_truth(tmp_egg, spec, swz, lead):
     """The wgmma gather with its rows' image bases and window origins in registers, and the weights'
     pieces from one pointer (Operand.fast_loader): padding, stride, dilation, groups, rows past the
-    output, K not a whole number of tiles, fewer channels than the tile; tiles plain canonical or in
+    output, K not a whole number of tiles, fewer channels than the tile, transposed convs without a
+    stride (taps backwards from o + pad); tiles plain canonical or in
     the 128-byte swizzle (read back through the descriptors by the emulator), the ring S - 2 or S - 1
     tiles ahead (`lead`)."""
     from hardware_profiles import load_profile

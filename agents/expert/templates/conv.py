@@ -494,9 +494,10 @@ def _in_strides(p: ConvPlan) -> list[int]:
 
 
 def _gather_fast(p: ConvPlan, T: int, A: Operand) -> bool:
-    """The wgmma gather's lean form: a forward conv's canonical 16-byte pieces, whole passes of the block
-    apart (so a thread's rows and k piece are fixed), an image within 32-bit offsets."""
-    return A.fast(T) and not p.transposed and not p.phased and math.prod(p.in_sp) * p.C < 2 ** 31
+    """The wgmma gather's lean form: canonical 16-byte pieces, whole passes of the block apart (so a thread's
+    rows and k piece are fixed), an image within 32-bit offsets; a forward conv, or a transposed one without a
+    stride (its window runs backwards from o + pad: input o + pad - k * dil, no phase)."""
+    return A.fast(T) and not p.phased and math.prod(p.in_sp) * p.C < 2 ** 31
 
 
 def _gather_fast_setup(p: ConvPlan, k: GemmKnobs, T: int, A: Operand) -> str:
@@ -540,11 +541,12 @@ def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str, lo: i
     if _gather_fast(p, T, A):
         # the rows' image base and window origin from registers (_gather_fast_setup), the tap's offset once a
         # tile: a piece is an add, a compare a dim and its copy
-        sp = _in_strides(p)
-        toff = " + ".join([f"k{d} * {p.dil[d] * sp[d] * p.C}" for d in range(p.nd)] + ["ic"])
+        sp, sg = _in_strides(p), "-" if p.transposed else "+"
+        toff = " + ".join(f"k{d} * {p.dil[d] * sp[d] * p.C}" for d in range(p.nd))
+        toff = f"-({toff}) + ic" if p.transposed else f"{toff} + ic"
         rows = []
         for j in range(k.BM // (T // per)):
-            inside = " && ".join(f"(unsigned)(go_[{j}][{d}] + k{d} * {p.dil[d]}) < {p.in_sp[d]}u" for d in range(p.nd))
+            inside = " && ".join(f"(unsigned)(go_[{j}][{d}] {sg} k{d} * {p.dil[d]}) < {p.in_sp[d]}u" for d in range(p.nd))
             dst = f"{smem} + gso_ + {j * (T // per) * BK}"
             two = (f"\n                  cp_async<16>({dst} + {A.elems}, ok ? gb_[{j}] + toff_ + {lo}LL : X, ok ? 16 : 0);"
                    if lo else "")
