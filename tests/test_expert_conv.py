@@ -134,13 +134,18 @@ def test_wgmma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case):
     # transposed without a stride: the window runs backwards from o + pad (dilation, groups, padding 0 on a dim)
     ("T2", 8, 24, (3, 2), 1, (1, 0), (1, 2), 2, True, (2, 8, 9, 7), "torch.relu(self.conv(x))"),
     ("T3", 8, 12, 3, 1, 2, 1, 1, False, (1, 8, 5, 4, 6), "self.conv(x)"),
+    # and by phase: its taps a tap_step apart from the phase's first (k4 s2: two a dim; stride 2, dilation 2,
+    # odd padding: phases with no tap; stride 3 by 2 on a 3-d map)
+    ("T2", 8, 16, 4, 2, 1, 1, 2, False, (1, 8, 5, 3), "torch.relu(self.conv(x))"),
+    ("T1", 4, 8, 3, 2, 1, 2, 1, True, (2, 4, 6), "self.conv(x) * 2.0"),
+    ("T3", 8, 12, (3, 2, 3), (3, 2, 1), (1, 0, 1), 1, 1, True, (1, 8, 3, 4, 3), "self.conv(x)"),
 ])
 @pytest.mark.parametrize("swz,lead", [(False, False), (True, False), (True, True)])
 def test_wgmma_conv_lean_gather_matches_a_float64_truth(tmp_egg, spec, swz, lead):
     """The wgmma gather with its rows' image bases and window origins in registers, and the weights'
     pieces from one pointer (Operand.fast_loader): padding, stride, dilation, groups, rows past the
-    output, K not a whole number of tiles, fewer channels than the tile, transposed convs without a
-    stride (taps backwards from o + pad); tiles plain canonical or in
+    output, K not a whole number of tiles, fewer channels than the tile, transposed convs (taps backwards
+    from o + pad; by phase, a phase's origin shifted once a block); tiles plain canonical or in
     the 128-byte swizzle (read back through the descriptors by the emulator), the ring S - 2 or S - 1
     tiles ahead (`lead`)."""
     from hardware_profiles import load_profile
@@ -163,7 +168,7 @@ def test_wgmma_conv_lean_gather_matches_a_float64_truth(tmp_egg, spec, swz, lead
 @pytest.mark.parametrize("spec", [
     (2, 8, 24, (3, 2), (2, 1), (1, 1), (1, 2), 2, True, (2, 8, 9, 7), "torch.relu(self.conv(x))"),  # lean gather, groups
     (3, 8, 12, 3, 2, 1, 1, 1, False, (1, 8, 5, 4, 6), "self.conv(x)"),  # K = 216: 7 k-tiles, padded to whole folds
-    ("T2", 8, 16, 4, 2, 1, 1, 2, False, (1, 8, 5, 3), "torch.relu(self.conv(x))"),  # phases: the general gather
+    ("T2", 8, 16, 4, 2, 1, 1, 2, False, (1, 8, 5, 3), "torch.relu(self.conv(x))"),  # phases
     ("T1", 5, 8, 4, 3, 2, 2, 1, False, (2, 5, 7), "self.conv(x) - 0.5"),  # 5 channels: 4-byte pieces
 ])
 @pytest.mark.parametrize("swz,lead,fold", [(True, False, 4), (True, True, 2), (False, False, 3)])

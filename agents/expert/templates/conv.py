@@ -495,9 +495,23 @@ def _in_strides(p: ConvPlan) -> list[int]:
 
 def _gather_fast(p: ConvPlan, T: int, A: Operand) -> bool:
     """The wgmma gather's lean form: canonical 16-byte pieces, whole passes of the block apart (so a thread's
-    rows and k piece are fixed), an image within 32-bit offsets; a forward conv, or a transposed one without a
-    stride (its window runs backwards from o + pad: input o + pad - k * dil, no phase)."""
-    return A.fast(T) and not p.phased and math.prod(p.in_sp) * p.C < 2 ** 31
+    rows and k piece are fixed), an image within 32-bit offsets; a forward conv, or a transposed one (its window
+    runs backwards: _lean_taps)."""
+    return A.fast(T) and math.prod(p.in_sp) * p.C < 2 ** 31
+
+
+def _lean_taps(p: ConvPlan) -> tuple[list[str], list[int], str]:
+    """The lean gather's input position of a row's tap per dim: its origin (from rowinfo's `info`) plus or
+    minus (the sign) the tap's variable times a step. Forward: o * stride - pad + k * dil. Transposed: o + pad -
+    k * dil, which for a phase (o = J * stride + r, its taps k = k0 + a * tap_step) is J + (r + pad - k0 * dil)
+    / stride - a * (tap_step * dil / stride), both divisions exact (k0 is the phase's first tap that divides;
+    tap_step * dil is a multiple of the stride): the origin shifted once a block, the tap index a's step."""
+    if not p.transposed:
+        return [f"info[{1 + d}]" for d in range(p.nd)], list(p.dil), "+"
+    if not p.phased:
+        return [f"info[{1 + d}]" for d in range(p.nd)], list(p.dil), "-"
+    return ([f"(info[{1 + d}] - k0_{d} * {p.dil[d]}) / {p.stride[d]}" for d in range(p.nd)],
+            [p.tap_step[d] * p.dil[d] // p.stride[d] for d in range(p.nd)], "-")
 
 
 def _gather_fast_setup(p: ConvPlan, k: GemmKnobs, T: int, A: Operand) -> str:
@@ -507,8 +521,12 @@ def _gather_fast_setup(p: ConvPlan, k: GemmKnobs, T: int, A: Operand) -> str:
     per, F = BK // 4, p.nd + 2
     sp = _in_strides(p)
     J = k.BM // (T // per)
-    org = " + ".join(f"(long long)info[{1 + d}] * {sp[d]}" for d in range(p.nd))
+    origin = _lean_taps(p)[0]
+    org = " + ".join(f"(long long)({origin[d]}) * {sp[d]}" if p.phased else f"(long long){origin[d]} * {sp[d]}" for d in range(p.nd))
     row, piece = canonical_piece("tid", per)
+    go = (" ".join(f"go_[j][{d}] = info[0] >= 0 ? {origin[d]} : -(1 << 28);" for d in range(p.nd)) if p.phased else
+          f"""#pragma unroll
+        for (int d = 0; d < {p.nd}; ++d) go_[j][d] = info[0] >= 0 ? info[1 + d] : -(1 << 28);""")
     return f"""
     const int gr_ = {row}, gk_ = {piece} * 4, gso_ = {A.at('gr_', 'gk_')};
     const float* gb_[{J}];
@@ -517,8 +535,7 @@ def _gather_fast_setup(p: ConvPlan, k: GemmKnobs, T: int, A: Operand) -> str:
     for (int j = 0; j < {J}; ++j) {{
         const int* info = rowinfo + (gr_ + j * {T // per}) * {F};
         gb_[j] = X + (((long long)max(info[0], 0) * {math.prod(p.in_sp)} + {org}) * {p.C} + (long long)grp * {p.Cg});
-        #pragma unroll
-        for (int d = 0; d < {p.nd}; ++d) go_[j][d] = info[0] >= 0 ? info[1 + d] : -(1 << 28);
+        {go}
     }}"""
 
 
@@ -541,12 +558,13 @@ def _gather_nhwc(p: ConvPlan, k: GemmKnobs, T: int, A: Operand, smem: str, lo: i
     if _gather_fast(p, T, A):
         # the rows' image base and window origin from registers (_gather_fast_setup), the tap's offset once a
         # tile: a piece is an add, a compare a dim and its copy
-        sp, sg = _in_strides(p), "-" if p.transposed else "+"
-        toff = " + ".join(f"k{d} * {p.dil[d] * sp[d] * p.C}" for d in range(p.nd))
+        sp, (_, step, sg) = _in_strides(p), _lean_taps(p)
+        tap = "a" if p.phased else "k"  # a phase's taps by their index in it
+        toff = " + ".join(f"{tap}{d} * {step[d] * sp[d] * p.C}" for d in range(p.nd))
         toff = f"-({toff}) + ic" if p.transposed else f"{toff} + ic"
         rows = []
         for j in range(k.BM // (T // per)):
-            inside = " && ".join(f"(unsigned)(go_[{j}][{d}] {sg} k{d} * {p.dil[d]}) < {p.in_sp[d]}u" for d in range(p.nd))
+            inside = " && ".join(f"(unsigned)(go_[{j}][{d}] {sg} {tap}{d} * {step[d]}) < {p.in_sp[d]}u" for d in range(p.nd))
             dst = f"{smem} + gso_ + {j * (T // per) * BK}"
             two = (f"\n                  cp_async<16>({dst} + {A.elems}, ok ? gb_[{j}] + toff_ + {lo}LL : X, ok ? 16 : 0);"
                    if lo else "")
