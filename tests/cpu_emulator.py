@@ -226,6 +226,7 @@ inline void wgmma_bf16_n256(float* d, unsigned long long a, unsigned long long b
 inline void wgmma_f16_n64(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16<64, false>(d, a, b); }
 inline void wgmma_f16_n128(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16<128, false>(d, a, b); }
 inline void wgmma_f16_n256(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16<256, false>(d, a, b); }
+inline void wgmma_tf32_n32(float* d, unsigned long long a, unsigned long long b) { emu_wgmma<32>(d, a, b); }
 inline void wgmma_tf32_n64(float* d, unsigned long long a, unsigned long long b) { emu_wgmma<64>(d, a, b); }
 inline void wgmma_tf32_n128(float* d, unsigned long long a, unsigned long long b) { emu_wgmma<128>(d, a, b); }
 inline void wgmma_tf32_n256(float* d, unsigned long long a, unsigned long long b) { emu_wgmma<256>(d, a, b); }
@@ -299,14 +300,14 @@ def available() -> bool:
 
 
 def _cpu_source(src: str) -> str:
-    from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
+    from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_N32, WGMMA_PRELUDE
     from agents.expert.templates.gemm_wgmma16 import TMA_PRELUDE, WGMMA16_PRELUDES
     from agents.expert.codegen import CLUSTER_PRELUDE
     from agents.expert.templates.scan import BOOL_PRELUDE
     body = src.replace(PRELUDE, "").replace(BOOL_PRELUDE, "").replace(WGMMA_PRELUDE, "").replace(TF32_PRELUDE, "")
     for pre in WGMMA16_PRELUDES.values():
         body = body.replace(pre, "")
-    body = body.replace(CLUSTER_PRELUDE, "").replace(TMA_PRELUDE, "")
+    body = body.replace(CLUSTER_PRELUDE, "").replace(TMA_PRELUDE, "").replace(WGMMA_N32, "")
     body = body.replace("reinterpret_cast<const float4*>(", "emu_vec<const float4>(").replace("reinterpret_cast<float4*>(", "emu_vec<float4>(")
     # dynamic shared memory becomes one static buffer (blocks run one at a time)
     return re.sub(r"extern __shared__ (?:__align__\(\d+\) )?(\w+(?: \w+)*?) (\w+)\[\];",

@@ -207,6 +207,38 @@ def test_planes_conv_refuses_what_it_cannot_run(tmp_egg):
             agent.emit(g, fam, plan, {**base, **bad}, load_profile("h200"))
 
 
+@pytest.mark.parametrize("spec", [
+    (2, 16, 24, 3, 1, 1, 1, 1, True, (2, 16, 9, 7), "torch.relu(self.conv(x))"),  # 24 channels: a tile past them
+    ("T2", 16, 32, 3, 2, 1, 1, 1, False, (1, 16, 5, 6), "self.conv(x) * 2.0"),  # by phase
+])
+def test_wgmma_conv_32_channels_wide(tmp_egg, spec):
+    """A group of at most 32 output channels gets a 32-wide warpgroup-MMA tile (wgmma m64n32k8), offered at
+    parallel mapping; emulated against float64 (TF32 grade, every tap counted) and compiled for sm_90a."""
+    from hardware_profiles import load_profile
+    from state import KernelCandidate
+    from tests import cpu_emulator
+    from tests.test_expert import request
+    path = _task(tmp_egg, *spec)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    base = {**agent._default(fam, g, plan, None), "BM": 128, "BN": 32, "WM": 4, "WN": 1, "stages": 3, "split": 1,
+            "layout": "nhwc"}
+    pk = agent.emit(g, fam, plan, {**base, "wgmma": False}, load_profile("h200"))
+    best = KernelCandidate(id="a", stage="algorithm_design", **pk.model_dump())
+    offered = agent.propose(request(path, "parallel_mapping", best).model_copy(update={"max_candidates": 12})).kernels
+    wide = [k.params["BN"] for k in offered if k.params.get("wgmma")]
+    assert wide[:2] == [32, 64], wide
+    pk = agent.emit(g, fam, plan, {**base, "wgmma": True, "swz": True}, load_profile("h200"))
+    assert "wgmma_tf32_n32(&acc" in pk.cuda_source and pk.cuda_source.count("void wgmma_tf32_n32(") == 1
+    if shutil.which("nvcc"):
+        r = compile_check(pk.cuda_source, pk.compile_options, "sm_90a")
+        assert r.ok and all(x.spill_store_bytes == 0 for x in r.resources), r.log[-2000:]
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
+    assert 4 * max(eager_err, 2 ** -24) < err < 2e-3, (err, eager_err)
+
+
 def test_default_layout_stages_channels_last_where_channels_come_in_fours(tmp_egg):
     agent = ExpertAgent()
     four = _task(tmp_egg, 2, 8, 16, 3, 1, 1, 1, 1, True, (2, 8, 9, 9), "self.conv(x)")

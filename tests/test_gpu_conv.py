@@ -45,6 +45,7 @@ def test_every_layout_verifies_at_awkward_shapes(tmp_egg, evaluator, case):
     variants.append({**knobs, "layout": "nhwc", "wgmma": True, "swz": True, "lead": True, "BM": 64, "BN": 64, "stages": 3})  # tiles 2 ahead
     variants.append({**knobs, "layout": "nhwc", "wgmma": True, "swz": True, "split": 3, "planes": True, "BM": 64, "BN": 64,
                      "stages": 3})  # 3xTF32 on staged planes: fp32 grade
+    variants.append({**knobs, "layout": "nhwc", "wgmma": True, "swz": True, "BM": 64, "BN": 32, "stages": 3})  # m64n32k8
     evs = evaluator.evaluate(str(path), _candidates(path, variants), None)
     _judged_as_eager_allows(evs, variants)
 

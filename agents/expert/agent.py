@@ -303,7 +303,7 @@ def gemm_path(plan, params: dict) -> str:
 
 UNIT_CHARS = 150_000  # a program's source past this is cut into compilation units of about this size
 MAX_UNITS = 16  # (compiled in parallel: DenseNet-201's 2.2 MB took NVRTC 52 s on one core)
-PRELUDES = (PRELUDE, WGMMA_PRELUDE, TF32_PRELUDE, BOOL_PRELUDE, CLUSTER_PRELUDE, gemm_wgmma16.TMA_PRELUDE,
+PRELUDES = (PRELUDE, WGMMA_PRELUDE, TF32_PRELUDE, BOOL_PRELUDE, CLUSTER_PRELUDE, gemm_wgmma16.TMA_PRELUDE, gemm_tf32.WGMMA_N32,
             *gemm_wgmma16.WGMMA16_PRELUDES.values())
 
 
@@ -588,8 +588,10 @@ class ExpertAgent:
                 out.append({**base, "BN": 192 - base["BN"]} if plan.OCg > 64 else {**base, "stages": 4})
             elif st == "parallel_mapping":  # the warp shapes, then Hopper's warpgroup MMA where tiles are staged
                 # channels last (first where conv_wgmma takes the conv)
-                wg = [{**base, "wgmma": True, "swz": True, "BM": 128, "BN": bn, "stages": 3} for bn in (128, 64)
-                      if base.get("layout") == "nhwc" and base.get("split", 1) == 1 and (bn == 64 or plan.OCg > 64)]
+                # (32 wide first where a group has at most 32 output channels: a 64-wide tile multiplies half zeros)
+                wg = [{**base, "wgmma": True, "swz": True, "BM": 128, "BN": bn, "stages": 3} for bn in (32, 128, 64)
+                      if base.get("layout") == "nhwc" and base.get("split", 1) == 1
+                      and (bn == 64 or bn == 128 and plan.OCg > 64 or bn == 32 and plan.OCg <= 32)]
                 out = [{**base, "WM": wm, "WN": wn} for wm, wn in kn["gemm_tf32_warps"]] + wg
                 if base.get("splitk", 1) > 1:  # the measured alternative: the same tile without split-K, then twice the ranges
                     out = [{**base, "splitk": 1}, {**base, "splitk": 2 * base["splitk"]}] + out

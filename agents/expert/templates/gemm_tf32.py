@@ -584,6 +584,11 @@ __device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.
 """ + "".join(_wgmma_fn(n) for n in WGMMA_NS) + "".join(_wgmma_rs_fn(n) for n in WGMMA_NS)
 
 
+# the TF32 MMA 32 columns wide: the conv's tile where a group has at most 32 output channels (a 64-wide tile would
+# multiply half zeros); its own prelude, so the other kernels' sources stay as they were
+WGMMA_N32 = _wgmma_fn(32)
+
+
 # the tensor-memory accelerator and shared-memory barriers (the `tma` GEMMs; tests/cpu_emulator.py gives C++ versions)
 TMA_PRELUDE = r"""struct __align__(64) EggTmap { unsigned long long v[16]; };  // a CUtensorMap's 128 opaque bytes
 __device__ __forceinline__ unsigned smem_u32(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
@@ -731,7 +736,7 @@ def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Opera
     (pieces past K zero-filled)."""
     if not (A.canon and B.canon) or BK != 32:
         raise Unsupported("wgmma reads canonical k-contiguous tiles")
-    if k.BM % 64 or k.BM > 256 or k.BN not in WGMMA_NS or k.stages < 3:
+    if k.BM % 64 or k.BM > 256 or k.BN not in (32, *WGMMA_NS) or k.stages < 3:
         raise Unsupported("wgmma tile shape (and a ring of 3 stages or more: one step's MMAs stay in flight)")
     if k.planes and (a_loader is None or b_loader is not None or not b_lo):
         raise Unsupported("the planes ring takes a gather of A's two planes and B's low plane's offset")
@@ -774,8 +779,9 @@ def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Opera
 {setup}
 {init}
 {fast}{head}"""
+    pre = f"{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{WGMMA_N32 if k.BN == 32 else ''}"
     if not k.planes:
-        return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}
+        return f"""{pre}
 extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
 {head}    for (int kt = 0; kt < KT; ++kt) {{
         cp_async_wait<{wait}>();
@@ -801,7 +807,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
             const float* sBh_s = Bs + (kt % {S}) * {EB};
             const float* sBl_s = sBh_s + {B.elems};
 """
-    return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}
+    return f"""{pre}
 extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
 {head}{fold_loop(F, NI, k.lead, wait, top, bottom, tiles, steps)}{_wg_store(NI, M, N, store, "wg * 64 + wq * 16")}"""
 
