@@ -356,6 +356,17 @@ def test_algorithm_design_starts_at_fp32_grade_where_eager_was_measured_exact(tm
     assert [k.params.get("split") for k in prop.kernels] == [first, None, 4 - first]
 
 
+@pytest.mark.parametrize("eager_err", [None, 1.6e-7])
+def test_few_channels_that_cannot_be_staged_channels_last_start_on_the_direct_conv(tmp_egg, eager_err):
+    """3 input channels (not a multiple of 4: the implicit GEMM would gather in place, 4 bytes a piece) and 16
+    output channels: the exact fp32 direct conv first (measured 1.3-2.9x eager on such KernelBench tasks),
+    whatever eager's error; with 8 channels it stays second (test above)."""
+    path = _task(tmp_egg, 3, 3, 16, 3, 1, 0, 1, 1, True, (2, 3, 6, 7, 8), "torch.tanh(self.conv(x))")
+    prop = ExpertAgent().propose(_analysed(path, eager_err))
+    assert prop.kernels[0].params.get("algo") == "direct" and len(prop.kernels) == 3
+    assert prop.kernels[1].params.get("split") == (3 if eager_err else 1)
+
+
 @pytest.mark.parametrize("eager_err,order", [(None, ["tf32", "planes", "mma3"]), (1.6e-7, ["mma3", "planes", "tf32"])])
 def test_algorithm_design_offers_3xtf32_on_the_warpgroup_mma_from_staged_planes(tmp_egg, eager_err, order):
     """Where the plain-TF32 design is on the warpgroup MMA (128-pixel tiles, an H200), 3xTF32 is offered on it
@@ -424,9 +435,9 @@ def test_channel_blocked_direct_conv_matches_a_float64_truth_on_the_cpu_emulator
     assert err < 8 * max(eager_err, 2 ** -24), (err, eager_err)  # fp32 FMAs: eager's own grade
 
 
-def test_few_channel_convs_offer_the_direct_kernel_second_and_tune_its_channel_block(tmp_egg):
-    """A first layer (3 -> 24 channels, K = 81) gets the direct kernel as its second design (a budget of
-    two measures it against the tensor-core one); a wide conv (64 -> 128, K = 576) is not offered it."""
+def test_few_channel_convs_offer_the_direct_kernel_and_tune_its_channel_block(tmp_egg):
+    """A first layer (3 -> 24 channels, K = 81) gets the direct kernel as its first design (3 channels cannot be
+    staged channels last); a wide conv (64 -> 128, K = 576) is not offered it."""
     from types import SimpleNamespace
 
     from tests.test_expert import request
@@ -434,8 +445,8 @@ def test_few_channel_convs_offer_the_direct_kernel_second_and_tune_its_channel_b
     req = request(few)
     req.max_candidates = 3
     prop = ExpertAgent().propose(req)
-    assert [k.params.get("algo") for k in prop.kernels] == [None, "direct", None]
-    direct = prop.kernels[1]
+    assert [k.params.get("algo") for k in prop.kernels] == ["direct", None, None]
+    direct = prop.kernels[0]
     assert direct.params["ocb"] == 12 and "direct conv3d" in direct.description
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(few))

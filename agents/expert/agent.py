@@ -541,9 +541,13 @@ class ExpertAgent:
                 both = both[::-1] if eager_is_fp32_grade(req) else both
                 if planes := conv_planes(g, plan, tf32, req.profile):  # and on the warpgroup MMA from staged planes
                     both.insert(1, planes)
-                if direct_conv.suits(plan):  # few channels: exact fp32 on the CUDA cores, a block of channels a thread
-                    both.insert(1, {"family": "conv", "algo": "direct", "block": 256, "waves": 8,
-                                    "ocb": direct_conv.channel_blocks(plan)[0]})
+                if direct_conv.suits(plan):  # few channels: exact fp32 on the CUDA cores, a block of channels a thread;
+                    # first where the input cannot be staged channels last (channels a group not a multiple of 4: the
+                    # implicit GEMM gathers 4 bytes a piece). Measured on the H200 (RESULTS.md, 2026-12-04): it was
+                    # chosen on every such task (level 1 54 59, level 2 6 23 24 27 48 79 83: 1.3-2.9x eager) where
+                    # the first candidates at da39c3f (3xTF32 or TF32 mma.sync in place) ran 0.5-0.7x
+                    direct = {"family": "conv", "algo": "direct", "block": 256, "waves": 8, "ocb": direct_conv.channel_blocks(plan)[0]}
+                    both.insert(0 if tf32.get("layout") == "nchw" else 1, direct)
                 return both
             return [self._default(fam, g, plan, req)]
         if fam == "pointwise":
