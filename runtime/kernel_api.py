@@ -84,7 +84,9 @@ class KernelAPI:
 
     def launch(self, name: str, grid, block, args, shared_mem: int = 0) -> None:
         k = self.kernel(name)
-        if shared_mem > 48 * 1024 and self._smem_set.get(name, 0) < shared_mem:
+        # any dynamic size is opted into: a kernel's default limit is 48 KB less its static shared memory, so 48 KB
+        # dynamic beside 1 KB static (the wgmma conv's 3-stage 64x64 ring and its row table) fails to launch
+        if shared_mem and self._smem_set.get(name, 0) < shared_mem:
             k.max_dynamic_shared_size_bytes = shared_mem
             self._smem_set[name] = shared_mem
         grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))

@@ -43,7 +43,7 @@ def test_suite_task_compiles_or_is_declared_unsupported(path, tmp_egg):
         assert prop.kernels[0].kernel_names == (["egg_gemm"] if direct else ["egg_gemm_stage", "egg_gemm"])
     if conv:
         assert [k.params.get("split") for k in prop.kernels] == ([1, 3, 3] if wg_conv else [1, 3])
-        assert [bool(k.params.get("planes")) for k in prop.kernels][1:] == ([True, False] if wg_conv else [False])
+        assert [bool(k.params.get("planes")) for k in prop.kernels][1:] == ([False, True] if wg_conv else [False])
     for k in prop.kernels:
         res = compile_check(k.cuda_source, k.compile_options, PROFILE.arch)
         assert res.ok, res.log[-2000:]

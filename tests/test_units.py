@@ -137,3 +137,28 @@ def test_a_kernel_loaded_from_a_cubin_has_the_attributes_the_runtime_uses(monkey
     k.max_dynamic_shared_size_bytes = 196608
     k((2, 1, 1), (256, 1, 1), (1,), shared_mem=196608)
     assert calls == [(7, 8, 196608), ("launch", (2, 1, 1), (256, 1, 1), (1,), 196608)]
+
+
+def test_every_dynamic_shared_size_is_opted_into_once(monkeypatch):
+    """A kernel's default dynamic limit is 48 KB less its static shared memory: 48 KB dynamic beside a 1 KB row
+    table failed to launch on the H100 (CUDA_ERROR_INVALID_VALUE, the wgmma conv's 3-stage 64x64 ring) while
+    only sizes past 48 KB were opted into. Every size is now, once per kernel and size."""
+    from runtime.kernel_api import KernelAPI
+    calls = []
+
+    class Kernel:
+        def __setattr__(self, key, value):
+            calls.append((key, value))
+
+        def __call__(self, grid, block, args, shared_mem=0, stream=None):
+            calls.append(("launch", shared_mem))
+
+    class Mod:
+        def get_function(self, name):
+            return Kernel()
+    api = KernelAPI(Mod())
+    monkeypatch.setattr(api, "_stream", lambda: None)
+    for smem in (0, 49152, 49152, 65536):
+        api.launch("egg_a", (1,), (128,), [], smem)
+    assert calls == [("launch", 0), ("max_dynamic_shared_size_bytes", 49152), ("launch", 49152), ("launch", 49152),
+                     ("max_dynamic_shared_size_bytes", 65536), ("launch", 65536)]

@@ -539,8 +539,10 @@ class ExpertAgent:
                 tf32 = self._default(fam, g, plan, req)
                 both = [tf32, {**on_mma_sync(tf32), "split": 3}]  # 3xTF32 on mma.sync (split in registers)
                 both = both[::-1] if eager_is_fp32_grade(req) else both
-                if planes := conv_planes(g, plan, tf32, req.profile):  # and on the warpgroup MMA from staged planes
-                    both.insert(1, planes)
+                if planes := conv_planes(g, plan, tf32, req.profile):  # and on the warpgroup MMA from staged planes,
+                    # last: slower than mma.sync's on the H100 (level 2 task 57 1.32 ms against 1.06, 87 6.75 against
+                    # 5.21, 90 8.00 against 6.88: K of 72-216, the planes' staging and a ring twice the size)
+                    both.append(planes)
                 if direct_conv.suits(plan):  # few channels: exact fp32 on the CUDA cores, a block of channels a thread;
                     # first where the input cannot be staged channels last (channels a group not a multiple of 4: the
                     # implicit GEMM gathers 4 bytes a piece). Measured on the H200 (RESULTS.md, 2026-12-04): it was
