@@ -162,6 +162,12 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                    "    def forward(self, x):\n        return torch.relu(self.conv(x)) + 0.5\n"
                    "def get_inputs():\n    return [torch.randn(8, 32, 127, 131)]\ndef get_init_inputs():\n    return []\n",
                    "128-byte swizzle"),
+    # level 2 task 79's kind in miniature: 3 input channels (not staged channels last), the direct conv first
+    "conv_direct_first": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                          "        super().__init__()\n        self.conv = nn.Conv3d(3, 16, 3)\n"
+                          "    def forward(self, x):\n        return torch.clamp(self.conv(x), -1.0, 1.0) * 2.0\n"
+                          "def get_inputs():\n    return [torch.randn(8, 3, 12, 30, 34)]\ndef get_init_inputs():\n    return []\n",
+                          "direct conv3d"),
     "odd_cluster": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
                     "        return x / torch.sum(torch.abs(x), dim=1, keepdim=True)\n"
                     "def get_inputs():\n    return [torch.randn(8, 65535)]\ndef get_init_inputs():\n    return []\n",
