@@ -447,3 +447,23 @@ def test_weight_streaming_linear_splits_b_in_the_ring(tmp_egg):
         pytest.skip("no g++")
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
     assert err < 4 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+@pytest.mark.parametrize("rows,bsplit", [(1024, False), (512, True)])
+def test_linears_where_both_planes_pay_take_the_tma_planes_past_512_rows(tmp_egg, rows, bsplit):
+    """KernelBench's (1024, 8192) linears: both planes pay and B is (N, K). B split in the ring ran 2048 x 8192 x
+    4096 in 1.67 ms on the H100 where the planes by TMA ran the same shape in 1.20, so past 512 rows the first
+    design is the planes by TMA; up to 512 (few row tiles re-split each B tile) B is still split in the ring."""
+    from agents.expert import ExpertAgent
+    from agents.expert.agent import planes_pay
+    from hardware_profiles import load_profile
+    p = tmp_egg / "lin.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.fc = nn.Linear(2048, 4096)\n"
+                 "    def forward(self, x):\n        return torch.relu(self.fc(x))\n"
+                 f"def get_inputs():\n    return [torch.randn({rows}, 2048)]\ndef get_init_inputs():\n    return []\n")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert planes_pay(plan, {})
+    base = agent._default(fam, g, plan, None, load_profile("h200"))
+    assert base["planes"] and bool(base.get("bsplit")) == bsplit and bool(base.get("tma")) != bsplit

@@ -114,10 +114,11 @@ MMA_SYNC = {"family": "gemm_tf32", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "stag
 # 59, 68), B's planes would cost more traffic than the MMAs save: B is read raw into the ring and split in
 # shared memory (gemm_tf32's `bsplit`), only A's planes in memory
 BSPLIT = {**PLANES, "bsplit": True, "tma": False}
-# Where both planes pay, B split in the ring still saved B's split pass at 1024 rows (KernelBench's (1024, 8192)
-# linears: level 2 task 12 1.86 ms against the planes' 2.03 on the H100, 2026-12-05); each row tile splits
-# B again, so only up to this many rows
-BSPLIT_MAX_M = 2048
+# Where both planes pay, B split in the ring saved B's split pass at 1024 rows against the cp.async planes (level 2
+# task 12 1.86 ms against 2.03 on the H100, 2026-12-05), but not against the planes by TMA: at 2048 x 8192 x 4096
+# B split in the ring ran 1.67 ms (level 1 tasks 17, 18) where the same shape's planes by TMA ran 1.20 (tasks 2,
+# 16; d581a70). Each row tile splits B again, so only up to this many rows (a weight streamed by few row tiles)
+BSPLIT_MAX_M = 512
 
 
 def planes_design(plan) -> dict:
