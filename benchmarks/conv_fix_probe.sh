@@ -3,7 +3,8 @@
 # (10 cases failed to launch the 3-stage 64x64 wgmma ring before it; planes, 32-wide tile, transposed convs on the
 # lean gather among the variants), the first candidates of the GEMM families and the direct-first conv, then
 # probes: level 2 tasks 6 and 79 (direct conv first now; 1.38 and 1.47 ms at da39c3f), level 1 task 78 (32
-# channels: mma.sync first, the 32-wide wgmma tile beside it). Writes $OUT/fix_*.txt. Carry [".whl", ".kb"].
+# channels: mma.sync first, the 32-wide wgmma tile beside it), level 2 task 12 (planes by TMA against B split in the
+# ring). Writes $OUT/fix_*.txt. Carry [".whl", ".kb"].
 set -uo pipefail
 source benchmarks/probe_lib.sh
 gpu_tests tests/test_gpu_conv.py fix_conv_tests.txt 120 -k "every_layout"
@@ -12,4 +13,6 @@ probe fix_probe.txt .kb/level2/6_Conv3d_Softmax_MaxPool_MaxPool.py 30 --vary '{}
 probe fix_probe.txt .kb/level2/79_Conv3d_Multiply_InstanceNorm_Clamp_Multiply_Max.py 30 --vary '{}'
 probe fix_probe.txt .kb/level1/78_conv_transposed_2D_asymmetric_input_asymmetric_kernel___padded__.py 40 --vary '{}' \
   --vary '{"wgmma":true,"swz":true,"BM":128,"BN":32,"stages":3}'
+# the (1024, 8192) linears now start on the planes by TMA (B split in the ring before: 1.66 ms at d581a70)
+probe fix_probe.txt .kb/level2/12_Gemm_Multiply_LeakyReLU.py 40 --vary '{}' --vary '{"bsplit":true,"tma":false}'
 cut -c1-250 "$OUT/fix_probe.txt"
