@@ -8,11 +8,13 @@
 set -uo pipefail
 source benchmarks/probe_lib.sh
 gpu_tests tests/test_gpu_conv.py fix_conv_tests.txt 120 -k "every_layout"
-gpu_tests tests/test_gpu_expert.py fix_first_tests.txt 150 -k "conv_direct_first or conv_wgmma or gemm_bf16 or matmul_bf16 or planes_bmm or gemm_bsplit"
+gpu_tests tests/test_gpu_expert.py fix_first_tests.txt 150 -k "conv_direct_first or conv_wgmma or gemm_bf16 or matmul_bf16 or planes_bmm or gemm_bsplit or grid_vec or grid_loss"
 probe fix_probe.txt .kb/level2/6_Conv3d_Softmax_MaxPool_MaxPool.py 30 --vary '{}'
 probe fix_probe.txt .kb/level2/79_Conv3d_Multiply_InstanceNorm_Clamp_Multiply_Max.py 30 --vary '{}'
 probe fix_probe.txt .kb/level1/78_conv_transposed_2D_asymmetric_input_asymmetric_kernel___padded__.py 40 --vary '{}' \
   --vary '{"wgmma":true,"swz":true,"BM":128,"BN":32,"stages":3}'
+# level 1 task 37's grid passes in 16-byte vectors (scalar at 39304f7 on the H200: 7.88 ms against eager 7.01)
+probe fix_probe.txt .kb/level1/37_FrobeniusNorm_.py 40 --vary '{}' --vary '{"vec":1}'
 # the (1024, 8192) linears now start on the planes by TMA (B split in the ring before: 1.66 ms at d581a70)
 probe fix_probe.txt .kb/level2/12_Gemm_Multiply_LeakyReLU.py 40 --vary '{}' --vary '{"bsplit":true,"tma":false}'
 cut -c1-250 "$OUT/fix_probe.txt"

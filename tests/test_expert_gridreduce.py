@@ -31,6 +31,7 @@ CASES = [
     ("layernorm", "self.ln = nn.LayerNorm((6, 7, 9))", "x", "self.ln(x)", "torch.randn(3, 6, 7, 9)"),
     # the mean and centred variance in one part/fold pair (Welford), far from zero
     ("layernorm_offset", "self.ln = nn.LayerNorm((6, 7, 9))", "x", "self.ln(x) * 2.0", "torch.randn(3, 6, 7, 9) + 40.0"),
+    ("layernorm_rows_of_4", "self.ln = nn.LayerNorm((8, 16))", "x", "self.ln(x) + 1.0", "torch.randn(3, 8, 16) + 5.0"),  # vectors too
     ("variance", "pass", "x", "torch.var(x, dim=1, unbiased=False)", "torch.randn(3, 500) + 7.0"),  # few outputs: two passes
     ("amax", "pass", "x", "torch.amax(x) * 2.0 + 1.0", "torch.randn(50, 41)"),
     ("smooth_l1", "pass", "p, t", "torch.nn.functional.smooth_l1_loss(p, t)", "torch.randn(30, 40), torch.randn(30, 40)"),
@@ -85,6 +86,9 @@ def test_grid_reduction_matches_torch_on_the_cpu(tmp_egg, name, init, args, expr
     plan = rowwise.plan_rows(g, grid_ok=True)
     got, want = _emulate(g, plan, loaded, tmp_egg, gridreduce.GridKnobs(block=64, parts=6, out_waves=1))
     assert torch.allclose(got, want, rtol=1e-4, atol=1e-5), (got - want).abs().max()
+    if gridreduce.vec_ok(g, plan):  # 16-byte vectors: slices of whole vectors, broadcasts read per element
+        got, want = _emulate(g, plan, loaded, tmp_egg, gridreduce.GridKnobs(block=32, parts=5, out_waves=1, vec=4))
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-5), (got - want).abs().max()
 
 
 def test_welford_pair_saves_a_pass_over_the_rows(tmp_egg):
@@ -150,19 +154,20 @@ def test_variance_reads_unbiased_however_it_is_passed(tmp_egg, expr, divisor, ke
 
 
 def test_memory_optimization_measures_the_two_pass_variance(tmp_egg):
-    """A grid-level norm's first candidate computes mean and variance in one Welford read; memory
-    optimization offers the two-read variance beside it (a divide an element may cost more than a read at
-    memory speed), and nothing where there is no variance."""
+    """A grid-level norm's first candidate computes mean and variance in one Welford read, its passes in
+    16-byte vectors (rows of 1025 x 1024 floats); memory optimization offers the two-read variance beside it
+    (a divide an element may cost more than a read at memory speed), then the scalar passes."""
     from agents.expert import ExpertAgent
     from state import KernelCandidate
     from tests.test_expert import request
     agent = ExpertAgent()
-    for name, init, expr, want in (("ln", "self.ln = nn.LayerNorm((1025, 1024))", "self.ln(x)", [False]),
-                                   ("fro", "pass", "x / torch.norm(x, p='fro')", [])):
+    for name, init, expr, want in (("ln", "self.ln = nn.LayerNorm((1025, 1024))", "self.ln(x)", [(False, 4), (True, 1)]),
+                                   ("fro", "pass", "x / torch.norm(x, p='fro')", [(True, 1)])):
         p = _task(tmp_egg, name, init, "x", expr, "torch.randn(2, 1025, 1024)")  # rows over 2^20: grid-level
         first = agent.propose(request(p)).kernels[0]
-        assert first.params["family"] == "grid" and first.params.get("welford", True)
+        assert first.params["family"] == "grid" and first.params.get("welford", True) and first.params["vec"] == 4
+        assert "16-byte vectors" in first.description and "assert x0.data_ptr() % 16 == 0" in first.host_code
         best = KernelCandidate(id="a", stage="tiling", **first.model_dump())
         mem = agent.propose(request(p, "memory_optimization", best)).kernels
-        assert [k.params["welford"] for k in mem] == want
-        assert all(k.cuda_source.count("egg_grid_part") == 2 for k in mem)
+        assert [(k.params.get("welford", True), k.params["vec"]) for k in mem] == want
+        assert all(k.cuda_source.count("egg_grid_part") == (1 if k.params.get("welford", True) else 2) for k in mem)

@@ -121,6 +121,11 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                   "        return torch.mean((p - t) ** 2)\n"
                   "def get_inputs():\n    return [torch.randn(128, 65537), torch.randn(128, 65537)]\ndef get_init_inputs():\n    return []\n",
                   "grid-level reduction"),
+    # a norm over the whole tensor and the output divided by it (level 1 task 37's kind): both passes in 16-byte vectors
+    "grid_vec": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                 "        return x / torch.norm(x, p='fro')\n"
+                 "def get_inputs():\n    return [torch.randn(6, 1000, 1028)]\ndef get_init_inputs():\n    return []\n",
+                 "16-byte vectors"),
     # rows whose starts leave 16-byte boundaries (R % 4 != 0): streamed with peeled ends, and staged in a cluster
     "odd_rows": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
                  "        return torch.softmax(x, dim=1)\ndef get_inputs():\n    return [torch.randn(64, 4099)]\n"

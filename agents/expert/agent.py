@@ -570,8 +570,11 @@ class ExpertAgent:
                 out = [{**base, "block": b} for b in kn.get("grid_block", [128, 512, 1024])]
             elif st == "tiling":
                 out = [{**base, "parts": n} for n in kn.get("grid_parts", [528, 2112, 4224])]
-            elif st == "memory_optimization" and gridreduce.welford_pairs_of(plan, base):
-                out = [{**base, "welford": False}]  # two reads for the variance, should Welford's divides cost more
+            elif st == "memory_optimization":
+                if gridreduce.welford_pairs_of(plan, base):  # two reads for the variance, should Welford's divides cost more
+                    out = [{**base, "welford": False}]
+                if base.get("vec", 1) > 1:  # the scalar passes, measured beside the vectors
+                    out.append({**base, "vec": 1})
         elif fam == "pool":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in kn.get("pool_block", [128, 512, 1024])]
@@ -758,8 +761,10 @@ class ExpertAgent:
             return {"family": "recurrent", "block": 512, "waves": 1}
         if fam == "pool":
             return {"family": "pool", "block": 256, "waves": 8}
-        if fam == "grid":
-            return {"family": "grid", "block": 256, "parts": 1056}
+        if fam == "grid":  # 16-byte vectors where the rows allow (the pointwise family's evidence: its scalar
+            # grid-stride loop ran at 69-78% of the copy floor, vectors at 91-99%; level 1 task 37's scalar passes here
+            # read at 2.85 TB/s on the H200, 68% of the copy's)
+            return {"family": "grid", "block": 256, "parts": 1056, **({"vec": 4} if gridreduce.vec_ok(g, plan) else {})}
         if fam == "pointwise":
             # 16-byte vectors, a thread each over the whole grid: the copy kernel's shape (ReLU 91 -> 99% of
             # the copy floor when tuned); the scalar grid-stride loop left sigmoid/GELU at 69-78% at KernelBench's sizes
@@ -901,11 +906,15 @@ class ExpertAgent:
             return src, steps, (f"the conv's spatial sum from per-tap box sums of its input ({plan.taps} taps), "
                                 "then a thread per (image, channel) with the chain fused; no conv output")
         elif fam == "grid":
-            k = gridreduce.GridKnobs(block=params["block"], parts=params["parts"], welford=params.get("welford", True))
-            steps = [(host.Launch(name, grid, block, reads, 0), writes)
-                     for name, grid, block, reads, writes in gridreduce.launches(g, plan, k, sms, tpsm)]
+            k = gridreduce.GridKnobs(block=params["block"], parts=params["parts"], welford=params.get("welford", True),
+                                     vec=params.get("vec", 1))
+            if k.vec > 1 and not gridreduce.vec_ok(g, plan):
+                raise Unsupported("16-byte vectors need fp32 rows, contiguous and a multiple of 4 long")
+            steps = [(host.Launch(name, grid, block, reads, 0, align16=i == 0 and k.vec > 1), writes)  # inputs asserted aligned
+                     for i, (name, grid, block, reads, writes) in enumerate(gridreduce.launches(g, plan, k, sms, tpsm))]
             return gridreduce.render(g, plan, k), steps, (
                 f"grid-level reduction, block {k.block}, {gridreduce.parts_per_row(plan, k)} part(s) a row"
+                + (", 16-byte vectors" if k.vec > 1 else "")
                 + (f" of {plan.R // plan.seg} segment(s) of {plan.seg} (a channel's statistics over the batch)" if plan.seg else ""))
         elif fam == "gemm_sum":
             src = gemm_sum.render(g, plan)

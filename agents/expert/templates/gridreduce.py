@@ -25,6 +25,7 @@ class GridKnobs:
     parts: int = 1056  # blocks over all rows, per reduction (8 waves of 132 SMs)
     out_waves: int = 8  # the full-output pass: grid = SMs x blocks per SM x waves
     welford: bool = True  # a mean and its centred sum of squares in one part/fold pair (see rowwise)
+    vec: int = 1  # 4: the passes over the rows read (and the output pass writes) 16-byte vectors (vec_ok)
 
 
 def _pairs(p: RowPlan, k: GridKnobs) -> dict[int, int]:
@@ -54,6 +55,60 @@ def check_grid(p: RowPlan) -> RowPlan:
 
 def parts_per_row(p: RowPlan, k: GridKnobs) -> int:
     return max(1, min(k.parts // max(1, rows(p)), -(-p.R // (k.block * 4))))
+
+
+def vec_ok(g: OpGraph, p: RowPlan) -> bool:
+    """16-byte vectors in the passes: fp32 throughout, rows contiguous (not segmented) and a multiple of 4
+    long, so a part's slice (rounded to 4) and the output start on 16-byte boundaries (the host asserts its
+    inputs do)."""
+    return (not p.seg and p.R % 4 == 0 and g.output.dtype == "float32"
+            and all(t.dtype == "float32" for t in g.inputs + g.params))
+
+
+def _chunk(p: RowPlan, k: GridKnobs) -> int:
+    """Elements of a row a part reduces (a multiple of 4 with vectors)."""
+    c = -(-p.R // parts_per_row(p, k))
+    return -(-c // 4) * 4 if k.vec > 1 else c
+
+
+def _slice_loop(p: RowPlan, k: GridKnobs, loads: str, body: str, update: str) -> str:
+    """A part's loop over its slice of the row (lo, hi): each element's statements `body`, then `update` with its
+    value; with vectors, a float4 of each tensor read at the element's own index (`loads`) feeds four elements."""
+    if k.vec > 1:
+        return f"""    for (long long r4 = lo + 4 * threadIdx.x; r4 < hi; r4 += 4 * blockDim.x) {{
+        const long long i4 = row * {p.R}LL + r4;
+{loads}
+        #pragma unroll
+        for (int e = 0; e < 4; ++e) {{
+            const long long i = i4 + e;
+{body}
+            {update}
+        }}
+    }}"""
+    return f"""    for (long long r = lo + threadIdx.x; r < hi; r += blockDim.x) {{
+            {_element(p)}
+{body}
+            {update}
+    }}"""
+
+
+def _vector_body(em_of, value: Node, tensors: list[Node], ind: str) -> tuple[str, str, str]:
+    """(the loads of a vector of 4 at flat index i4, the per-element statements, the element's value): each
+    tensor read at the flat index `i` itself comes in as one float4 (`L_<name>`), any other read (a broadcast,
+    an earlier pass's result) per element."""
+    read = set()
+
+    def load(t, idx):
+        if idx == "i":
+            read.add(t.name)
+            return f"reinterpret_cast<const float*>(&L_{t.name})[e]"
+        return f"to_f({t.name}[{idx}])"
+    em = em_of(load)
+    v = em.value(value, "i")
+    body = em.take(ind)
+    loads = "\n".join(f"{ind[:-4]}const float4 L_{t.name} = reinterpret_cast<const float4*>({t.name})[i4 / 4];"
+                       for t in tensors if t.name in read)
+    return loads, body, v
 
 
 def _comb(op: str, a: str, b: str) -> str:
@@ -122,20 +177,23 @@ def render(g: OpGraph, p: RowPlan, k: GridKnobs) -> str:
     done: dict[str, str] = {}  # reduction -> where its result is read
     head = f'extern "C" __global__ void __launch_bounds__({k.block})'
     kernels, earlier = [], []  # earlier: the result buffers of the passes before, as kernel parameters
-    chunk = -(-R // P)
+    chunk = _chunk(p, k)
     span = f"""    const long long row = blockIdx.y, part = blockIdx.x;
     const long long lo = part * {chunk}LL, hi = lo + {chunk}LL < {R}LL ? lo + {chunk}LL : {R}LL;"""
     for ps in _passes(g, p, k):
         j, red = ps.j, p.reductions[ps.j]
         rest = ", ".join([ins] + earlier)
-        em = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", lambda n: done.get(n.name), prefix=f"a{j}_")
-        v = em.value(red.args[0], "i")
-        body = em.take("            ")
-        loop = f"""    for (long long r = lo + threadIdx.x; r < hi; r += blockDim.x) {{
-            {_element(p)}
-{body}"""
+        pre = f"a{j}_"
+        if k.vec > 1:
+            loads, body, v = _vector_body(lambda f, pre=pre: Emitter(f, lambda n: done.get(n.name), prefix=pre), red.args[0],
+                                          tensors, "            ")
+        else:
+            em = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", lambda n: done.get(n.name), prefix=pre)
+            v, loads = em.value(red.args[0], "i"), ""
+            body = em.take("            ")
         if ps.j2 is not None:
-            kernels += _welford_kernels(j, span, loop, v, rest, P, nrows, k.block)
+            kernels += _welford_kernels(j, span, _slice_loop(p, k, loads, body, welford_update("wc", "wm", "wq", v)), rest, P,
+                                        nrows, k.block)
             done[red.name], done[p.reductions[ps.j2].name] = f"g_res{j}[row]", f"g_res{j}[{nrows}LL + row]"
             earlier.append(f"const float* __restrict__ g_res{j}")
             continue
@@ -143,9 +201,7 @@ def render(g: OpGraph, p: RowPlan, k: GridKnobs) -> str:
     __shared__ float g_red[32];
 {span}
     float acc = {INIT[red.op]};
-{loop}
-            acc = {_comb(red.op, "acc", v)};
-    }}
+{_slice_loop(p, k, loads, body, f"acc = {_comb(red.op, 'acc', v)};")}
 {_block_reduce(red.op, "acc")}
     if (threadIdx.x == 0) g_part[row * {P}LL + part] = acc;
 }}""")
@@ -172,7 +228,26 @@ def render(g: OpGraph, p: RowPlan, k: GridKnobs) -> str:
 }}""")
         done[red.name] = f"g_res{j}[row]"
         earlier.append(f"const float* __restrict__ g_res{j}")
-    if p.full_output:
+    if p.full_output and k.vec > 1:  # the pointwise template's vector loop, the row of each element from its index
+        total = nrows * R
+        loads, body, vo = _vector_body(lambda f: Emitter(f, lambda n: done.get(n.name), prefix="o_"), out, tensors,
+                                       "            ")
+        kernels.append(f"""{head} egg_grid_out({CTYPE[out.dtype]}* __restrict__ out, {", ".join([ins] + earlier)}) {{
+    for (long long vi = (long long)blockIdx.x * blockDim.x + threadIdx.x; vi < {total // 4}LL; vi += (long long)gridDim.x * blockDim.x) {{
+        const long long i4 = vi * 4;
+{loads}
+        float4 R_;
+        #pragma unroll
+        for (int e = 0; e < 4; ++e) {{
+            const long long i = i4 + e;
+            {_row_of(p, total)}
+{body}
+            reinterpret_cast<float*>(&R_)[e] = {vo};
+        }}
+        reinterpret_cast<float4*>(out)[vi] = R_;
+    }}
+}}""")
+    elif p.full_output:
         em = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", lambda n: done.get(n.name), prefix="o_")
         vo = em.value(out, "i")
         total = nrows * R
@@ -193,7 +268,7 @@ def _welford_block(indent: str = "    ") -> str:
     return "\n".join(indent + ln for ln in lines)
 
 
-def _welford_kernels(j: int, span: str, loop: str, v: str, rest: str, P: int, nrows: int, block: int) -> list[str]:
+def _welford_kernels(j: int, span: str, loop: str, rest: str, P: int, nrows: int, block: int) -> list[str]:
     """Reduction j (a sum) and the centred sum of squares after it in one part/fold pair: each part keeps
     (count, mean, M2) (three floats of its buffer), the fold merges them into the row's sum and M2
     (`g_res<j>[row]`, `g_res<j>[rows + row]`)."""
@@ -203,8 +278,6 @@ def _welford_kernels(j: int, span: str, loop: str, v: str, rest: str, P: int, nr
 {span}
     float wc = 0.0f, wm = 0.0f, wq = 0.0f;
 {loop}
-            {welford_update("wc", "wm", "wq", v)}
-    }}
 {_welford_block()}
     if (threadIdx.x == 0) {{
         const long long q = (row * {P}LL + part) * 3;
@@ -235,7 +308,7 @@ def launches(g: OpGraph, p: RowPlan, k: GridKnobs, sms: int, max_threads_per_sm:
         if ps.res is not None:
             earlier.append(ps.res)
     if p.full_output:
-        need = -(-nrows * p.R // k.block)
+        need = -(-nrows * p.R // (k.block * k.vec))
         seq.append(("egg_grid_out", (min(need, sms * max(1, max_threads_per_sm // k.block) * k.out_waves),), (k.block,),
                     leaves + earlier, None))
     return seq
