@@ -139,6 +139,9 @@ def test_wgmma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case):
     ("T2", 8, 16, 4, 2, 1, 1, 2, False, (1, 8, 5, 3), "torch.relu(self.conv(x))"),
     ("T1", 4, 8, 3, 2, 1, 2, 1, True, (2, 4, 6), "self.conv(x) * 2.0"),
     ("T3", 8, 12, (3, 2, 3), (3, 2, 1), (1, 0, 1), 1, 1, True, (1, 8, 3, 4, 3), "self.conv(x)"),
+    # strides and dilations sharing factors (tap_step * dil / stride: 2 and 3) and not, with asymmetric padding
+    ("T2", 8, 16, (5, 3), (3, 2), (2, 1), (2, 3), 1, False, (1, 8, 6, 5), "torch.relu(self.conv(x))"),
+    ("T3", 4, 8, (2, 3, 3), (2, 3, 2), (0, 1, 2), (3, 1, 2), 1, True, (1, 4, 3, 3, 4), "self.conv(x) - 1.0"),
 ])
 @pytest.mark.parametrize("swz,lead", [(False, False), (True, False), (True, True)])
 def test_wgmma_conv_lean_gather_matches_a_float64_truth(tmp_egg, spec, swz, lead):
