@@ -57,6 +57,11 @@ def eager_is_fp32_grade(req: StageRequest | None) -> bool:
 
 DEFAULT_SMS = 132  # where no request names the GPU (a program's untuned stages): the H200's
 DEFAULT_SMEM = 227 * 1024  # and its shared memory a block may opt into
+
+
+def smem_limit(profile) -> int:
+    """The shared memory a block may opt into on the GPU `profile` names (none: the H200's)."""
+    return profile.shared_per_block_optin if profile is not None else DEFAULT_SMEM
 MIN_SPLIT_K = 1024  # K a split-K range sums at least: shorter ranges cost more in partials than they gain
 # a 3xTF32 GEMM this short in K writes its output (4 bytes an element at 4.19 TB/s) slower than it computes
 # it (6K tensor FLOPs an element at a few hundred TFLOP/s): KernelBench 7 (K = 64) and 9 (K = 32)
@@ -92,7 +97,7 @@ def clusters(profile) -> bool:
 def row_cluster(plan, profile) -> int:
     """Blocks of the smallest cluster whose shared memory holds a row one block's cannot (0: none): a
     block per row over a contiguous row of one input, read from memory once instead of once a pass."""
-    smem = profile.shared_per_block_optin if profile is not None else DEFAULT_SMEM
+    smem = smem_limit(profile)
     if not clusters(profile) or rowwise.cluster_reason(plan) or plan.R * 4 <= smem:
         return 0
     return next((c for c in rowwise.CLUSTER_SIZES if rowwise.cluster_fits(plan, c, smem)), 0)
@@ -217,11 +222,14 @@ def conv_wgmma(g, plan, d: dict, profile) -> dict | None:
     if not wgmma_ok(profile) or d.get("layout") != "nhwc" or d.get("split", 1) != 1 or d.get("splitk", 1) > 1 \
             or d["BM"] != 128 or d["BN"] not in (64, 128):
         return None
-    w = {**d, "wgmma": True, "swz": True, "stages": 3}
-    k = gemm.GemmKnobs.of(w)
+    return _conv_fits(g, plan, {**d, "wgmma": True, "swz": True, "stages": 3}, profile)
+
+
+def _conv_fits(g, plan, d: dict, profile) -> dict | None:
+    """The channels-last conv design `d` where its kernel renders and fits the GPU's shared memory, else None."""
     try:
-        conv.render_fitting(g, plan, k, 1, "nhwc", profile.shared_per_block_optin if profile is not None else DEFAULT_SMEM)
-        return w
+        conv.render_fitting(g, plan, gemm.GemmKnobs.of(d), int(d.get("split", 1)), "nhwc", smem_limit(profile))
+        return d
     except Unsupported:
         return None
 
@@ -240,14 +248,7 @@ def on_mma_sync(d: dict) -> dict:
 def conv_planes(g, plan, tf32: dict, profile) -> dict | None:
     """3xTF32 on the warpgroup MMA from TF32 planes staged once (conv `planes`), beside a plain-TF32 wgmma
     design `tf32`; None where that is on mma.sync or the planes' ring does not fit (twice the tiles)."""
-    if not tf32.get("wgmma"):
-        return None
-    d = {**tf32, "split": 3, "planes": True}
-    try:
-        conv.render_fitting(g, plan, gemm.GemmKnobs.of(d), 3, "nhwc", profile.shared_per_block_optin if profile is not None else DEFAULT_SMEM)
-        return d
-    except Unsupported:
-        return None
+    return _conv_fits(g, plan, {**tf32, "split": 3, "planes": True}, profile) if tf32.get("wgmma") else None
 
 
 def _fill_tile(plan, d: dict, sms: int) -> dict:
@@ -615,7 +616,7 @@ class ExpertAgent:
             elif st == "memory_optimization":  # the ring's depth, and the other layout (staging vs in place)
                 out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"] if (s >= 3 or not base.get("wgmma"))
                        and conv.shared_bytes(plan, gemm.GemmKnobs.of({**base, "stages": s}), base.get("layout", "nchw"))
-                       <= (req.profile.shared_per_block_optin if req.profile is not None else DEFAULT_SMEM)]
+                       <= smem_limit(req.profile)]
                 if base.get("wgmma"):  # first: the ring a tile further ahead (wg_ring), the swizzle toggled
                     out[:0] = [{**base, "lead": not base.get("lead", False)}, {**base, "swz": not base.get("swz", False)}]
                     if conv_tma.ok(plan) is None and not base.get("tma") and not base.get("planes") and base.get("BM") in (64, 128):
@@ -751,7 +752,7 @@ class ExpertAgent:
         if fam == "scan":
             return {"family": "scan", "block": 256, "items": 8, "waves": 8}
         if fam == "recurrent":  # a cluster sharing W_hh where its rows fit in the blocks' shared memory
-            smem = prof.shared_per_block_optin if prof is not None else DEFAULT_SMEM
+            smem = smem_limit(prof)
             for c in ((8, 4) if clusters(prof) else ()):
                 try:
                     recurrent.cluster_shape(plan, recurrent.RnnKnobs(block=512, cluster=c), smem)

@@ -763,9 +763,7 @@ def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Opera
     # tile. A landed tile is made visible to the tensor cores' async proxy by each copying thread
     # (fence.proxy.async) before the barrier.
     head, wait, top, bottom = wg_ring(-(-KT // F) * F * BK if k.planes else K, S, load, k.lead)
-    init = (f"""    float acc[1][{NI}][4], part[{NI * 4}];
-    #pragma unroll
-    for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] = 0.0f; part[q] = 0.0f; }}""" if k.planes else f"""    float acc[1][{NI}][4];
+    init = fold_acc(NI) if k.planes else (f"""    float acc[1][{NI}][4];
     #pragma unroll
     for (int ni = 0; ni < {NI}; ++ni)
         #pragma unroll
@@ -800,8 +798,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
 {bottom}    }}
     wgmma_wait0();
 {_wg_store(NI, M, N, store, "wg * 64 + wq * 16")}"""
-    steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {A.desc(a, kk)}, {B.desc(b, kk)});"
-                      for kk in range(0, BK, 8) for a, b in (("sAl_s", "sBh_s"), ("sAh_s", "sBl_s"), ("sAh_s", "sBh_s")))
+    steps = plane_products(k.BN, range(0, BK, 8), lambda x, kk: A.desc(f"sA{x}_s", kk), lambda x, kk: B.desc(f"sB{x}_s", kk))
     tiles = f"""            const float* sAh_s = As + (kt % {S}) * {EA} + wg * {64 * BK};
             const float* sAl_s = sAh_s + {A.elems};
             const float* sBh_s = Bs + (kt % {S}) * {EB};
@@ -810,6 +807,21 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
     return f"""{pre}
 extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
 {head}{fold_loop(F, NI, k.lead, wait, top, bottom, tiles, steps)}{_wg_store(NI, M, N, store, "wg * 64 + wq * 16")}"""
+
+
+def fold_acc(NI: int) -> str:
+    """The planes kernels' accumulators: the total `acc` (as the stores read it) and the fold's `part`, zeroed."""
+    return f"""    float acc[1][{NI}][4], part[{NI * 4}];
+    #pragma unroll
+    for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] = 0.0f; part[q] = 0.0f; }}"""
+
+
+def plane_products(BN: int, ks, a_desc, b_desc) -> str:
+    """A k-tile's 3xTF32 MMAs on plane tiles into `part`: per k-step `ks` (floats) the two cross terms, small
+    first (low A by high B, high A by low B), then high by high; `a_desc(plane, k)`, `b_desc(plane, k)` give a
+    plane's ("h" or "l") descriptor."""
+    return "\n".join(f"            wgmma_tf32_n{BN}(part, {a_desc(a, kk)}, {b_desc(b, kk)});"
+                     for kk in ks for a, b in (("l", "h"), ("h", "l"), ("h", "h")))
 
 
 def fold_loop(F: int, NI: int, lead: bool, wait: str, top: str, bottom: str, tiles: str, steps: str) -> str:
@@ -1139,9 +1151,8 @@ def _plane_tiles(p: GemmPlan, k: GemmKnobs) -> tuple[dict[str, Operand], str]:
     Mp, Np, Kp = padded(p, k)
     ops = {n: Operand(n, rows, tot, Kp, True, 4, True, k.BK, k.swz) for n, rows, tot in
            (("Ah", k.BM, Mp), ("Al", k.BM, Mp), ("Bh", k.BN, Np), ("Bl", k.BN, Np))}
-    steps = "\n".join(f"            wgmma_tf32_n{k.BN}(part, {ops[a].desc(f's{a}_s', kk * 8)}, {ops[b].desc(f's{b}_s', kk * 8)});"
-                       for kk in range(k.BK // 8) for a, b in (("Al", "Bh"), ("Ah", "Bl"), ("Ah", "Bh")))
-    return ops, steps
+    return ops, plane_products(k.BN, range(0, k.BK, 8), lambda x, kk: ops[f"A{x}"].desc(f"sA{x}_s", kk),
+                               lambda x, kk: ops[f"B{x}"].desc(f"sB{x}_s", kk))
 
 
 def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
@@ -1177,9 +1188,7 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const floa
     float* sAl = sAh + {S * EA};
     float* sBh = sAl + {S * EA};
     float* sBl = sBh + {S * EB};
-{grouped_tile(mt, nt, k)}    float acc[1][{NI}][4], part[{NI * 4}];
-    #pragma unroll
-    for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] = 0.0f; part[q] = 0.0f; }}
+{grouped_tile(mt, nt, k)}{fold_acc(NI)}
 {fast_head}{head}{fold_loop(F, NI, k.lead, wait, top, bottom, tiles, steps)}{_wg_store(NI, p.M, p.N, store, "wg * 64 + wq * 16")}"""
 
 
@@ -1208,9 +1217,7 @@ extern "C" __global__ void __launch_bounds__({T}, 1) egg_gemm(const __grid_const
     float* sAl = sAh + {S * EA};
     float* sBh = sAl + {S * EA};
     float* sBl = sBh + {S * EB};
-{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sBl + {S * EB}")}{producer}    float acc[1][{NI}][4], part[{NI * 4}];
-    #pragma unroll
-    for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] = 0.0f; part[q] = 0.0f; }}
+{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sBl + {S * EB}")}{producer}{fold_acc(NI)}
     // a fold of F k-tiles at a time, unrolled (render_planes: no copy of `part` while MMAs write it)
     for (int kg = 0; kg < {Kp // bk}; kg += {F}) {{
         #pragma unroll

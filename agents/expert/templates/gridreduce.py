@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
 from agents.expert.opgraph import Node, OpGraph, Unsupported
+from agents.expert.templates.pointwise import vector_reads
 from agents.expert.templates.rowwise import INIT, RowPlan, chan_merge, welford_lanes, welford_pairs, welford_update, welford_warps
 
 
@@ -92,25 +93,6 @@ def _slice_loop(p: RowPlan, k: GridKnobs, loads: str, body: str, update: str) ->
     }}"""
 
 
-def _vector_body(em_of, value: Node, tensors: list[Node], ind: str) -> tuple[str, str, str]:
-    """(the loads of a vector of 4 at flat index i4, the per-element statements, the element's value): each
-    tensor read at the flat index `i` itself comes in as one float4 (`L_<name>`), any other read (a broadcast,
-    an earlier pass's result) per element."""
-    read = set()
-
-    def load(t, idx):
-        if idx == "i":
-            read.add(t.name)
-            return f"reinterpret_cast<const float*>(&L_{t.name})[e]"
-        return f"to_f({t.name}[{idx}])"
-    em = em_of(load)
-    v = em.value(value, "i")
-    body = em.take(ind)
-    loads = "\n".join(f"{ind[:-4]}const float4 L_{t.name} = reinterpret_cast<const float4*>({t.name})[i4 / 4];"
-                       for t in tensors if t.name in read)
-    return loads, body, v
-
-
 def _comb(op: str, a: str, b: str) -> str:
     return {"sum": f"{a} + {b}", "amax": f"fmaxf({a}, {b})", "amin": f"fminf({a}, {b})"}[op]
 
@@ -185,8 +167,10 @@ def render(g: OpGraph, p: RowPlan, k: GridKnobs) -> str:
         rest = ", ".join([ins] + earlier)
         pre = f"a{j}_"
         if k.vec > 1:
-            loads, body, v = _vector_body(lambda f, pre=pre: Emitter(f, lambda n: done.get(n.name), prefix=pre), red.args[0],
-                                          tensors, "            ")
+            # each tensor read at the element's own index a float4 at a time (pointwise.vector_reads), the rest
+            # (a broadcast, an earlier pass's result) per element
+            loads, body, v = vector_reads(lambda f, pre=pre: Emitter(f, lambda n: done.get(n.name), prefix=pre), red.args[0],
+                                          tensors, "float4", "i4 / 4")
         else:
             em = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", lambda n: done.get(n.name), prefix=pre)
             v, loads = em.value(red.args[0], "i"), ""
@@ -230,8 +214,8 @@ def render(g: OpGraph, p: RowPlan, k: GridKnobs) -> str:
         earlier.append(f"const float* __restrict__ g_res{j}")
     if p.full_output and k.vec > 1:  # the pointwise template's vector loop, the row of each element from its index
         total = nrows * R
-        loads, body, vo = _vector_body(lambda f: Emitter(f, lambda n: done.get(n.name), prefix="o_"), out, tensors,
-                                       "            ")
+        loads, body, vo = vector_reads(lambda f: Emitter(f, lambda n: done.get(n.name), prefix="o_"), out, tensors,
+                                       "float4", "i4 / 4")
         kernels.append(f"""{head} egg_grid_out({CTYPE[out.dtype]}* __restrict__ out, {", ".join([ins] + earlier)}) {{
     for (long long vi = (long long)blockIdx.x * blockDim.x + threadIdx.x; vi < {total // 4}LL; vi += (long long)gridDim.x * blockDim.x) {{
         const long long i4 = vi * 4;

@@ -21,6 +21,25 @@ def vec_width(dtype: str) -> int:
     return 16 // {"float32": 4, "bfloat16": 2, "float16": 2}.get(dtype, 4)
 
 
+def vector_reads(make_emitter, value, tensors, vt: str, at: str, only: set | None = None) -> tuple[str, str, str]:
+    """A vector loop's body for `value` at flat index `i` (`e` along the vector): (the loads, before the
+    element loop, of each tensor read at `i` itself (and named in `only`, where given) as one `vt` vector
+    `L_<name>` at vector index `at`; the element's statements; its value). Any other read (an index map, a
+    broadcast) stays per element. `make_emitter(load)` builds the Emitter."""
+    read = set()
+
+    def load(t, idx):
+        if idx == "i" and (only is None or t.name in only):
+            read.add(t.name)
+            return f"to_f(reinterpret_cast<const {CTYPE[t.dtype]}*>(&L_{t.name})[e])"
+        return f"to_f({t.name}[{idx}])"
+    em = make_emitter(load)
+    val = em.value(value, "i")
+    body = em.take("            ")
+    loads = "\n".join(f"        {vt} L_{t.name} = reinterpret_cast<const {vt}*>({t.name})[{at}];" for t in tensors if t.name in read)
+    return loads, body, val
+
+
 def leaves(g: OpGraph):
     return [n for n in g.inputs + g.params]
 
@@ -38,18 +57,7 @@ def render(g: OpGraph, k: PointwiseKnobs) -> str:
         ot = CTYPE[out.dtype]
         # vector body: a full-shape tensor read at the output's own index comes in once per vector; one read
         # through an index map (roll, transpose, select of a same-shape tensor) or broadcast is read per element
-        fullnames, vector_read = {t.name for t in full}, set()
-
-        def load(t, idx):
-            if t.name in fullnames and idx == "i":
-                vector_read.add(t.name)
-                return f"to_f(reinterpret_cast<const {CTYPE[t.dtype]}*>(&L_{t.name})[e])"
-            return f"to_f({t.name}[{idx}])"
-        em = Emitter(load)
-        val = em.value(out, "i")
-        vbody = em.take("            ")
-        loads = "\n".join(f"        {vt} L_{t.name} = reinterpret_cast<const {vt}*>({t.name})[vi];"
-                           for t in full if t.name in vector_read)
+        loads, vbody, val = vector_reads(Emitter, out, tensors, vt, "vi", {t.name for t in full})
         em2 = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])")
         sval = em2.value(out, "i")
         sbody = em2.take("        ")
