@@ -17,4 +17,8 @@ probe fix_probe.txt .kb/level1/78_conv_transposed_2D_asymmetric_input_asymmetric
 probe fix_probe.txt .kb/level1/37_FrobeniusNorm_.py 40 --vary '{}' --vary '{"vec":1}'
 # the (1024, 8192) linears now start on the planes by TMA (B split in the ring before: 1.66 ms at d581a70)
 probe fix_probe.txt .kb/level2/12_Gemm_Multiply_LeakyReLU.py 40 --vary '{}' --vary '{"bsplit":true,"tma":false}'
-cut -c1-250 "$OUT/fix_probe.txt"
+# where level 2 task 57's time goes (3xTF32 mma.sync 1.06 ms on the H100 against a floor of 0.14 ms of bytes and
+# 0.11 ms of three TF32 products): each design's kernels and profile under Nsight Compute
+probe fix_ncu.txt .kb/level2/57_Conv2d_ReLU_HardSwish.py 150 --ncu --vary '{"wgmma":false,"swz":false,"split":3}' \
+  --vary '{}' --vary '{"algo":"direct","block":256,"waves":8,"ocb":8}'
+cut -c1-250 "$OUT/fix_probe.txt"; cut -c1-1500 "$OUT/fix_ncu.txt"
