@@ -3,7 +3,10 @@ time (median of REPS, CUDA events), error norm-wise against a float64 truth, and
 variant's Nsight Compute profile (its kernels' durations: a staged conv's staging kernels apart
 from its GEMM). Faster than a bench for learning where a family's time goes.
 
-  python3 benchmarks/kernel_probe.py TASK [--reps 20] [--ncu] [--no-compile] [--dump DIR] [--vary '{"layout": "nchw"}' ...]
+  python3 benchmarks/kernel_probe.py TASK [--reps 20] [--ncu] [--kernels] [--no-compile] [--dump DIR] [--vary '{"layout": "nchw"}' ...]
+
+--kernels lists the CUDA kernels eager and torch.compile launch and their times (torch.profiler): which conv
+algorithm cuDNN picked, what Inductor fused around it.
 
 Each --vary is merged into the expert's default parameters for the task's heavy kernel; none: the
 default alone."""
@@ -33,6 +36,21 @@ def _time(fn, reps: int) -> float:
     return statistics.median(ts)
 
 
+def _kernels(fn, reps: int = 5, top: int = 8) -> list[str]:
+    """The CUDA kernels one call of fn launches, by their mean time over reps calls (torch.profiler)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(reps):
+            fn()
+        torch.cuda.synchronize()
+    rows = [e for e in prof.key_averages() if e.device_time_total > 0]
+    rows.sort(key=lambda e: -e.device_time_total)
+    return [f"{e.key[:90]}: {e.device_time_total / reps / 1000:.4f} ms x{e.count // reps}" for e in rows[:top]]
+
+
 def _err(got, truth) -> float:
     return float((got.double() - truth).norm() / truth.norm())
 
@@ -43,6 +61,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--ncu", action="store_true")
     ap.add_argument("--vary", action="append", default=[])
+    ap.add_argument("--kernels", action="store_true", help="eager's and torch.compile's CUDA kernels (torch.profiler)")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (its warm-up takes tens of seconds)")
     ap.add_argument("--dump", help="a folder for each variant's candidate JSON (probe-I.json), which "
                     "`ncu ... python3 -m runtime.profiler TASK probe-I.json` replays under a full profile")
@@ -72,6 +91,10 @@ def main() -> None:
         if not a.no_compile:
             comp = torch.compile(w.ref)
             rows.append({"name": "torch.compile", "ms": _time(lambda: comp(*xs), a.reps), "err": _err(comp(*xs), truth)})
+        if a.kernels:
+            rows[0]["kernels"] = _kernels(lambda: w.ref(*xs))
+            if not a.no_compile:
+                rows[1]["kernels"] = _kernels(lambda: comp(*xs))
     print(json.dumps(rows), flush=True)
     for i, v in enumerate(a.vary or ["{}"]):
         params = {**base, **json.loads(v)}
