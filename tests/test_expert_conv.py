@@ -776,3 +776,73 @@ def test_kernelbench_size_tma_conv_compiles_without_spills(tmp_egg, nd, shape, k
         assert "C7517" not in r.log and "C7510" not in r.log, r.log[-2000:]
         # the block holds 384 x 168 registers, what setmaxnreg moves from the producer to the consumers
         assert next(x.registers for x in r.resources if x.name == "egg_conv") == 168, r.resources
+
+
+WHOLE_SPECS = [
+    # 3x3 over 8 channels (K 72, KernelBench level 2's shape), stride 1: tiles past the output, epilogue chain
+    ((2, 8, 16, 3, 1, 1, 1, 1, True, (2, 8, 9, 11), "torch.relu(self.conv(x)) * 2.0"), (64, 16, 2, 2)),
+    # groups of 4 channels (K 36: a padding column of zeros to 40), stride 2, dilation, asymmetric kernel
+    ((2, 8, 24, (3, 2), (2, 1), (1, 0), (1, 2), 2, False, (2, 8, 9, 7), "self.conv(x) + self.extra"), (32, 8, 2, 1)),
+    # 12 channels a group (3 pieces a tap: more pieces than threads a row), 1-d and 3-d
+    ((1, 12, 16, 3, 1, 1, 2, 1, True, (3, 12, 40), "torch.sigmoid(self.conv(x))"), (32, 16, 2, 2)),
+    ((3, 8, 8, 2, 1, 1, 1, 1, True, (1, 8, 4, 3, 5), "self.conv(x)"), (32, 8, 2, 1)),
+]  # (spec, (BM, BN, WM, WN)) of the whole-K conv (conv_short); the GPU test runs them too
+
+
+@pytest.mark.parametrize("spec,tile", WHOLE_SPECS)
+@pytest.mark.parametrize("split", [3, 1])
+def test_whole_k_conv_matches_a_float64_truth(tmp_egg, spec, tile, split):
+    """Short K whole in shared memory, a persistent block walking pixel tiles (conv_short). On one SM, so each
+    block walks several tiles through both A buffers."""
+
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    from agents.expert.templates import conv_short
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    path = _task(tmp_egg, *spec)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    BM, BN, WM, WN = tile
+    params = {**agent._default(fam, g, plan, None), "BM": BM, "BN": BN, "WM": WM, "WN": WN, "split": split,
+              "layout": "nhwc", "wgmma": False, "swz": False, "whole": True}
+    prof = load_profile("h200").model_copy(update={"sms": 1})
+    pk = agent.emit(g, fam, plan, params, prof)
+    grid = conv_short.grid(plan, gemm.GemmKnobs.of(params), 1)
+    assert grid[0] < -(-plan.M // BM)  # fewer blocks than tiles: the walk is exercised
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
+    if split == 3:
+        assert err < 16 * max(eager_err, 2 ** -24), (err, eager_err)
+    else:
+        assert 4 * max(eager_err, 2 ** -24) < err < 2e-3, (err, eager_err)
+
+
+def test_whole_k_conv_declines_what_it_cannot_gather(tmp_egg):
+    from agents.expert.templates import conv_short
+    agent = ExpertAgent()
+    for i, (spec, says) in enumerate([((2, 6, 16, 3, 1, 1, 1, 1, True, (2, 6, 9, 9), "self.conv(x)"), "multiple of 4"),
+                                      (("T2", 8, 16, 3, 1, 1, 1, 1, True, (2, 8, 5, 5), "self.conv(x)"), "transposed")]):
+        (tmp_egg / str(i)).mkdir()
+        path = _task(tmp_egg / str(i), *spec)
+        g, fam, plan = agent._plan(str(path))
+        with pytest.raises(Unsupported, match=says):
+            conv_short.render(g, plan, gemm.GemmKnobs(BM=64, BN=16, WM=2, WN=2, whole=True), 3)
+
+
+def test_kernelbench_size_whole_k_conv_compiles_without_spills(tmp_egg):
+    """Level 2 task 57's conv (3x3, 8 -> 64 channels, 128 x 128): 2 blocks an SM by registers and shared memory."""
+    if shutil.which("nvcc") is None:
+        pytest.skip("no nvcc")
+    from hardware_profiles import load_profile
+    from agents.expert.templates import conv_short
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(KB / "level2" / "57_Conv2d_ReLU_HardSwish.py"))
+    for split in (3, 1):
+        params = {**agent._default(fam, g, plan, None), "BM": 128, "BN": 64, "WM": 2, "WN": 4, "split": split,
+                  "wgmma": False, "swz": False, "whole": True}
+        pk = agent.emit(g, fam, plan, params, load_profile("h200"))
+        assert conv_short.blocks_per_sm(plan, gemm.GemmKnobs.of(params)) == 2
+        res = compile_check(pk.cuda_source, ["-lineinfo"], "sm_90a")
+        assert res.ok, res.log[-2000:]
+        r = {x.name: x for x in res.resources}["egg_conv"]
+        assert (r.spill_store_bytes, r.spill_load_bytes) == (0, 0) and r.registers <= 128, r

@@ -6,7 +6,7 @@ import pytest
 
 from agents.expert import ExpertAgent
 from state import KernelCandidate
-from tests.test_expert_conv import CASES, TMA_SPECS, _task
+from tests.test_expert_conv import CASES, TMA_SPECS, WHOLE_SPECS, _task
 
 pytestmark = pytest.mark.gpu
 
@@ -46,6 +46,19 @@ def test_every_layout_verifies_at_awkward_shapes(tmp_egg, evaluator, case):
     variants.append({**knobs, "layout": "nhwc", "wgmma": True, "swz": True, "split": 3, "planes": True, "BM": 64, "BN": 64,
                      "stages": 3})  # 3xTF32 on staged planes: fp32 grade
     variants.append({**knobs, "layout": "nhwc", "wgmma": True, "swz": True, "BM": 64, "BN": 32, "stages": 3})  # m64n32k8
+    evs = evaluator.evaluate(str(path), _candidates(path, variants), None)
+    _judged_as_eager_allows(evs, variants)
+
+
+# and one with many more tiles than the GPU holds blocks (576 of 128 pixels): each block walks several
+@pytest.mark.parametrize("spec,tile", WHOLE_SPECS + [
+    ((2, 8, 64, 3, 1, 1, 1, 1, True, (8, 8, 96, 96), "torch.relu(self.conv(x)) * 2.0"), (128, 64, 2, 4))])
+def test_whole_k_conv_verifies(tmp_egg, evaluator, spec, tile):
+    """The whole-K conv (conv_short): the weight held once, pixel tiles walked by a persistent block through
+    two A buffers, 3xTF32 and TF32."""
+    path = _task(tmp_egg, *spec)
+    BM, BN, WM, WN = tile
+    variants = [{"BM": BM, "BN": BN, "WM": WM, "WN": WN, "layout": "nhwc", "whole": True, "split": sp} for sp in (3, 1)]
     evs = evaluator.evaluate(str(path), _candidates(path, variants), None)
     _judged_as_eager_allows(evs, variants)
 

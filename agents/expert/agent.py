@@ -17,7 +17,7 @@ from agents.expert.codegen import CLUSTER_PRELUDE, PRELUDE
 from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
 from agents.expert.templates.scan import BOOL_PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported, ancestors, export_graph
-from agents.expert.templates import (conv, conv_sum, conv_tma, direct_conv, gemm, gemm_sum, gemm_tf32, gemm_wgmma16, gridreduce, pointwise,
+from agents.expert.templates import (conv, conv_short, conv_sum, conv_tma, direct_conv, gemm, gemm_sum, gemm_tf32, gemm_wgmma16, gridreduce, pointwise,
                                     pool, recurrent, rowwise, scan)
 from tasks import load_task, materialize
 
@@ -945,6 +945,18 @@ class ExpertAgent:
                     f"copied by TMA from a producer warpgroup into a {k.stages}-stage ring (mbarriers, warp-specialised), "
                     f"{k.BM // 64} consumer warpgroup(s)" + (", persistent: a block an SM walking the tiles, the next "
                                                               "tile's boxes under this one's epilogue" if k.persist else ""))
+        elif fam == "conv" and params.get("whole"):  # short K: whole in shared memory, a persistent block
+            k = gemm.GemmKnobs.of(params)
+            split = int(params.get("split", 1))
+            src, smem = conv_short.render(g, plan, k, split), conv_short.shared_bytes(plan, k)
+            if smem > profile.shared_per_block_optin:
+                raise Unsupported("tile does not fit in shared memory")
+            launch = host.Launch("egg_conv", conv_short.grid(plan, k, sms), (k.threads(True),), conv.arg_order(g, plan, True), smem)
+            return (src + conv.staging_source(plan, tf32=split == 1), _staging_launches(plan) + [(launch, None)],
+                    f"input and weight staged channels last; conv{plan.nd}d as implicit GEMM ({'3xTF32' if split == 3 else 'TF32'} "
+                    f"mma.sync), the whole K ({conv_short.kp(plan)}) a tile: the weight's {k.BN} channels held once, "
+                    f"{k.BM}-pixel tiles walked by a persistent block, the next tile's gather under this one's MMAs and "
+                    f"stores, warps {k.WM}x{k.WN}")
         elif fam == "conv":
             k = gemm.GemmKnobs.of(params)
             layout = params.get("layout", "nchw")

@@ -58,6 +58,7 @@ class GemmKnobs:
     bsplit: bool = False  # planes: B read raw into the ring and split in shared memory (only A's planes in memory)
     swz: bool = False  # wgmma (planes GEMM, conv): tiles in the 128-byte swizzle (K 32: a row of a tile is 128 bytes), so the
     # tensor cores' reads of 8-row groups 1 KB apart spread over the banks
+    whole: bool = False  # conv on mma.sync, short K: the whole K in shared memory, a persistent block over pixel tiles (conv_short)
     order: str = "tile"  # 3xTF32 mma.sync: "term" issues each of the three products over the whole warp tile
     # in turn (consecutive MMAs write different accumulators; each accumulator's sum is the same)
 
