@@ -356,8 +356,10 @@ def test_algorithm_design_starts_at_fp32_grade_where_eager_was_measured_exact(tm
     decides nothing."""
     path = _task(tmp_egg, 2, 8, 16, 3, 1, 1, 1, 1, True, (2, 8, 9, 9), "self.conv(x)")
     prop = ExpertAgent().propose(_analysed(path, eager_err))
-    # (K = 72 and 16 channels: the exact fp32 direct kernel is the second design, the other TF32 one third)
-    assert [k.params.get("split") for k in prop.kernels] == [first, None, 4 - first]
+    # (K = 72 and 16 channels: the whole-K conv at the same grade second, the exact fp32 direct kernel third, the
+    # other TF32 one fourth)
+    assert [k.params.get("split") for k in prop.kernels] == [first, first, None, 4 - first]
+    assert prop.kernels[1].params.get("whole") and prop.kernels[2].params.get("algo") == "direct"
 
 
 @pytest.mark.parametrize("eager_err", [None, 1.6e-7])
@@ -846,3 +848,24 @@ def test_kernelbench_size_whole_k_conv_compiles_without_spills(tmp_egg):
         assert res.ok, res.log[-2000:]
         r = {x.name: x for x in res.resources}["egg_conv"]
         assert (r.spill_store_bytes, r.spill_load_bytes) == (0, 0) and r.registers <= 128, r
+
+
+def test_whole_k_conv_is_offered_second_at_short_k_and_tuned_on_its_own_knobs(tmp_egg):
+    """At K 72 (KernelBench level 2's 3x3 over 8 channels) the whole-K conv is the second design; its tuning
+    stages vary its warps and tile (each renders), never the ring's knobs; at K 144 it is not offered."""
+    from state import KernelCandidate
+    from tests.test_expert import request
+    agent = ExpertAgent()
+    p = _task(tmp_egg, 2, 8, 64, 3, 1, 1, 1, 1, True, (4, 8, 30, 30), "torch.relu(self.conv(x))")
+    second = agent.propose(request(p)).kernels[1]
+    assert second.params["whole"] and (second.params["BM"], second.params["BN"]) == (128, 64)
+    best = KernelCandidate(id="w", stage="algorithm_design", **second.model_dump())
+    for stage in ("parallel_mapping", "tiling", "memory_optimization"):
+        kids = agent.propose(request(p, stage, best)).kernels
+        assert all(k.params["whole"] and "egg_conv" in k.kernel_names for k in kids), stage
+        for k in kids:  # only the warps and the tile change
+            assert {n for n in set(k.params) | set(second.params) if k.params.get(n) != second.params.get(n)} <= {"WM", "WN", "BM"}
+        assert (stage == "memory_optimization") == (kids == []), stage
+    (tmp_egg / "long").mkdir()
+    long_k = _task(tmp_egg / "long", 2, 16, 64, 3, 1, 1, 1, 1, True, (4, 16, 30, 30), "torch.relu(self.conv(x))")
+    assert not any(k.params.get("whole") for k in agent.propose(request(long_k)).kernels)

@@ -251,6 +251,20 @@ def conv_planes(g, plan, tf32: dict, profile) -> dict | None:
     return _conv_fits(g, plan, {**tf32, "split": 3, "planes": True}, profile) if tf32.get("wgmma") else None
 
 
+WHOLE_K_MAX = 96  # K the whole-K conv is offered at (3x3 over 8 channels is 72: three 32-wide k-tiles for the ring)
+
+
+def whole_k(plan, split: int, profile) -> dict | None:
+    """The whole-K conv design (conv_short) for a short-K forward conv: 128-pixel tiles by up to 64 channels
+    where two blocks fit an SM; None where it does not apply or K is past WHOLE_K_MAX."""
+    if conv_short.ok(plan) is not None or conv_short.kp(plan) > WHOLE_K_MAX:
+        return None
+    bn = 64 if plan.OCg >= 48 else (32 if plan.OCg > 16 else 16)
+    d = {"family": "conv", "layout": "nhwc", "split": split, "whole": True, "BM": 128, "BN": bn, "WM": 8 * 16 // bn,
+         "WN": bn // 16}
+    return d if conv_short.shared_bytes(plan, gemm.GemmKnobs.of(d)) <= smem_limit(profile) else None
+
+
 def _fill_tile(plan, d: dict, sms: int) -> dict:
     tiles = [(128, d["BN"], d["WM"], d["WN"])] + [(bm, bn, 1 if bm == 32 else 2, max(1, bn // 32))
                                                    for bm, bn in ((64, d["BN"]), (64, 64), (32, 64), (32, 32))
@@ -554,6 +568,8 @@ class ExpertAgent:
                     # the first candidates at da39c3f (3xTF32 or TF32 mma.sync in place) ran 0.5-0.7x
                     direct = {"family": "conv", "algo": "direct", "block": 256, "waves": 8, "ocb": direct_conv.channel_blocks(plan)[0]}
                     both.insert(0 if tf32.get("layout") == "nchw" else 1, direct)
+                if whole := whole_k(plan, both[0].get("split", 1), req.profile):  # short K: second, until measured
+                    both.insert(1, whole)
                 return both
             return [self._default(fam, g, plan, req)]
         if fam == "pointwise":
@@ -594,6 +610,15 @@ class ExpertAgent:
             elif st == "tiling":  # the other channel blocks, and a thread per output with no grid-stride loop
                 out = [{**base, "ocb": b} for b in direct_conv.channel_blocks(plan)[:3] if b != base.get("ocb")]
                 out.append({**base, "waves": 0 if base.get("waves") else 8})
+        elif fam == "conv" and base.get("whole"):  # the whole-K conv: its warp shapes, then half the pixels a
+            # tile (twice the blocks an SM where shared memory allows); the ring's designs are other algorithms
+            def shapes(bm):  # warps (WM, WN) of 8 whose warp tiles are whole MMA tiles
+                return [(wm, 8 // wm) for wm in (1, 2, 4, 8) if bm % (16 * wm) == 0 and base["BN"] % (8 * (8 // wm)) == 0]
+            if st == "parallel_mapping":
+                out = [{**base, "WM": wm, "WN": wn} for wm, wn in shapes(base["BM"]) if (wm, wn) != (base["WM"], base["WN"])]
+            elif st == "tiling" and base["BM"] == 128 and (sh := shapes(64)):
+                wm, wn = min(sh, key=lambda s: abs(s[0] - base["WM"] // 2))
+                out = [{**base, "BM": 64, "WM": wm, "WN": wn}]
         elif fam == "conv":
             if st == "parallel_mapping" and base.get("wgmma"):  # mma.sync, and its warp shapes, beside it
                 sync = on_mma_sync(base)
