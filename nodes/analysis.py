@@ -7,7 +7,7 @@ from langgraph.runtime import Runtime
 
 from context import EggContext, resolve
 from runtime.analysis import TaskTooLarge, analyze
-from state import TF32_GRADE, RunState
+from state import RunState, eager_ran_tf32
 from tasks import TaskError, load_task, materialize, task_spec
 
 
@@ -45,10 +45,11 @@ def analysis(state: RunState, runtime: Runtime[EggContext]) -> dict:
     result.eager_ms = base.eager.median_ms if base.eager else None
     result.compile_ms = base.compiled.median_ms if base.compiled else None
     result.device = base.device
-    result.eager_err = base.eager_err
+    result.eager_err, result.eager_exact_err = base.eager_err, base.eager_exact_err
     if base.eager_err is not None:
-        result.notes.append(f"eager's own error vs float64 {base.eager_err:.1e} "
-                            f"({'TF32-grade' if base.eager_err > TF32_GRADE else 'fp32-grade'})")
+        exact = f", {base.eager_exact_err:.1e} with TF32 off" if base.eager_exact_err is not None else ""
+        result.notes.append(f"eager's own error vs float64 {base.eager_err:.1e}{exact} "
+                            f"({'TF32-grade' if eager_ran_tf32(base.eager_err, base.eager_exact_err) else 'fp32-grade'})")
     if base.note:
         result.notes.append(base.note)
     return {**known, "analysis": result, "round": 0}

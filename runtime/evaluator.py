@@ -23,6 +23,7 @@ class Baselines(BaseModel):
     device: str = "cpu"
     note: str = ""
     eager_err: float | None = None  # eager's norm-wise error vs float64 where it may run reduced precision
+    eager_exact_err: float | None = None  # the same with TF32 off: far below eager_err where eager ran TF32
 
 
 class Evaluator(Protocol):
@@ -101,7 +102,7 @@ class GpuEvaluator:
         if not r.get("ok"):
             raise RuntimeError(f"baseline timing failed: {r.get('error')}")
         return Baselines(eager=r["eager"], compiled=r["compiled"], device=w.info.get("device", "cuda"), note=r["note"],
-                         eager_err=r.get("eager_err"))
+                         eager_err=r.get("eager_err"), eager_exact_err=r.get("eager_exact_err"))
 
     def baselines(self, task_path: str) -> Baselines:
         with self.lock:

@@ -159,28 +159,41 @@ class Worker:
         with torch.no_grad():
             t = time_interleaved(fns, reps=reps, flusher=self.flusher)
         fns = None
-        eager_err = self._eager_error(inputs) if self._precision_note() else None  # where eager may run TF32
+        eager_err, exact_err = self._eager_error(inputs) if self._precision_note() else (None, None)  # where eager may run TF32
         inputs = None  # noqa: F841 (free the inputs before emptying the cache)
         torch.cuda.empty_cache()  # leave the device to the candidate worker
         note = self.compile_note or (f"torch.compile(mode={self.compile_mode!r})" if self.compile_mode else "")
         return {"eager": t["eager"].model_dump(), "compiled": t["compiled"].model_dump() if "compiled" in t else None,
-                "note": note, "eager_err": eager_err}
+                "note": note, "eager_err": eager_err, "eager_exact_err": exact_err}
 
-    def _eager_error(self, inputs: list) -> float | None:
-        """Eager's own worst norm-wise error against the float64 truth on these inputs: whether cuDNN
-        really ran TF32 on this shape (it picks exact fp32 algorithms for many), so the agent knows how
-        much room the float64 rule will give a candidate before it proposes one."""
+    def _eager_error(self, inputs: list) -> tuple[float | None, float | None]:
+        """Eager's own worst norm-wise error against the float64 truth on these inputs, as it runs and with
+        TF32 off: whether cuDNN really ran TF32 on this shape (it picks exact fp32 algorithms for many;
+        state.eager_ran_tf32), so the agent knows how much room the float64 rule will give a candidate
+        before it proposes one."""
         try:
-            with torch.no_grad():
-                out = as_list(self.ref(*inputs))
             truth, _ = self._truth(inputs)
             if truth is None:
-                return None
-            errs = [error_stats(o, t).norm for o, t in zip(out, truth)
-                    if isinstance(o, torch.Tensor) and o.is_floating_point()]
-            return max(errs) if errs else None
+                return None, None
+
+            def worst() -> float | None:
+                with torch.no_grad():
+                    out = as_list(self.ref(*inputs))
+                errs = [error_stats(o, t).norm for o, t in zip(out, truth)
+                        if isinstance(o, torch.Tensor) and o.is_floating_point()]
+                return max(errs) if errs else None
+            err = worst()
+            cd, mm = torch.backends.cudnn, torch.backends.cuda.matmul
+            was = mm.allow_tf32
+            try:
+                mm.allow_tf32 = False
+                with cd.flags(enabled=cd.enabled, benchmark=cd.benchmark, deterministic=cd.deterministic, allow_tf32=False):
+                    exact = worst()
+            finally:
+                mm.allow_tf32 = was
+            return err, exact
         except torch.OutOfMemoryError:
-            return None
+            return None, None
         finally:
             self.ref64 = None
 

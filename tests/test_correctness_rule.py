@@ -1,6 +1,7 @@
 """The float64 rule (runtime/correctness.py) on the CPU: a reordered fp32 sum is accepted, a
 precision downgrade (fp16 or TF32 arithmetic on an fp32 matmul) and a wrong kernel are rejected,
 and KernelBench's own check is available beside it."""
+import pytest
 import torch
 
 from runtime.correctness import (check_structure, error_stats, float64_rule, kernelbench_allclose,
@@ -144,3 +145,14 @@ def test_the_float64_truth_copies_functions_that_close_over_the_model():
     assert truth.dtype == torch.float64
     assert model.mlp.fc.weight.dtype == torch.float32  # the original is untouched
     assert torch.allclose(truth.float(), model(x), atol=1e-5)
+
+
+@pytest.mark.parametrize("err,exact,ran", [
+    (None, None, None), (None, 1e-7, None), (0.0, None, True), (0.0, 0.0, True),
+    (3e-4, None, True), (2e-7, None, False), (3e-6, None, False),  # the fixed line alone
+    (3e-6, 6e-8, True), (3e-6, 2.9e-6, False), (2e-5, 1.9e-5, False), (2e-7, 0.0, True)])
+def test_eager_ran_tf32_from_its_error_with_tf32_off(err, exact, ran):
+    """Whether eager's conv ran TF32: by how much TF32 raised its error where that was measured (an error averaged
+    down by a reduction after the conv sits below any fixed line), else by the fixed line."""
+    from state import eager_ran_tf32
+    assert eager_ran_tf32(err, exact) is ran

@@ -100,3 +100,31 @@ def test_no_compile_times_eager_alone():
     finally:
         ev.close()
     assert b.eager.median_ms > 0 and b.compiled is None and "--no-compile" in b.note
+
+
+def test_baselines_measure_eager_with_tf32_off_beside_it(tmp_egg):
+    """A conv's baseline reports eager's error as it runs and with TF32 off (state.eager_ran_tf32 reads the two);
+    TF32 off is fp32 grade and no worse than eager as it runs."""
+    from runtime.evaluator import GpuEvaluator
+    p = tmp_egg / "conv_lse.py"
+    p.write_text("""import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(64, 64, 3)
+    def forward(self, x):
+        return torch.logsumexp(self.conv(x), dim=1)
+def get_inputs():
+    return [torch.rand(8, 64, 34, 34)]
+def get_init_inputs():
+    return []
+""")
+    ev = GpuEvaluator(arch=None, timeout_s=60, reps=3, compile_baseline=False)
+    try:
+        b = ev.baselines(str(p))
+    finally:
+        ev.close()
+    print(f"eager {b.eager_err:.2e}, with TF32 off {b.eager_exact_err:.2e}")
+    assert b.eager_exact_err is not None and b.eager_exact_err < 1e-5
+    assert b.eager_exact_err <= 1.5 * b.eager_err

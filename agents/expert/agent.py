@@ -9,7 +9,7 @@ from collections import Counter
 
 from agents import principles
 from agents.protocol import Proposal, ProposedKernel, StageRequest
-from state import MODULE_PART, TF32_GRADE
+from state import MODULE_PART, eager_ran_tf32
 from agents.expert import advice, host, program
 from dataclasses import replace
 
@@ -52,7 +52,7 @@ def eager_is_fp32_grade(req: StageRequest | None) -> bool:
     output does not depend on the conv's rounding (level 2 task 36's min, sum and GELU saturate to the bias,
     where 3xTF32 first cost 2.2 ms against eager's 1.5)."""
     a = req.analysis if req is not None else None
-    return a is not None and a.eager_err is not None and 0.0 < a.eager_err <= TF32_GRADE
+    return a is not None and eager_ran_tf32(a.eager_err, a.eager_exact_err) is False
 
 
 DEFAULT_SMS = 132  # where no request names the GPU (a program's untuned stages): the H200's
