@@ -9,6 +9,7 @@
 set -uo pipefail
 source benchmarks/probe_lib.sh
 gpu_tests tests/test_gpu_conv.py fix_conv_tests.txt 200 -k "every_layout or whole_k"
+gpu_tests tests/test_gpu_runtime.py fix_tf32_tests.txt 60 -s -k "tf32_off"
 gpu_tests tests/test_gpu_expert.py fix_first_tests.txt 150 -k "conv_direct_first or conv_wgmma or gemm_bf16 or matmul_bf16 or planes_bmm or gemm_bsplit or grid_vec or grid_loss"
 W='"wgmma":false,"swz":false,"whole":true'
 probe fix_probe.txt .kb/level2/57_Conv2d_ReLU_HardSwish.py 60 --vary '{"wgmma":false,"swz":false,"split":3}' \
