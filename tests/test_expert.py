@@ -193,3 +193,31 @@ def test_a_computed_linear_bias_is_evaluated_in_the_epilogue(tmp_egg, family):
         pytest.skip("no g++")
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+MISH = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.mish(x * 12.0)
+def get_inputs():
+    return [torch.randn(4099)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_mish_by_one_exp_is_fp32_grade_over_its_whole_range(tmp_egg):
+    """egg_mish (x n / (n + 2), n = e^x (e^x + 2)) against float64 on inputs out to +-50: past 20 and past
+    the exp's overflow, deep in the negative tail, near 0; within fp32's own error of PyTorch's."""
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    p = tmp_egg / "mish.py"
+    p.write_text(MISH)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    k = agent.emit(g, fam, plan, agent._default(fam, g, plan, None), PROFILE)
+    assert "egg_mish(" in k.cuda_source
+    err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
+    assert err < 4 * max(eager_err, 2 ** -24), (err, eager_err)
