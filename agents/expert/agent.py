@@ -568,8 +568,10 @@ class ExpertAgent:
                     # the first candidates at da39c3f (3xTF32 or TF32 mma.sync in place) ran 0.5-0.7x
                     direct = {"family": "conv", "algo": "direct", "block": 256, "waves": 8, "ocb": direct_conv.channel_blocks(plan)[0]}
                     both.insert(0 if tf32.get("layout") == "nchw" else 1, direct)
-                if whole := whole_k(plan, both[0].get("split", 1), req.profile):  # short K: second, until measured
-                    both.insert(1, whole)
+                if whole := whole_k(plan, both[0].get("split", 1), req.profile):  # short K: first at 3xTF32 (H200, level 2
+                    # task 57 0.81 ms against the ring's 1.10, task 65 8.22 against 9.88); at TF32 second (57: 0.75 against
+                    # the wgmma ring's 0.71)
+                    both.insert(0 if both[0].get("split") == 3 else 1, whole)
                 return both
             return [self._default(fam, g, plan, req)]
         if fam == "pointwise":
