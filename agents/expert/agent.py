@@ -218,10 +218,12 @@ def conv_wgmma(g, plan, d: dict, profile) -> dict | None:
     128-pixel tiles of plain TF32 (eager's cuDNN runs TF32 too): 128-byte-swizzled tiles, a 3-stage ring
     (two blocks an SM). On the H200 (2026-12-05) it ran level 2 task 1 in 3.33 ms against mma.sync's
     4.16 and eager's 4.05, level 1 task 63 in 9.01 against 11.95; 32 channels wide where a group has at
-    most 32 (H200, 2026-12-06: level 1 task 78 2.38 ms against mma.sync's 4.17); None where the kernel
+    most 32 and more than 16 (H200, 2026-12-06: level 1 task 78 2.38 ms against mma.sync's 4.17); None where the kernel
     cannot take the conv (the tile, the layout, split-K) or the GPU has no wgmma."""
     if not wgmma_ok(profile) or d.get("layout") != "nhwc" or d.get("split", 1) != 1 or d.get("splitk", 1) > 1 \
             or d["BM"] != 128 or d["BN"] not in (32, 64, 128):
+        return None
+    if d["BN"] == 32 and (plan.OCg <= 16 or plan.Cg % 4):  # measured where the tile is full and staged 16 bytes a piece
         return None
     return _conv_fits(g, plan, {**d, "wgmma": True, "swz": True, "stages": 3}, profile)
 
