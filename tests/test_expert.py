@@ -33,7 +33,11 @@ def test_suite_task_compiles_or_is_declared_unsupported(path, tmp_egg):
     # enough for the warpgroup MMA (then mma.sync) and a convolution (plain TF32 first, as eager's cuDNN
     # runs it, then 3xTF32: on the warpgroup MMA from staged planes where the first is on it, and on mma.sync)
     wg_conv = conv and prop.kernels[0].params.get("wgmma")
-    assert len(prop.kernels) == (3 if wg_conv else 2 if fp32_gemm or gemm16 or conv else 1)
+    # (and, for a short-K conv, the whole-K design: second at TF32)
+    whole = [k for k in prop.kernels if k.params.get("whole")]
+    assert not whole or prop.kernels[1] is whole[0]
+    kernels = [k for k in prop.kernels if not k.params.get("whole")]
+    assert len(kernels) == (3 if wg_conv else 2 if fp32_gemm or gemm16 or conv else 1)
     if fp32_gemm:
         assert [k.params["family"] for k in prop.kernels] == ["gemm_tf32", "gemm"]
     if gemm16:
@@ -42,8 +46,8 @@ def test_suite_task_compiles_or_is_declared_unsupported(path, tmp_egg):
         direct = prop.kernels[0].params.get("direct", False)
         assert prop.kernels[0].kernel_names == (["egg_gemm"] if direct else ["egg_gemm_stage", "egg_gemm"])
     if conv:
-        assert [k.params.get("split") for k in prop.kernels] == ([1, 3, 3] if wg_conv else [1, 3])
-        assert [bool(k.params.get("planes")) for k in prop.kernels][1:] == ([False, True] if wg_conv else [False])
+        assert [k.params.get("split") for k in kernels] == ([1, 3, 3] if wg_conv else [1, 3])
+        assert [bool(k.params.get("planes")) for k in kernels][1:] == ([False, True] if wg_conv else [False])
     for k in prop.kernels:
         res = compile_check(k.cuda_source, k.compile_options, PROFILE.arch)
         assert res.ok, res.log[-2000:]

@@ -260,8 +260,8 @@ WHOLE_K_MAX = 96  # K the whole-K conv is offered at (3x3 over 8 channels is 72:
 def whole_k(plan, split: int, profile) -> dict | None:
     """The whole-K conv design (conv_short) for a short-K forward conv: 128-pixel tiles by up to 64 channels
     where two blocks fit an SM; None where it does not apply or K is past WHOLE_K_MAX."""
-    if conv_short.ok(plan) is not None or conv_short.kp(plan) > WHOLE_K_MAX:
-        return None
+    if conv_short.ok(plan) is not None or conv_short.kp(plan) > WHOLE_K_MAX or conv.pointwise(plan):
+        return None  # (a 1x1 conv reads its input in place as a GEMM operand: staging would add a pass)
     bn = 64 if plan.OCg >= 48 else (32 if plan.OCg > 16 else 16)
     d = {"family": "conv", "layout": "nhwc", "split": split, "whole": True, "BM": 128, "BN": bn, "WM": 8 * 16 // bn,
          "WN": bn // 16}
