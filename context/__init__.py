@@ -11,10 +11,12 @@ from __future__ import annotations
 import atexit
 import warnings
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from agents.protocol import Agent
 from hardware_profiles import HardwareProfile, detect, load_profile
-from runtime.evaluator import Evaluator
+if TYPE_CHECKING:  # torch comes with it: `egg --help` parses before anything heavy is imported
+    from runtime.evaluator import Evaluator
 
 DEFAULT_PROFILE = "h200"  # the project's target when no GPU is present to detect
 
