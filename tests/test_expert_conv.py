@@ -794,6 +794,8 @@ WHOLE_SPECS = [
     # 12 channels a group (3 pieces a tap: more pieces than threads a row), 1-d and 3-d
     ((1, 12, 16, 3, 1, 1, 2, 1, True, (3, 12, 40), "torch.sigmoid(self.conv(x))"), (32, 16, 2, 2)),
     ((3, 8, 8, 2, 1, 1, 1, 1, True, (1, 8, 4, 3, 5), "self.conv(x)"), (32, 8, 2, 1)),
+    # 20 input channels: staged by the 32x32 transpose tile (16 or fewer take a thread a pixel)
+    ((2, 20, 16, (1, 2), 1, 0, 1, 1, True, (2, 20, 5, 13), "self.conv(x)"), (32, 16, 2, 2)),
 ]  # (spec, (BM, BN, WM, WN)) of the whole-K conv (conv_short); the GPU test runs them too
 
 
