@@ -20,7 +20,7 @@ import math
 from agents.expert.opgraph import OpGraph, Unsupported
 from agents.expert.templates.conv import ConvPlan, _store, kernel_args
 from agents.expert.templates.gemm import GemmKnobs
-from agents.expert.templates.gemm_tf32 import TF32_PRELUDE
+from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, _fragment_store
 from agents.expert.codegen import PRELUDE
 
 SM_SHARED = 228 * 1024  # an SM's shared memory (H100/H200), 1 KB of it reserved per block
@@ -216,21 +216,7 @@ extern "C" __global__ void __launch_bounds__({T}) egg_conv({kernel_args(g, p)}) 
         }}
         cp_async_commit();
         const long long m0 = (long long)tile * {k.BM};
-        #pragma unroll
-        for (int mi = 0; mi < {MI}; ++mi)
-            #pragma unroll
-            for (int ni = 0; ni < {NI}; ++ni)
-                #pragma unroll
-                for (int h = 0; h < 2; ++h)
-                    #pragma unroll
-                    for (int e = 0; e < 2; ++e) {{
-                        const long long m = m0 + wm * {TMW} + mi * 16 + g + 8 * h;
-                        const long long n = n0 + wn * {TNW} + ni * 8 + 2 * t + e;
-                        if (m < {p.M} && n < {p.OCg}) {{
-{store}
-                        }}
-                    }}
-    }}
+{_fragment_store(p.M, p.OCg, MI, NI, TMW, TNW, store)}    }}
     cp_async_wait<0>();
 }}
 """
