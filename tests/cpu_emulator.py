@@ -304,7 +304,7 @@ def _cpu_source(src: str) -> str:
     from agents.expert.templates.gemm_wgmma16 import TMA_PRELUDE, WGMMA16_PRELUDES
     from agents.expert.codegen import CLUSTER_PRELUDE
     from agents.expert.templates.scan import BOOL_PRELUDE
-    body = src.replace(PRELUDE, MATH_PRELUDE).replace(BOOL_PRELUDE, "").replace(WGMMA_PRELUDE, "").replace(TF32_PRELUDE, "")
+    body = MATH_PRELUDE + src.replace(PRELUDE, "").replace(BOOL_PRELUDE, "").replace(WGMMA_PRELUDE, "").replace(TF32_PRELUDE, "")
     for pre in WGMMA16_PRELUDES.values():
         body = body.replace(pre, "")
     body = body.replace(CLUSTER_PRELUDE, "").replace(TMA_PRELUDE, "").replace(WGMMA_N32, "")
