@@ -126,6 +126,18 @@ def cmd_runs(a) -> int:
     return 0
 
 
+
+def _heaviest(res: list, kernel_ms: dict | None):
+    """The resources of a candidate's heaviest kernel: the slowest where its kernels were timed one by one, else the
+    one with the most registers (a conv's staging kernels come first and are small)."""
+    if not res:
+        return None
+    if kernel_ms:
+        timed = [r for r in res if r.name in kernel_ms]
+        if timed:
+            return max(timed, key=lambda r: kernel_ms[r.name])
+    return max(res, key=lambda r: r.registers or 0)
+
 def cmd_history(a) -> int:
     from graph.runner import get_run
     st = get_run(a.thread, a.checkpoint)
@@ -145,7 +157,8 @@ def cmd_history(a) -> int:
         for at in st.stage_attempts(stage):
             ev = st.evaluation(at.candidate_id)
             res = ev.compile.resources if ev and ev.compile else []
-            regs = f"{res[0].registers or '-':>3} regs {res[0].shared_bytes:>6} B smem" if res else " " * 19
+            r = _heaviest(res, ev.kernel_ms if ev else None)
+            regs = f"{r.registers or '-':>3} regs {r.shared_bytes:>6} B smem" if r else " " * 19
             w = ev.correctness.worst if ev and ev.correctness else None
             err = f"  err {w.cand_norm:.1e} (eager {w.eager_norm:.1e})" if w else ""
             print(f"    {at.candidate_id:32s} {at.verdict:14s} {_fmt_ms(at.median_ms):>9s} {regs}  {at.params}  "

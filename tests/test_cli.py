@@ -124,3 +124,15 @@ def test_history_shows_a_rewrites_own_floor(tmp_path):
     h = egg("--checkpoint", cp, "history", "sum1", env_extra=env)
     line = next(ln for ln in h.stdout.splitlines() if "rewrite:" in ln)
     assert f"{96 * 64 + 2 * 32 * 64:.3g} FLOP" in line and "held to a floor of" in line
+
+
+def test_history_shows_the_heaviest_kernels_resources():
+    """A conv's staging kernels come first in its compile report: history shows the slowest kernel's registers where
+    kernels were timed one by one, else the one with the most."""
+    from graph.cli import _heaviest
+    from state.evaluation import KernelResources
+    res = [KernelResources(name="egg_conv_xt", registers=24, shared_bytes=4224), KernelResources(name="egg_conv_wt", registers=10),
+           KernelResources(name="egg_conv", registers=95)]
+    assert _heaviest(res, None).name == "egg_conv"
+    assert _heaviest(res, {"egg_conv_xt": 0.9, "egg_conv": 0.5}).name == "egg_conv_xt"
+    assert _heaviest([], None) is None
