@@ -20,7 +20,7 @@ import math
 from agents.expert.opgraph import OpGraph, Unsupported
 from agents.expert.templates.conv import ConvPlan, _store, kernel_args
 from agents.expert.templates.gemm import GemmKnobs
-from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, _fragment_store
+from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, Operand, _fragment_store, _reads
 from agents.expert.codegen import PRELUDE
 
 SM_SHARED = 228 * 1024  # an SM's shared memory (H100/H200), 1 KB of it reserved per block
@@ -89,20 +89,21 @@ def _gather(p: ConvPlan, k: GemmKnobs, T: int, dst: str, tile: str) -> str:
         TS, idx, slot = T // pairs, ["tid % " + str(pairs)], f"tid / {pairs}"
     else:
         TS, idx, slot = 1, [f"tid + {u * T}" for u in range(-(-pairs // T))], "0"
+    tail = "" if pairs % T == 0 or TS > 1 else f" && i_ < {pairs}"  # the last pass's threads past the pairs
     out = [f"        {{  // tile {tile}'s A",
            f"            const int ts_ = {slot}; (void)ts_;"]
     for i in idx:
         out.append("            {")
         out.append(f"            const int i_ = {i}, r_ = i_ / {Q}, q_ = i_ % {Q};")
         out.append(f"            const unsigned m_ = (unsigned)({tile}) * {k.BM}u + r_;")
-        out.append(f"            const bool mok_ = m_ < {p.M}u{'' if pairs % T == 0 or TS > 1 else f' && i_ < {pairs}'};")
+        out.append(f"            const bool mok_ = m_ < {p.M}u{tail};")
         out += _row_decode(p, "mok_ ? m_ : 0u", "            ", "g")
         out.append(f"            const float* xb_ = X + (long long)gimg * {math.prod(p.in_sp) * p.C}LL + grp * {p.Cg} + q_ * 4;")
         out.append(f"            float* sd_ = {dst} + (i_ < {pairs} ? r_ : 0) * {ld(p)} + q_ * 4;")
         out.append("            #pragma unroll")
         out.append(f"            for (int j = 0; j < {-(-taps // TS)}; ++j) {{")
         out.append(f"                const int tp = {'ts_ + ' + str(TS) + ' * j' if TS > 1 else 'j'};")
-        out.append(f"                if ({'tp < ' + str(taps) if taps % TS else 'true'}{'' if pairs % T == 0 or TS > 1 else f' && i_ < {pairs}'}) {{")
+        out.append(f"                if ({'tp < ' + str(taps) if taps % TS else 'true'}{tail}) {{")
         out.append("                    int r2_ = tp;")
         conds, offs = ["mok_"], []
         for d in reversed(range(p.nd)):
@@ -135,22 +136,15 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int) -> str:
     mt = -(-p.M // k.BM)
     if split == 3:
         frags = f"unsigned ah[{MI}][4], al[{MI}][4], bh[{NI}][2], bl[{NI}][2];"
-
-        def rd(x, hi, lo):
-            return f"split_tf32({x}, {hi}, {lo});"
         mmas = ("mma_tf32(acc[mi][ni], al[mi], bh[ni]);  // small terms first\n"
                 "                        mma_tf32(acc[mi][ni], ah[mi], bl[ni]);\n"
                 "                        mma_tf32(acc[mi][ni], ah[mi], bh[ni]);")
     else:
         frags = f"unsigned ah[{MI}][4], bh[{NI}][2];"
-
-        def rd(x, hi, lo):
-            return f"{hi} = __float_as_uint({x});"
         mmas = "mma_tf32(acc[mi][ni], ah[mi], bh[ni]);"
-    a_reads = "\n".join("                    " + rd(f"As_s[(rb + g + {8 * (q % 2)}) * {LD} + kk + t + {4 * (q // 2)}]",
-                                                     f"ah[mi][{q}]", f"al[mi][{q}]") for q in range(4))
-    b_reads = "\n".join("                    " + rd(f"Bs[(cb + g) * {LD} + kk + t + {4 * q}]", f"bh[ni][{q}]", f"bl[ni][{q}]")
-                        for q in range(2))
+    # the ring's fragment reads on tiles of the whole K (pitch KP + 4); the staged tensors hold TF32 values at TF32
+    a_reads, b_reads, _ = _reads(Operand("A", k.BM, p.M, KP, True, 4, bk=KP), Operand("B", k.BN, p.OCg, KP, True, 4, bk=KP),
+                                 k, NI, split, rounded=True)
     pad = "" if KP == p.Kg else f"""
     for (int i = tid; i < {2 * k.BM}; i += {T})  // K's padding columns: zero in both A buffers, never copied over
         #pragma unroll
@@ -161,6 +155,7 @@ extern "C" __global__ void __launch_bounds__({T}) egg_conv({kernel_args(g, p)}) 
     extern __shared__ __align__(16) unsigned char smem[];
     float* As = reinterpret_cast<float*>(smem);  // two A buffers of {k.BM} rows x {KP} (+4) columns
     float* Bs = As + {2 * AEL};  // the group's weight, {k.BN} rows from n0, whole K
+    const float* Bs_s = Bs;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const int wm = warp / {k.WN}, wn = warp % {k.WN};
     const long long n0 = (long long)blockIdx.y * {k.BN};
