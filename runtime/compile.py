@@ -18,7 +18,7 @@ from pathlib import Path
 
 from concurrent.futures import ThreadPoolExecutor
 
-from runtime.kernel_api import Units
+from runtime.kernel_api import Units, device_arch
 from state import CompileError, CompileResult, KernelResources, module_parts
 
 SOURCE_NAME = "kern.cu"
@@ -178,12 +178,6 @@ def _merged(parts: list[CompileResult], units: list[str], seconds: float) -> Com
                                        "seconds": seconds})
 
 
-def _device_arch() -> str:
-    import cupy
-    cc = cupy.cuda.Device().compute_capability
-    return f"sm_{cc}a" if cc in ("90", "100", "120") else f"sm_{cc}"  # wgmma and friends need the "a" target
-
-
 def _cubin(unit: str, options: list[str], arch: str) -> bytes:
     """One compilation unit to a cubin through NVRTC (no CUDA context needed: any thread)."""
     from cuda.bindings import nvrtc
@@ -210,11 +204,11 @@ def load_units(source: str, options: list[str], arch: str | None):
     one where NVRTC's bindings are missing)."""
     import cupy
     units = module_parts(source)
-    opts = ("--std=c++17", *options) if not arch else (f"-arch={arch}", "--std=c++17", *options)
+    target = arch or device_arch()
+    opts = (f"-arch={target}", "--std=c++17", *options)
     if len(units) == 1:
         return cupy.RawModule(code=source, options=opts)
     try:
-        target = arch or _device_arch()
         with ThreadPoolExecutor(max_workers=min(len(units), os.cpu_count() or 1)) as pool:
             cubins = list(pool.map(lambda u: _cubin(u, list(options), target), units))
         mods = []

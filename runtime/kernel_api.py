@@ -249,11 +249,19 @@ class CubinKernel:
         driver.funcSetAttribute(self.f.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(value))
 
 
-def load(cuda_source: str, options=()) -> KernelAPI:
-    """For exported modules: compile the source with CuPy (each compilation unit its own module) and
-    return the API."""
+def device_arch() -> str:
+    """The device's target; Hopper's and Blackwell's with the "a" suffix (wgmma, setmaxnreg and TMA
+    multicast exist only there, and CuPy's own default leaves it off)."""
     import cupy
-    opts = ("--std=c++17", *options)
+    cc = cupy.cuda.Device().compute_capability
+    return f"sm_{cc}a" if cc in ("90", "100", "120") else f"sm_{cc}"
+
+
+def load(cuda_source: str, options=()) -> KernelAPI:
+    """For exported modules: compile the source with CuPy (each compilation unit its own module) for
+    this device's target, and return the API."""
+    import cupy
+    opts = (f"-arch={device_arch()}", "--std=c++17", *options)
     units = cuda_source.split("\n" + MODULE_PART + "\n")
     if len(units) == 1:
         return KernelAPI(cupy.RawModule(code=cuda_source, options=opts))
