@@ -67,20 +67,37 @@ def _safe_builtins(policy: str) -> dict:
     return safe
 
 
-def _widen(inputs: list, seed: int) -> list:
+def _sign_scale(shape, g, device) -> torch.Tensor:
+    s = torch.rand(shape, generator=g, device=device, dtype=torch.float32)
+    return torch.where(s < 0.5, -(0.5 + 2 * s), 0.5 + 2 * (s - 0.5))  # sign and scale from one draw
+
+
+def _widen(inputs: list, seed: int, chunk: int = 1 << 26) -> list:
     """The task's inputs with a random sign on every element and a random scale in [0.5, 1.5]:
     the same shapes, dtypes, zero pattern and range, but negatives wherever the task drew only
-    positives. A kernel right only on the task's own distribution (a copy passing as ReLU) fails."""
-    g = torch.Generator(device="cuda").manual_seed(seed)
+    positives. A kernel right only on the task's own distribution (a copy passing as ReLU) fails.
+    The inputs are freshly drawn and owned here: widened in place, `chunk` elements at a time, so the
+    trial needs no more memory than eager (a 16 GiB input widened whole took five times that)."""
+    gens: dict = {}
     out = []
+    seen: set = set()
     for x in inputs:
-        if isinstance(x, torch.Tensor) and x.is_floating_point():
-            s = torch.rand(x.shape, generator=g, device=x.device, dtype=torch.float32)
-            s = torch.where(s < 0.5, -(0.5 + 2 * s), 0.5 + 2 * (s - 0.5))  # sign and scale from one draw
-            out.append((x.float() * s).to(x.dtype))
-            del s
-        else:
+        if not (isinstance(x, torch.Tensor) and x.is_floating_point()):
             out.append(x)
+            continue
+        g = gens.get(x.device)
+        if g is None:
+            g = gens[x.device] = torch.Generator(device=x.device).manual_seed(seed)
+        own = x.is_contiguous() and x.untyped_storage().data_ptr() not in seen
+        seen.add(x.untyped_storage().data_ptr())
+        if not own:  # a strided view, or a storage another input shares: widened out of place, its layout kept
+            y = (x.float() * _sign_scale(x.shape, g, x.device)).to(x.dtype)
+        else:
+            y, flat = x, x.view(-1)
+            for a in range(0, flat.numel(), chunk):
+                part = flat[a:a + chunk]
+                part.copy_(part.float() * _sign_scale(part.shape, g, x.device))
+        out.append(y)
     return out
 
 

@@ -85,3 +85,31 @@ def test_fingerprint_sees_swaps_and_set(tmp_egg):
     x.set_(torch.zeros(1000))
     assert fingerprint([x, 3]) != fp
     assert Path(__file__).exists()
+
+
+def test_widened_inputs_keep_shape_zeros_and_scale_and_widen_in_place():
+    """The widened trial's inputs: signs flipped at random, |scale| in [0.5, 1.5], zeros kept, the
+    same draw for the same seed; a fresh contiguous input widened in place (a 16 GiB
+    input widened whole needed five times its size), a strided view out of place with its layout."""
+    from runtime.worker import _widen
+    torch.manual_seed(0)
+    x = torch.rand(3001) + 0.1
+    x[::7] = 0
+    t = torch.rand(40, 30).T  # a transposed view
+    ref_x, ref_t = x.clone(), t.clone()
+    ptr = x.data_ptr()
+    y, u, n = _widen([x, t, 5], seed=9, chunk=256)
+    assert y.data_ptr() == ptr and n == 5  # in place
+    assert u.shape == t.shape and u.stride() == t.stride() and u.data_ptr() != t.data_ptr()
+    assert torch.equal(t, ref_t)
+    r = y / ref_x.clamp_min(1e-30)
+    nz = ref_x != 0
+    assert bool((y[~nz] == 0).all()) and bool((r[nz].abs() >= 0.5 - 1e-6).all() and (r[nz].abs() <= 1.5 + 1e-6).all())
+    assert 0.4 < float((r[nz] < 0).float().mean()) < 0.6
+    (again,) = _widen([ref_x.clone()], seed=9, chunk=256)
+    assert torch.equal(again, y)
+    (other,) = _widen([ref_x.clone()], seed=10, chunk=256)
+    assert not torch.equal(other, y)
+    bf = torch.rand(100, dtype=torch.bfloat16) + 1
+    (wb,) = _widen([bf], seed=3)
+    assert wb.dtype == torch.bfloat16 and bool((wb < 0).any())
