@@ -4,7 +4,7 @@ tests/cpu_emulator.py against PyTorch, for the plain, shared-memory and register
 import pytest
 import torch
 
-from agents.expert.opgraph import export_graph
+from agents.expert.opgraph import Unsupported, export_graph
 from agents.expert.templates import rowwise
 from tasks import load_task
 from tests import cpu_emulator
@@ -212,6 +212,7 @@ def test_long_rows_default_to_a_cluster(tmp_egg):
     ("nn.LayerNorm(1027)", "self.norm(x)", "4, 1027"),
     ("nn.Identity()", "torch.sum(x * x, dim=1)", "6, 1101"),
     ("nn.Identity()", "x - torch.mean(x, dim=1, keepdim=True)", "7, 65"),  # a body of 15 pieces at most
+    ("nn.GroupNorm(2, 8)", "self.norm(x)", "3, 8, 96"),  # x read through its (N, G, -1) view (KernelBench 35)
 ])
 def test_rows_read_16_bytes_a_thread(tmp_egg, module, expr, shape):
     """Rows over a contiguous fp32 row (KernelBench 4's matrix-vector product, 0.76x eager at 58% of the
@@ -340,6 +341,34 @@ def test_strided_rows_by_cols_blocks_match_a_float64_truth(tmp_egg, module, expr
             continue
         err = _rel_err(got, truth)
         assert err < 8 * max(eager_err, 2 ** -24), (block, err, eager_err)
+
+
+@pytest.mark.parametrize("module,expr,shape,offset", [
+    ("nn.Identity()", "x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + 1e-5)", "3, 64, 5, 7", 0.0),  # RMSNorm (L1 36)
+    ("nn.Identity()", "torch.softmax(x, dim=1) * 2.0", "2, 13, 33", 0.0),  # an online pair over channels
+    ("nn.Identity()", "(x - x.mean(dim=1, keepdim=True)) / torch.sqrt(((x - x.mean(dim=1, keepdim=True)) ** 2)"
+                      ".mean(dim=1, keepdim=True) + 1e-5)", "2, 40, 9", 30.0),  # a Welford pair, far from zero
+])
+def test_strided_rows_held_in_a_threads_registers_match_a_float64_truth(tmp_egg, module, expr, shape, offset):
+    """A thread per strided row (a norm over channels) that keeps its row in registers: the input read once,
+    every later pass from the registers; the default where the row is short and read again."""
+    from agents.expert.agent import ExpertAgent
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    g, plan, x, params, truth, eager_err = _rows_case(tmp_egg, "treg", module, expr, shape, 5,
+                                                      lambda d: torch.randn(*d) * 2.0 + offset)
+    assert plan.inner > 1 and plan.main is not None and plan.R <= rowwise.THREAD_REGS
+    agent = ExpertAgent()
+    assert agent._default("rows", g, plan, None)["cache"] == "regs"
+    k = rowwise.RowKnobs(mapping="thread", block=64, cache="regs", waves=1)
+    src = rowwise.render(g, plan, k)
+    assert f"float xr[{plan.R}];" in src and src.count(f"{plan.main.name}[i]") == 1  # one read of the input
+    got = cpu_emulator.run(src, "egg_rows", rowwise.grid(plan, k, 2, 256), k.block, tuple(truth.shape), [x, *params],
+                           tmp_egg / "emu_treg")
+    err = _rel_err(got, truth)
+    assert err < 8 * max(eager_err, 2 ** -24), (err, eager_err)
+    with pytest.raises(Unsupported, match="too long"):
+        rowwise.render(g, plan.__class__(**{**plan.__dict__, "R": rowwise.THREAD_REGS + 1}), k)
 
 
 def test_few_strided_rows_default_to_cols_blocks():

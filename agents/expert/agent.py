@@ -690,7 +690,9 @@ class ExpertAgent:
             elif st == "tiling":
                 out = [{**base, "waves": w} for w in kn["row_waves"]]
             elif st == "memory_optimization":
-                out = [{**base, "cache": c} for c in kn["row_cache"]] if base.get("mapping") == "block" else []  # others cache nothing
+                out = [{**base, "cache": c} for c in kn["row_cache"]] if base.get("mapping") == "block" else []
+                if base.get("mapping") == "thread" and row_cacheable(plan) and plan.R <= rowwise.THREAD_REGS:
+                    out.append({**base, "cache": "none" if base.get("cache") == "regs" else "regs"})  # a thread's row in registers or not
                 if rowwise.welford_pairs(plan):  # the two-pass variance, should Welford's divides cost more
                     out.append({**base, "welford": False})
                 if plan.inner == 1:  # a register-resident row needs a block big enough: try the larger blocks too
@@ -807,7 +809,10 @@ class ExpertAgent:
             if plan.inner > 1:
                 if cols_rows(plan, prof):  # few long strided rows: a thread per row would leave the GPU idle
                     return {"family": "rows", "mapping": "cols", "block": 1024, "cache": "none", "waves": 2}
-                return {"family": "rows", "mapping": "thread", "block": 256, "cache": "none", "waves": 8}
+                # a thread per strided row; a row it reads again (a norm over a few channels) held in registers,
+                # so the input is read once (level 1 task 36's RMSNorm over 64 channels read it twice: 56% of the floor)
+                regs = plan.full_output and row_cacheable(plan) and plan.R <= rowwise.THREAD_REGS
+                return {"family": "rows", "mapping": "thread", "block": 256, "cache": "regs" if regs else "none", "waves": 8}
             if plan.R <= SHORT_ROW:  # a warp a row: shuffles alone, no block barrier a row (LayerNorm over 64
                 # positions after level 2 task 34's conv: 6.07 ms for 1 GB with a 128-thread block a row, on the H100)
                 d = {"family": "rows", "mapping": "warp", "block": 256, "cache": "none", "waves": 8}

@@ -45,6 +45,8 @@ class RowKnobs:
     vec: int = 1  # 4: the main input read 16 bytes a thread (a contiguous fp32 row, no cache)
 
 
+THREAD_REGS = 64  # the longest row a thread keeps in registers (a strided row: a norm over channels)
+
 INIT = {"sum": "0.0f", "prod": "1.0f", "amax": "-INFINITY", "amin": "INFINITY",
         "argmax": "-INFINITY", "argmin": "INFINITY"}
 
@@ -102,7 +104,11 @@ def plan_rows(g: OpGraph, grid_ok: bool = False) -> RowPlan:
         raise Unsupported("a matmul feeding a reduction")
     if any(r.op in ("argmax", "argmin") for r in reds) and not (len(reds) == 1 and out is reds[0]):
         raise Unsupported("argmax/argmin inside a larger expression")
-    mains = [t for t in g.inputs if tuple(t.shape) == shape]
+    # the input read at the row's index: the reduced tensor itself, or one only ever read through views of
+    # it (group norm reduces an (N, G, -1) view of x): a view keeps the linear index
+    n = math.prod(shape)
+    mains = [t for t in g.inputs if tuple(t.shape) == shape or
+             (math.prod(t.shape) == n and g.consumers(t) and all(c.op == "view" for c in g.consumers(t)))]
     return RowPlan(shape, dims, outer, R, inner, reds, full, mains[0] if len(mains) == 1 else None, seg)
 
 
@@ -297,16 +303,17 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     args = ", ".join([f"{CTYPE[out.dtype]}* __restrict__ out"] +
                      [f"const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in tensors])
     rows = p.outer * p.inner
-    cache = k.cache if (k.cache in ("smem", "regs") and k.mapping == "block" and p.main is not None) else "none"
+    cache = k.cache if (p.main is not None and ((k.cache in ("smem", "regs") and k.mapping == "block") or
+                                                (k.cache == "regs" and k.mapping == "thread"))) else "none"
     C = 0
     if k.cache == "cluster":
         _cluster_check(p, k)
         cache, C = "cluster", k.cluster
-    items = -(-p.R // k.block)
+    items = p.R if k.mapping == "thread" else -(-p.R // k.block)  # a thread per row holds all of it
     vec4 = k.vec == 4 and vectorizable(p, k)
     c4 = C > 0 and _float4_row(p)  # a cluster's slice read as float4 from shared memory
     peel = _peeled(p) and (vec4 or C > 0)  # 16-byte reads of rows that do not start on a 16-byte boundary
-    if cache == "regs" and items > 32:
+    if cache == "regs" and items > (THREAD_REGS if k.mapping == "thread" else 32):
         raise Unsupported("row too long to keep in registers")
     done: dict[str, str] = {}
 
