@@ -64,8 +64,17 @@ def test_pool_matches_torch_on_the_cpu(tmp_egg, name, module, expr, shape):
     torch.manual_seed(0)
     x = torch.randn(*[int(s) for s in shape.split(",")])
     want = loaded.make_model(42)(x)
+    vecs = sorted({k.params.get("vec", 1) for k in kernels})
+    assert kernels[0].params["vec"] == pool.default_vec(plan) and (len(vecs) >= 2 or plan.out[-1] == 1)  # others tried too
     for k in (kernels[0], kernels[-1]):
-        kn = pool.PoolKnobs(block=k.params["block"], waves=k.params["waves"])
+        kn = pool.PoolKnobs(block=k.params["block"], waves=k.params["waves"], vec=k.params.get("vec", 1))
         got = cpu_emulator.run(k.cuda_source, "egg_pool", pool.grid(plan, kn, 4, 2048), kn.block, tuple(want.shape), [x],
-                               tmp_egg / f"emu_{k.params['block']}_{k.params['waves']}")
+                               tmp_egg / f"emu_{k.params['block']}_{k.params['waves']}_{kn.vec}")
         assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (k.params, (got - want).abs().max())
+    for v in (1, 3):  # a thread an output; three (rows of outputs not a multiple of it: the last thread's tail)
+        if pool.window_span(plan, v) > pool.MAX_WINDOW_REGS:
+            continue
+        kn = pool.PoolKnobs(block=64, waves=1, vec=v)
+        got = cpu_emulator.run(pool.render(g, plan, kn), "egg_pool", pool.grid(plan, kn, 4, 2048), kn.block,
+                               tuple(want.shape), [x], tmp_egg / f"emu_v{v}")
+        assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (v, (got - want).abs().max())

@@ -602,6 +602,9 @@ class ExpertAgent:
                 out = [{**base, "block": b} for b in kn.get("pool_block", [128, 512, 1024])]
             elif st == "tiling":
                 out = [{**base, "waves": w} for w in kn.get("pool_waves", [0, 4, 16])]
+            elif st == "memory_optimization":  # outputs a thread along the last pooled dim, windows in registers
+                out = [{**base, "vec": v} for v in (1, 2, 4, 8) if v != base.get("vec", 1)
+                       and pool.window_span(plan, v) <= pool.MAX_WINDOW_REGS and plan.out[-1] >= v]
         elif fam == "direct_conv":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in kn.get("pool_block", [128, 512, 1024])]
@@ -793,7 +796,9 @@ class ExpertAgent:
                     pass
             return {"family": "recurrent", "block": 512, "waves": 1}
         if fam == "pool":
-            return {"family": "pool", "block": 256, "waves": 8}
+            # 4 outputs a thread along the last dim, their windows' inputs loaded once (a thread an output did the
+            # window's loads and 64-bit index arithmetic per output: level 1 task 44 at 39% of the floor, 0.56x compile)
+            return {"family": "pool", "block": 256, "waves": 8, "vec": pool.default_vec(plan)}
         if fam == "grid":  # 16-byte vectors where the rows allow (the pointwise family's evidence: its scalar
             # grid-stride loop ran at 69-78% of the copy floor, vectors at 91-99%; level 1 task 37's scalar passes here
             # read at 2.85 TB/s on the H200, 68% of the copy's)
@@ -1018,10 +1023,12 @@ class ExpertAgent:
                         "input and weight staged channels last; " + desc)
             return src, steps, desc
         elif fam == "pool":
-            k = pool.PoolKnobs(block=params["block"], waves=params["waves"])
+            k = pool.PoolKnobs(block=params["block"], waves=params["waves"], vec=params.get("vec", 1))
             src = pool.render(g, plan, k)
             launch = host.Launch("egg_pool", (pool.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), 0)
-            desc = f"{plan.pool.attrs['kind']} pool, a thread per output, block {k.block}" + ("" if k.waves else ", no grid-stride loop")
+            desc = (f"{plan.pool.attrs['kind']} pool, " + (f"{k.vec} outputs a thread (their windows' inputs loaded once)"
+                                                          if k.vec > 1 else "a thread per output")
+                    + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop"))
         elif fam == "recurrent":
             k = recurrent.RnnKnobs(block=params["block"], waves=params.get("waves", 1), cluster=params.get("cluster", 0))
             if k.cluster:
