@@ -52,7 +52,8 @@ def report_markdown(state: RunState) -> str:
                   f"{', '.join(ev.aten_ops) or 'none'}"]
         if ev.compile:
             for res in ev.compile.resources:
-                lines.append(f"- {res.name}: {res.registers} registers, {res.shared_bytes} B shared, "
+                lines.append(f"- {res.name}: {res.registers} registers, {res.shared_total} B shared "
+                             f"({res.dynamic_shared_bytes} B of it dynamic), "
                              f"{res.spill_store_bytes} B spilled")
         if (c := ev.correctness):
             lines.append(f"- correctness ({c.rule} rule, truth: {c.truth or 'eager'}): {c.trials} trials; {c.detail}")

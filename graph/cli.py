@@ -158,7 +158,7 @@ def cmd_history(a) -> int:
             ev = st.evaluation(at.candidate_id)
             res = ev.compile.resources if ev and ev.compile else []
             r = _heaviest(res, ev.kernel_ms if ev else None)
-            regs = f"{r.registers or '-':>3} regs {r.shared_bytes:>6} B smem" if r else " " * 19
+            regs = f"{r.registers or '-':>3} regs {r.shared_total:>6} B smem" if r else " " * 19
             w = ev.correctness.worst if ev and ev.correctness else None
             err = f"  err {w.cand_norm:.1e} (eager {w.eager_norm:.1e})" if w else ""
             print(f"    {at.candidate_id:32s} {at.verdict:14s} {_fmt_ms(at.median_ms):>9s} {regs}  {at.params}  "

@@ -26,7 +26,7 @@ class KernelAPI:
         self.events: list | None = None  # (kernel, start, end) CUDA events per launch, while a list
         self._kernels: dict = {}
         self._streams: dict = {}
-        self._smem_set: dict = {}
+        self.dynamic_smem: dict = {}  # kernel -> the most dynamic shared memory a launch asked for (and was opted into)
         self._graphs = weakref.WeakKeyDictionary()  # module -> _Graph: its launches captured once
         self.graph_error: str | None = None  # why capture failed (the module then launches as before)
         self._maps: dict = {}  # (address, dims, box, element bytes) -> an encoded tensor map
@@ -86,9 +86,9 @@ class KernelAPI:
         k = self.kernel(name)
         # any dynamic size is opted into: a kernel's default limit is 48 KB less its static shared memory, so 48 KB
         # dynamic beside 1 KB static (the wgmma conv's 3-stage 64x64 ring and its row table) fails to launch
-        if shared_mem and self._smem_set.get(name, 0) < shared_mem:
+        if shared_mem and self.dynamic_smem.get(name, 0) < shared_mem:
             k.max_dynamic_shared_size_bytes = shared_mem
-            self._smem_set[name] = shared_mem
+            self.dynamic_smem[name] = shared_mem
         grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
         block = tuple(int(b) for b in (block if isinstance(block, (tuple, list)) else (block,)))
         if self.skip:

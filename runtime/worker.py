@@ -67,6 +67,14 @@ def _safe_builtins(policy: str) -> dict:
     return safe
 
 
+def note_dynamic_smem(ev: Evaluation, api) -> None:
+    """Each kernel's dynamic shared memory as its launches asked for it, beside the compiler's static figure
+    (a kernel whose ring lives in dynamic shared memory showed 0 B)."""
+    if ev.compile is not None:
+        for r in ev.compile.resources:
+            r.dynamic_shared_bytes = max(r.dynamic_shared_bytes, int(api.dynamic_smem.get(r.name, 0)))
+
+
 def _sign_scale(shape, g, device) -> torch.Tensor:
     s = torch.rand(shape, generator=g, device=device, dtype=torch.float32)
     return torch.where(s < 0.5, -(0.5 + 2 * s), 0.5 + 2 * (s - 0.5))  # sign and scale from one draw
@@ -427,6 +435,7 @@ class Worker:
                 out = as_list(new(*inputs))
             self._sync()
             self._untouched("during forward")
+            note_dynamic_smem(ev, api)
             ops += [o for o in rec.ops if o not in ops]
             ev.aten_ops = ops
             if threading.active_count() > threads:

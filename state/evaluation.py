@@ -25,10 +25,16 @@ class CompileError(BaseModel):
 class KernelResources(BaseModel):
     name: str
     registers: int | None = None
-    shared_bytes: int = 0
+    shared_bytes: int = 0  # static, from the compiler
+    dynamic_shared_bytes: int = 0  # the most a launch asked for (known once it ran: the evaluator fills it)
     spill_store_bytes: int = 0
     spill_load_bytes: int = 0
     stack_bytes: int = 0
+
+    @property
+    def shared_total(self) -> int:
+        """A block's shared memory, static and dynamic."""
+        return self.shared_bytes + self.dynamic_shared_bytes
 
 
 class CompileResult(BaseModel):

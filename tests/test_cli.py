@@ -136,3 +136,24 @@ def test_history_shows_the_heaviest_kernels_resources():
     assert _heaviest(res, None).name == "egg_conv"
     assert _heaviest(res, {"egg_conv_xt": 0.9, "egg_conv": 0.5}).name == "egg_conv_xt"
     assert _heaviest([], None) is None
+
+
+def test_a_kernels_dynamic_shared_memory_is_recorded_and_shown(tmp_egg):
+    """The evaluator notes each kernel's dynamic shared memory as launched (the compiler reports static only: the
+    whole-K conv's 97 KB ring showed as 0 B); history and the report show static plus dynamic."""
+    from types import SimpleNamespace
+
+    from artifacts.export import report_markdown
+    from runtime.worker import note_dynamic_smem
+    from state import CompileResult, Evaluation, KernelResources
+    ev = Evaluation(candidate_id="c0", stage="algorithm_design", verdict="correct",
+                    compile=CompileResult(ok=True, backend="cupy", arch="sm_90a",
+                                          resources=[KernelResources(name="egg_conv", registers=95, shared_bytes=1024),
+                                                     KernelResources(name="egg_conv_xt", registers=24, shared_bytes=4224)]))
+    note_dynamic_smem(ev, SimpleNamespace(dynamic_smem={"egg_conv": 99328}))
+    note_dynamic_smem(ev, SimpleNamespace(dynamic_smem={"egg_conv": 512}))  # the most any launch asked for stays
+    conv, xt = ev.compile.resources
+    assert (conv.dynamic_shared_bytes, conv.shared_total, xt.shared_total) == (99328, 100352, 4224)
+    from state import DesignRecord, RunSettings, RunState
+    st = RunState(settings=RunSettings(task_path="t.py"), evaluations=[ev], design=DesignRecord(best_id="c0"))
+    assert "- egg_conv: 95 registers, 100352 B shared (99328 B of it dynamic)" in report_markdown(st)

@@ -61,6 +61,8 @@ def test_whole_k_conv_verifies(tmp_egg, evaluator, spec, tile):
     variants = [{"BM": BM, "BN": BN, "WM": WM, "WN": WN, "layout": "nhwc", "whole": True, "split": sp} for sp in (3, 1)]
     evs = evaluator.evaluate(str(path), _candidates(path, variants), None)
     _judged_as_eager_allows(evs, variants)
+    conv = next(r for r in evs[0].compile.resources if r.name == "egg_conv")
+    assert conv.dynamic_shared_bytes > 0  # the held weight and both A buffers: dynamic, recorded as launched
 
 
 @pytest.mark.parametrize("spec,tile", TMA_SPECS,
