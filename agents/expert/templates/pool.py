@@ -61,27 +61,11 @@ def plan_pool(g: OpGraph) -> PoolPlan:
     return PoolPlan(p, nd, math.prod(src[:-nd]), src[-nd:], tuple(p.shape)[-nd:])
 
 
-def render(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
-    if k.vec > 1:
-        return _render_vec(g, p, k)
-    a, out = p.pool.attrs, g.output
-    nd, mx = p.nd, a["kind"] == "max"
-    tensors = g.inputs + g.params
-    args = ", ".join([f"{CTYPE[out.dtype]}* __restrict__ out"] +
-                     [f"const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in tensors])
-    pre = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", prefix="a")
-    v_in = pre.value(p.pool.args[0], "i")
-    post = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", lambda n: "s_val" if n is p.pool else None, prefix="o")
-    v_out = post.value(out, "o_lin")
-    n_out = p.lead * math.prod(p.out)
-    names = ["p_d", "p_h", "p_w"][3 - nd:]
-    lines = ["        long long p_r = o_lin;"]
-    for nm, size in reversed(list(zip(names, p.out))):
-        lines.append(f"        const long long o{nm} = p_r % {size}LL; p_r /= {size}LL;")
-    lines.append("        const long long p_nc = p_r;")
-    ind = "        "
-    if not mx:
-        lines.append(f"{ind}long long p_full = 1, p_clip = 1;")
+def _window_loops(p: PoolPlan, names: list[str], lines: list[str], ind: str) -> tuple[list[str], list[str], str]:
+    """The loops over the window along the pooled dims `names` (the first len(names)): max skips positions
+    outside the input, avg walks the clipped range and appends its divisor factors to `lines`. Returns the
+    loop heads, their closing braces and the input's linear index over those dims."""
+    a, mx = p.pool.attrs, p.pool.attrs["kind"] == "max"
     loops, closes = [], []
     for j, nm in enumerate(names):
         K, S, P, D, IN = a["kernel"][j], a["stride"][j], a["padding"][j], a["dilation"][j], p.inp[j]
@@ -99,6 +83,37 @@ def render(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
     lin = "p_nc"
     for nm, size in zip(names, p.inp):
         lin = f"({lin} * {size}LL + i{nm})"
+    return loops, closes, lin
+
+
+def _chains(g: OpGraph, p: PoolPlan):
+    """The kernel's arguments, and the pointwise chains before the pool (on input element `i`) and after it
+    (on output `o_lin`, the pooled value `s_val`): their emitters and values."""
+    out = g.output
+    args = ", ".join([f"{CTYPE[out.dtype]}* __restrict__ out"] +
+                     [f"const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in g.inputs + g.params])
+    pre = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", prefix="a")
+    v_in = pre.value(p.pool.args[0], "i")
+    post = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", lambda n: "s_val" if n is p.pool else None, prefix="o")
+    return args, pre, v_in, post, post.value(out, "o_lin")
+
+
+def render(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
+    if k.vec > 1:
+        return _render_vec(g, p, k)
+    a, out = p.pool.attrs, g.output
+    nd, mx = p.nd, a["kind"] == "max"
+    args, pre, v_in, post, v_out = _chains(g, p)
+    n_out = p.lead * math.prod(p.out)
+    names = ["p_d", "p_h", "p_w"][3 - nd:]
+    lines = ["        long long p_r = o_lin;"]
+    for nm, size in reversed(list(zip(names, p.out))):
+        lines.append(f"        const long long o{nm} = p_r % {size}LL; p_r /= {size}LL;")
+    lines.append("        const long long p_nc = p_r;")
+    ind = "        "
+    if not mx:
+        lines.append(f"{ind}long long p_full = 1, p_clip = 1;")
+    loops, closes, lin = _window_loops(p, names, lines, ind)
     step = ("if (v > s_acc || v != v) s_acc = v;" if mx else "s_acc += v;")
     inner = (f"{ind}    const long long i = {lin};\n{pre.take(ind + '    ')}\n"
              f"{ind}    const float v = {v_in};\n{ind}    {step}")
@@ -128,13 +143,7 @@ def _render_vec(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
     nd, mx, V = p.nd, a["kind"] == "max", k.vec
     if window_span(p, V) > MAX_WINDOW_REGS:
         raise Unsupported(f"{V} outputs' windows span {window_span(p, V)} inputs (at most {MAX_WINDOW_REGS} in registers)")
-    tensors = g.inputs + g.params
-    args = ", ".join([f"{CTYPE[out.dtype]}* __restrict__ out"] +
-                     [f"const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in tensors])
-    pre = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", prefix="a")
-    v_in = pre.value(p.pool.args[0], "i")
-    post = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", lambda n: "s_val" if n is p.pool else None, prefix="o")
-    v_out = post.value(out, "o_lin")
+    args, pre, v_in, post, v_out = _chains(g, p)
     names = ["p_d", "p_h", "p_w"][3 - nd:]
     OW, CW = p.out[-1], -(-p.out[-1] // V)
     n_thr = p.lead * math.prod(p.out[:-1]) * CW
@@ -149,23 +158,7 @@ def _render_vec(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
               f"s_acc[jj] = {'-INFINITY' if mx else '0.0f'};"]
     if not mx:
         lines.append(f"{ind}long long p_full = 1, p_clip = 1;")
-    loops, closes = [], []
-    for j, nm in enumerate(names[:-1]):
-        K, S, P, D, IN = a["kernel"][j], a["stride"][j], a["padding"][j], a["dilation"][j], p.inp[j]
-        if mx:
-            loops.append(f"{ind}for (int k{nm} = 0; k{nm} < {K}; ++k{nm}) {{\n"
-                         f"{ind}    const long long i{nm} = o{nm} * {S}LL - {P}LL + (long long)k{nm} * {D}LL;\n"
-                         f"{ind}    if (i{nm} < 0 || i{nm} >= {IN}LL) continue;")
-        else:
-            lines += [f"{ind}long long s{nm} = o{nm} * {S}LL - {P}LL, e{nm} = s{nm} + {K}LL < {IN + P}LL ? s{nm} + {K}LL : {IN + P}LL;",
-                      f"{ind}p_full *= e{nm} - s{nm};",
-                      f"{ind}s{nm} = s{nm} > 0 ? s{nm} : 0; e{nm} = e{nm} < {IN}LL ? e{nm} : {IN}LL;",
-                      f"{ind}p_clip *= e{nm} > s{nm} ? e{nm} - s{nm} : 0;"]
-            loops.append(f"{ind}for (long long i{nm} = s{nm}; i{nm} < e{nm}; ++i{nm}) {{")
-        closes.append(f"{ind}}}")
-    lin = "p_nc"
-    for nm, size in zip(names[:-1], p.inp[:-1]):
-        lin = f"({lin} * {size}LL + i{nm})"
+    loops, closes, lin = _window_loops(p, names[:-1], lines, ind)
     step = ("if (v > s_acc[jj] || v != v) s_acc[jj] = v;" if mx else "s_acc[jj] += v;")
     pad = "-INFINITY" if mx else "0.0f"
     inner = (f"{ind}    const long long i_row = {lin} * {IW}LL;\n"
