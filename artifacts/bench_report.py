@@ -180,17 +180,22 @@ def compare(a: BenchResults, b: BenchResults) -> str:
              f"geomean vs eager: {_f(a.summary.geomean_speedup_eager, 2)} -> {_f(b.summary.geomean_speedup_eager, 2)}",
              f"geomean vs eager over the {len(ok)} task(s) verified in both: "
              f"{_f(_geomean([ra[t].speedup_vs_eager for t in ok]), 2)} -> {_f(_geomean([rb[t].speedup_vs_eager for t in ok]), 2)}",
+             f"geomean vs torch.compile over the same task(s): {_f(_geomean([ra[t].speedup_vs_compile for t in ok]), 2)}"
+             f" -> {_f(_geomean([rb[t].speedup_vs_compile for t in ok]), 2)}",
              f"wall time: {_f(a.wall_s, 0)} s over {a.slots} slot(s) -> {_f(b.wall_s, 0)} s over {b.slots} slot(s)"
              + (f" (B/A {b.wall_s / a.wall_s:.2f})" if a.wall_s and b.wall_s else ""),
              f"same verdict: {sum(ra[t].status == rb[t].status for t in both)}/{len(both)} tasks in both",
-             f"{'task':36s} {'A status':12s} {'B status':12s} {'A x eager':>9s} {'B x eager':>9s}"]
+             f"{'task':36s} {'A status':12s} {'B status':12s} {'A x eager':>9s} {'B x eager':>9s} {'A x comp':>9s} {'B x comp':>9s}"]
+    if a.device != b.device:  # times differ by the card; the ratios to eager and compile timed beside still compare
+        lines.insert(1, f"note: different GPUs ({a.device} / {b.device}): compare the ratios, not the times")
     for r in b.results:
         o = ra.get(r.task)
         if o is None:
-            lines.append(f"{r.task:36s} {'(new)':12s} {r.status:12s} {'':>9s} {_f(r.speedup_vs_eager, 2):>9s}")
+            lines.append(f"{r.task:36s} {'(new)':12s} {r.status:12s} {'':>9s} {_f(r.speedup_vs_eager, 2):>9s} "
+                         f"{'':>9s} {_f(r.speedup_vs_compile, 2):>9s}")
         elif o.status != r.status or o.speedup_vs_eager != r.speedup_vs_eager:
             lines.append(f"{r.task:36s} {o.status:12s} {r.status:12s} {_f(o.speedup_vs_eager, 2):>9s} "
-                         f"{_f(r.speedup_vs_eager, 2):>9s}")
+                         f"{_f(r.speedup_vs_eager, 2):>9s} {_f(o.speedup_vs_compile, 2):>9s} {_f(r.speedup_vs_compile, 2):>9s}")
     for t in sorted(ra.keys() - rb.keys()):
         lines.append(f"{t:36s} (only in A)")
     for name, run in (("A", a), ("B", b)):

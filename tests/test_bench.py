@@ -73,6 +73,8 @@ def test_bench_compare_and_bad_input(tmp_path):
     text = compare(a, up)
     assert "same verdict: 3/3" in text and "only in A" not in text and "(new)" not in text
     assert f"over the {a.summary.correct} task(s) verified in both: " in text
+    assert "geomean vs torch.compile over the same task(s)" in text and "different GPUs" not in text
+    assert "different GPUs (" in compare(a, a.model_copy(update={"device": "another GPU"}))  # ratios only, then
     assert BenchResults.model_validate_json((tmp_path / "a" / "results.json").read_text()).summary.correct == 2
     bad = subprocess.run([sys.executable, "-m", "graph.cli", "bench", "--compare", str(tmp_path / "nope.json"),
                           str(tmp_path / "a" / "results.json")], capture_output=True, text=True, cwd=ROOT)
