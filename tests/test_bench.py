@@ -154,3 +154,27 @@ def test_compile_mode_reaches_the_baseline_worker(tmp_path, monkeypatch):
     w._compiled_ref()
     assert modes == ["reduce-overhead"]
     assert main(["bench", str(suite), "--compile-mode", "reduce-overhead", "--ray"]) == 2
+
+
+def test_kbr_makes_a_bench_folder_of_chosen_tasks(tmp_path):
+    """benchmarks/kbr.py: tasks by level and number (ranges), or the tasks an earlier results.json measured,
+    copied under their level; a rerun replaces the folder; an unknown number says so."""
+    import pytest
+
+    from benchmarks.kbr import main, numbers
+    kb = tmp_path / "kb"
+    for lv, names in (("level1", ["35_GroupNorm_", "36_RMSNorm_", "41_Max_Pooling_1D", "42_Max_Pooling_2D"]),
+                      ("level2", ["6_Conv3d_Softmax"])):
+        (kb / lv).mkdir(parents=True)
+        for n in names:
+            (kb / lv / f"{n}.py").write_text("# task\n")
+    assert numbers("35,36,41-42") == [35, 36, 41, 42]
+    assert main(["m", "level1:35,41-42", "level2:6", "--kb", str(kb), "--dest", str(tmp_path / "kbr")]) == 0
+    got = sorted(str(p.relative_to(tmp_path / "kbr" / "m")) for p in (tmp_path / "kbr" / "m").rglob("*.py"))
+    assert got == ["level1/35_GroupNorm_.py", "level1/41_Max_Pooling_1D.py", "level1/42_Max_Pooling_2D.py",
+                   "level2/6_Conv3d_Softmax.py"]
+    (tmp_path / "r.json").write_text(json.dumps({"results": [{"task": "level1/36_RMSNorm_"}]}))
+    assert main(["m", "--like", str(tmp_path / "r.json"), "--kb", str(kb), "--dest", str(tmp_path / "kbr")]) == 0
+    assert [p.name for p in (tmp_path / "kbr" / "m").rglob("*.py")] == ["36_RMSNorm_.py"]  # replaced, not merged
+    with pytest.raises(SystemExit, match=r"no task numbered \[7\]"):
+        main(["m", "level2:7", "--kb", str(kb), "--dest", str(tmp_path / "kbr")])
