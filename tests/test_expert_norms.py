@@ -359,14 +359,16 @@ def test_strided_rows_held_in_a_threads_registers_match_a_float64_truth(tmp_egg,
                                                       lambda d: torch.randn(*d) * 2.0 + offset)
     assert plan.inner > 1 and plan.main is not None and plan.R <= rowwise.THREAD_REGS
     agent = ExpertAgent()
-    assert agent._default("rows", g, plan, None)["cache"] == "regs"
-    k = rowwise.RowKnobs(mapping="thread", block=64, cache="regs", waves=1)
-    src = rowwise.render(g, plan, k)
-    assert f"float xr[{plan.R}];" in src and src.count(f"{plan.main.name}[i]") == 1  # one read of the input
-    got = cpu_emulator.run(src, "egg_rows", rowwise.grid(plan, k, 2, 256), k.block, tuple(truth.shape), [x, *params],
-                           tmp_egg / "emu_treg")
-    err = _rel_err(got, truth)
-    assert err < 8 * max(eager_err, 2 ** -24), (err, eager_err)
+    d = agent._default("rows", g, plan, None)
+    assert d["cache"] == "regs" and d["online"] is False and d["welford"] is False  # plain passes over the registers
+    for one_pass in (False, True):
+        k = rowwise.RowKnobs(mapping="thread", block=64, cache="regs", waves=1, online=one_pass, welford=one_pass)
+        src = rowwise.render(g, plan, k)
+        assert f"float xr[{plan.R}];" in src and src.count(f"{plan.main.name}[i]") == 1  # one read of the input
+        got = cpu_emulator.run(src, "egg_rows", rowwise.grid(plan, k, 2, 256), k.block, tuple(truth.shape), [x, *params],
+                               tmp_egg / f"emu_treg_{one_pass}")
+        err = _rel_err(got, truth)
+        assert err < 8 * max(eager_err, 2 ** -24), (one_pass, err, eager_err)
     with pytest.raises(Unsupported, match="too long"):
         rowwise.render(g, plan.__class__(**{**plan.__dict__, "R": rowwise.THREAD_REGS + 1}), k)
 

@@ -696,12 +696,12 @@ class ExpertAgent:
                 out = [{**base, "cache": c} for c in kn["row_cache"]] if base.get("mapping") == "block" else []
                 if base.get("mapping") == "thread" and row_cacheable(plan) and plan.R <= rowwise.THREAD_REGS:
                     out.append({**base, "cache": "none" if base.get("cache") == "regs" else "regs"})  # a thread's row in registers or not
-                if rowwise.welford_pairs(plan):  # the two-pass variance, should Welford's divides cost more
-                    out.append({**base, "welford": False})
+                if rowwise.welford_pairs(plan):  # the two-pass variance, should Welford's divides cost more (or the other way)
+                    out.append({**base, "welford": not base.get("welford", True)})
                 if plan.inner == 1:  # a register-resident row needs a block big enough: try the larger blocks too
                     out += [{**base, "cache": "regs", "block": b} for b in (512, 1024) if b != base.get("block")]
-                if rowwise.online_pairs(plan):  # last: max, then the sum of exps, two passes but no rescaling
-                    out.append({**base, "online": False})
+                if rowwise.online_pairs(plan):  # last: max, then the sum of exps, two passes but no rescaling (or one pass)
+                    out.append({**base, "online": not base.get("online", True)})
                 if plan.inner == 1:  # the other read width of the main input
                     out.append({**base, "cache": "none", "vec": 1 if base.get("vec", 1) == 4 else 4})
                 if (C := row_cluster(plan, req.profile)) and base.get("cache") != "cluster":  # the row across a cluster
@@ -817,7 +817,11 @@ class ExpertAgent:
                 # a thread per strided row; a row it reads again (a norm over a few channels) held in registers,
                 # so the input is read once (level 1 task 36's RMSNorm over 64 channels read it twice: 56% of the floor)
                 regs = plan.full_output and row_cacheable(plan) and plan.R <= rowwise.THREAD_REGS
-                return {"family": "rows", "mapping": "thread", "block": 256, "cache": "regs" if regs else "none", "waves": 8}
+                d = {"family": "rows", "mapping": "thread", "block": 256, "cache": "regs" if regs else "none", "waves": 8}
+                # a row in registers is read again for free: plain passes (max, then the sum of exps; the mean, then
+                # the centred squares) beat the one-pass forms' per-element rescaling and divides (softmax over 64
+                # channels: 80 registers, no spill, where the online form spilled)
+                return {**d, "online": False, "welford": False} if regs else d
             if plan.R <= SHORT_ROW:  # a warp a row: shuffles alone, no block barrier a row (LayerNorm over 64
                 # positions after level 2 task 34's conv: 6.07 ms for 1 GB with a 128-thread block a row, on the H100)
                 d = {"family": "rows", "mapping": "warp", "block": 256, "cache": "none", "waves": 8}
