@@ -361,16 +361,34 @@ def test_strided_rows_held_in_a_threads_registers_match_a_float64_truth(tmp_egg,
     agent = ExpertAgent()
     d = agent._default("rows", g, plan, None)
     assert d["cache"] == "regs" and d["online"] is False and d["welford"] is False  # plain passes over the registers
-    for one_pass in (False, True):
-        k = rowwise.RowKnobs(mapping="thread", block=64, cache="regs", waves=1, online=one_pass, welford=one_pass)
+    for one_pass, cache in ((False, "regs"), (True, "regs"), (False, "smem"), (True, "smem")):
+        # in shared memory (rows too long for registers): each thread's row down a column of the block's buffer
+        k = rowwise.RowKnobs(mapping="thread", block=64, cache=cache, waves=1, online=one_pass, welford=one_pass)
         src = rowwise.render(g, plan, k)
-        assert f"float xr[{plan.R}];" in src and src.count(f"{plan.main.name}[i]") == 1  # one read of the input
+        assert src.count(f"{plan.main.name}[i]") == 1  # one read of the input
+        assert (f"float xr[{plan.R}];" in src) == (cache == "regs") and ("srow[r * blockDim.x + threadIdx.x]" in src) == (cache == "smem")
+        assert rowwise.shared_bytes(plan, k) == (plan.R * 4 * 64 if cache == "smem" else 0)
         got = cpu_emulator.run(src, "egg_rows", rowwise.grid(plan, k, 2, 256), k.block, tuple(truth.shape), [x, *params],
-                               tmp_egg / f"emu_treg_{one_pass}")
+                               tmp_egg / f"emu_treg_{one_pass}_{cache}")
         err = _rel_err(got, truth)
-        assert err < 8 * max(eager_err, 2 ** -24), (one_pass, err, eager_err)
+        assert err < 8 * max(eager_err, 2 ** -24), (one_pass, cache, err, eager_err)
     with pytest.raises(Unsupported, match="too long"):
-        rowwise.render(g, plan.__class__(**{**plan.__dict__, "R": rowwise.THREAD_REGS + 1}), k)
+        rowwise.render(g, plan.__class__(**{**plan.__dict__, "R": rowwise.THREAD_REGS + 1}),
+                       rowwise.RowKnobs(mapping="thread", block=64, cache="regs", waves=1))
+
+
+def test_strided_rows_too_long_for_registers_try_shared_memory(tmp_egg):
+    """A softmax over 100 channels (level 2 task 91 has 128): past the registers' 64, the first design reads
+    twice; the memory stage offers the rows in shared memory, a column a thread, read once."""
+    from agents.expert.agent import ExpertAgent
+    from tests.support import stage_kernels
+    p = tmp_egg / "sm100.py"
+    p.write_text(TEMPLATE.format(module="nn.Identity()", expr="torch.softmax(x, dim=1)", shape="4, 100, 300"))
+    ks = stage_kernels(ExpertAgent(), p, max_candidates=100)
+    assert ks[0].params["mapping"] == "thread" and ks[0].params["cache"] == "none"
+    smem = [k for k in ks if k.params.get("cache") == "smem"]
+    assert smem and smem[0].params["block"] == 128 and smem[0].params["mapping"] == "thread"
+    assert "srow[r * blockDim.x + threadIdx.x]" in smem[0].cuda_source
 
 
 def test_few_strided_rows_default_to_cols_blocks():

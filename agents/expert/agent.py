@@ -694,8 +694,11 @@ class ExpertAgent:
                 out = [{**base, "waves": w} for w in kn["row_waves"]]
             elif st == "memory_optimization":
                 out = [{**base, "cache": c} for c in kn["row_cache"]] if base.get("mapping") == "block" else []
-                if base.get("mapping") == "thread" and row_cacheable(plan) and plan.R <= rowwise.THREAD_REGS:
-                    out.append({**base, "cache": "none" if base.get("cache") == "regs" else "regs"})  # a thread's row in registers or not
+                if base.get("mapping") == "thread" and row_cacheable(plan):  # a thread's row in registers, shared memory or neither
+                    if plan.R <= rowwise.THREAD_REGS:
+                        out.append({**base, "cache": "none" if base.get("cache") == "regs" else "regs"})
+                    elif base.get("cache") == "none" and plan.R * 4 * 128 <= rowwise.THREAD_SMEM:
+                        out.append({**base, "cache": "smem", "block": 128, "online": False, "welford": False})
                 if rowwise.welford_pairs(plan):  # the two-pass variance, should Welford's divides cost more (or the other way)
                     out.append({**base, "welford": not base.get("welford", True)})
                 if plan.inner == 1:  # a register-resident row needs a block big enough: try the larger blocks too

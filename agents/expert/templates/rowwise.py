@@ -46,6 +46,7 @@ class RowKnobs:
 
 
 THREAD_REGS = 64  # the longest row a thread keeps in registers (a strided row: a norm over channels)
+THREAD_SMEM = 64 * 1024  # a block's shared memory for its threads' rows, where they are too long for registers
 
 INIT = {"sum": "0.0f", "prod": "1.0f", "amax": "-INFINITY", "amin": "INFINITY",
         "argmax": "-INFINITY", "argmin": "INFINITY"}
@@ -303,8 +304,7 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     args = ", ".join([f"{CTYPE[out.dtype]}* __restrict__ out"] +
                      [f"const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in tensors])
     rows = p.outer * p.inner
-    cache = k.cache if (p.main is not None and ((k.cache in ("smem", "regs") and k.mapping == "block") or
-                                                (k.cache == "regs" and k.mapping == "thread"))) else "none"
+    cache = k.cache if (p.main is not None and k.cache in ("smem", "regs") and k.mapping in ("block", "thread")) else "none"
     C = 0
     if k.cache == "cluster":
         _cluster_check(p, k)
@@ -327,7 +327,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
             if vec4 and t is p.main and idx == "i":
                 return "mv[u]"  # this 16-byte piece's element
             if cache != "none" and t is p.main and idx == "i":
-                slot = "srow[r]" if cache == "smem" else "xr[it]"
+                # a thread's own row in shared memory lies down a column: lanes side by side, no bank conflicts
+                slot = ("srow[r * blockDim.x + threadIdx.x]" if k.mapping == "thread" else "srow[r]") if cache == "smem" else "xr[it]"
                 return f"({slot} = to_f({t.name}[i]))" if first_pass else slot
             return f"to_f({t.name}[{idx}])"
         return load
@@ -386,7 +387,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
             return ([f"        #pragma unroll\n        for (int it = 0; it < {items}; ++it) {{",
                      f"            long long r = {lane} + (long long)it * {nl};",
                      f"            if (r >= {p.R}LL) break;"] + body_lines + ["        }"])
-        unroll = ["        #pragma unroll 4"] if k.mapping == "cols" else []  # loads of 4 steps in flight a thread
+        unroll = (["        #pragma unroll 4"] if k.mapping == "cols" else  # loads of 4 steps in flight a thread
+                  ["        #pragma unroll 16"] if k.mapping == "thread" and cache == "smem" else [])  # few threads an SM
         return unroll + [f"        for (long long r = {lane}; r < {p.R}LL; r += {nl}) {{"] + body_lines + ["        }"]
 
     if C:  # a cluster per row
@@ -509,6 +511,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
             shared += "    __shared__ long long sidx[32];\n"
         if cache == "smem":
             shared += "    extern __shared__ float srow[];\n"
+    if k.mapping == "thread" and cache == "smem":
+        shared = "    extern __shared__ float srow[];\n"
     if k.mapping == "cols":
         n_arr = 3 if pairs else 2 if onl else 1
         shared = "".join(f"    __shared__ float {a}[{k.block}];\n" for a in COLS[:n_arr])
@@ -626,4 +630,6 @@ def grid(p: RowPlan, k: RowKnobs, sms: int, max_threads_per_sm: int) -> int:
 def shared_bytes(p: RowPlan, k: RowKnobs) -> int:
     if k.cache == "cluster":
         return _cluster_floats(p, k.cluster) * 4
-    return p.R * 4 if (k.cache == "smem" and k.mapping == "block" and p.main is not None) else 0
+    if k.cache != "smem" or p.main is None or k.mapping not in ("block", "thread"):
+        return 0
+    return p.R * 4 * (k.block if k.mapping == "thread" else 1)  # a thread per row: every thread's row
