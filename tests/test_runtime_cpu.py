@@ -130,3 +130,28 @@ def test_a_tensor_map_that_tma_cannot_take_is_refused_before_the_driver():
         encode_tmap(0x1000, (36, 128, 1), (64, 128, 1))  # rows of 72 bytes
     with pytest.raises(ValueError, match="16-byte-aligned"):
         encode_tmap(0x1000, (64, 512, 1), (64, 512, 1))  # a box of 512 rows
+
+
+def test_exported_modules_compile_for_the_devices_own_target(monkeypatch):
+    """An exported module (runtime/kernel_api.load) compiles for the device's target with Hopper's "a" suffix:
+    CuPy's default (sm_90) cannot assemble wgmma, so a bf16 GEMM's export failed on the H100. Each compilation
+    unit gets the same options."""
+    import cupy
+
+    from runtime import kernel_api
+    seen = []
+
+    class FakeDevice:
+        def __init__(self, cc):
+            self.compute_capability = cc
+
+    class FakeModule:
+        def __init__(self, code, options):
+            seen.append(options)
+
+    monkeypatch.setattr(cupy, "RawModule", FakeModule)
+    for cc, arch in (("90", "sm_90a"), ("89", "sm_89")):
+        seen.clear()
+        monkeypatch.setattr(cupy.cuda, "Device", lambda cc=cc: FakeDevice(cc))
+        kernel_api.load("// one\n" + kernel_api.MODULE_PART + "\n// two", ["-DX=1"])
+        assert len(seen) == 2 and all(o[0] == f"-arch={arch}" and "-DX=1" in o for o in seen), seen
