@@ -18,7 +18,7 @@ def _geomean(xs: list[float]) -> float | None:
 FAMILIES = (  # (family, aten op name fragments): the first that matches a task's ops names its family
     ("conv", ("convolution", "conv")), ("attention", ("scaled_dot_product",)),
     ("gemm", ("mm", "bmm", "addmm", "linear", "matmul", "einsum")),
-    ("scan", ("cumsum", "cumprod")), ("pooling", ("pool",)),
+    ("scan", ("cumsum", "cumprod")), ("pool", ("pool",)),  # the expert's own family names where they exist
     ("norm", ("norm", "batch_norm", "group_norm", "instance_norm", "layer_norm")),
     ("loss", ("loss", "cross_entropy", "kl_div", "nll", "margin", "cosine_similarity")),
     ("rows", ("softmax", "sum", "mean", "amax", "amin", "max", "min", "argmax", "argmin", "prod", "logsumexp", "var", "std")),
@@ -29,7 +29,7 @@ def op_family(ops: list[str]) -> str:
     """The operator family of a task from its reference's aten ops (for results by family)."""
     names = [o.split("::")[-1].split(".")[0].lower() for o in ops]
     for fam, keys in FAMILIES:
-        if any(k == n or (len(k) > 4 and k in n) for n in names for k in keys):
+        if any(k == n or (len(k) >= 4 and k in n) for n in names for k in keys):  # avg_pool2d is a pool
             return fam
     return "pointwise" if names else "-"
 
