@@ -126,7 +126,6 @@ def cmd_runs(a) -> int:
     return 0
 
 
-
 def _heaviest(res: list, kernel_ms: dict | None):
     """The resources of a candidate's heaviest kernel: the slowest where its kernels were timed one by one, else the
     one with the most registers (a conv's staging kernels come first and are small)."""
@@ -137,6 +136,7 @@ def _heaviest(res: list, kernel_ms: dict | None):
         if timed:
             return max(timed, key=lambda r: kernel_ms[r.name])
     return max(res, key=lambda r: r.registers or 0)
+
 
 def cmd_history(a) -> int:
     from graph.runner import get_run

@@ -697,7 +697,8 @@ class ExpertAgent:
                 if base.get("mapping") == "thread" and row_cacheable(plan):  # a thread's row in registers, shared memory or neither
                     if plan.R <= rowwise.THREAD_REGS:
                         out.append({**base, "cache": "none" if base.get("cache") == "regs" else "regs"})
-                    elif base.get("cache") == "none" and plan.R * 4 * 128 <= rowwise.THREAD_SMEM:
+                    elif base.get("cache") == "none" and rowwise.shared_bytes(
+                            plan, rowwise.RowKnobs(mapping="thread", block=128, cache="smem")) <= rowwise.THREAD_SMEM:
                         out.append({**base, "cache": "smem", "block": 128, "online": False, "welford": False})
                 if rowwise.welford_pairs(plan):  # the two-pass variance, should Welford's divides cost more (or the other way)
                     out.append({**base, "welford": not base.get("welford", True)})

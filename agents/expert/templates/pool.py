@@ -61,6 +61,13 @@ def plan_pool(g: OpGraph) -> PoolPlan:
     return PoolPlan(p, nd, math.prod(src[:-nd]), src[-nd:], tuple(p.shape)[-nd:])
 
 
+def _avg_window(s: str, e: str, o: str, K: int, S: int, P: int, IN: int) -> tuple[str, str]:
+    """An avg window along one dim, as PyTorch bounds it: [s, e) up to the padded edge (the count with padding),
+    then the statement clipping it to the input (the count without)."""
+    return (f"long long {s} = {o} * {S}LL - {P}LL, {e} = {s} + {K}LL < {IN + P}LL ? {s} + {K}LL : {IN + P}LL;",
+            f"{s} = {s} > 0 ? {s} : 0; {e} = {e} < {IN}LL ? {e} : {IN}LL;")
+
+
 def _window_loops(p: PoolPlan, names: list[str], lines: list[str], ind: str) -> tuple[list[str], list[str], str]:
     """The loops over the window along the pooled dims `names` (the first len(names)): max skips positions
     outside the input, avg walks the clipped range and appends its divisor factors to `lines`. Returns the
@@ -74,9 +81,8 @@ def _window_loops(p: PoolPlan, names: list[str], lines: list[str], ind: str) -> 
                          f"{ind}    const long long i{nm} = o{nm} * {S}LL - {P}LL + (long long)k{nm} * {D}LL;\n"
                          f"{ind}    if (i{nm} < 0 || i{nm} >= {IN}LL) continue;")
         else:
-            lines += [f"{ind}long long s{nm} = o{nm} * {S}LL - {P}LL, e{nm} = s{nm} + {K}LL < {IN + P}LL ? s{nm} + {K}LL : {IN + P}LL;",
-                      f"{ind}p_full *= e{nm} - s{nm};",
-                      f"{ind}s{nm} = s{nm} > 0 ? s{nm} : 0; e{nm} = e{nm} < {IN}LL ? e{nm} : {IN}LL;",
+            padded, clipped = _avg_window(f"s{nm}", f"e{nm}", f"o{nm}", K, S, P, IN)
+            lines += [f"{ind}{padded}", f"{ind}p_full *= e{nm} - s{nm};", f"{ind}{clipped}",
                       f"{ind}p_clip *= e{nm} > s{nm} ? e{nm} - s{nm} : 0;"]
             loops.append(f"{ind}for (long long i{nm} = s{nm}; i{nm} < e{nm}; ++i{nm}) {{")
         closes.append(f"{ind}}}")
@@ -183,9 +189,8 @@ def _render_vec(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
     elif a["divisor"]:
         store.append(f"{ind}    const float s_val = s_acc[jj] / {float(a['divisor'])!r}f;")
     else:
-        store += [f"{ind}    long long sw = o_w * {SW}LL - {PW}LL, ew = sw + {KW}LL < {IW + PW}LL ? sw + {KW}LL : {IW + PW}LL;",
-                  f"{ind}    const long long fw = ew - sw;",
-                  f"{ind}    sw = sw > 0 ? sw : 0; ew = ew < {IW}LL ? ew : {IW}LL;",
+        padded, clipped = _avg_window("sw", "ew", "o_w", KW, SW, PW, IW)
+        store += [f"{ind}    {padded}", f"{ind}    const long long fw = ew - sw;", f"{ind}    {clipped}",
                   f"{ind}    const long long cw = ew > sw ? ew - sw : 0;",
                   f"{ind}    const float s_val = s_acc[jj] / (float)({'p_full * fw' if a['count_include_pad'] else 'p_clip * cw'});"]
     store += [post.take(ind + "    "), f"{ind}    out[o_lin] = from_f<{CTYPE[out.dtype]}>({v_out});", f"{ind}}}"]
