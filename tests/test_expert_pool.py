@@ -78,3 +78,13 @@ def test_pool_matches_torch_on_the_cpu(tmp_egg, name, module, expr, shape):
         got = cpu_emulator.run(pool.render(g, plan, kn), "egg_pool", pool.grid(plan, kn, 4, 2048), kn.block,
                                tuple(want.shape), [x], tmp_egg / f"emu_v{v}")
         assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (v, (got - want).abs().max())
+
+
+@pytest.mark.parametrize("name,want", [("max1d", 1), ("max2d", 4), ("max3d", 1), ("avg1d", 4),
+                                       ("avg2d_big_stride", 1), ("avg3d", 4)])
+def test_first_vec_only_where_registers_save_loads(tmp_egg, name, want):
+    """vec > 1 spreads a warp's threads over vec x stride inputs: worth it where the windows' union saves loads
+    (a quarter at least), not where windows do not overlap (task 45, measured 0.28x eager at 4) or barely do."""
+    case = next(c for c in CASES if c[0] == name)
+    plan = pool.plan_pool(export_graph(load_task(task(tmp_egg, *case))))
+    assert pool.default_vec(plan) == want, (name, [pool.window_span(plan, v) for v in (2, 4)])

@@ -43,7 +43,12 @@ def window_span(p: PoolPlan, vec: int) -> int:
 
 
 def default_vec(p: PoolPlan) -> int:
-    return next((v for v in (4, 2) if window_span(p, v) <= MAX_WINDOW_REGS and p.out[-1] >= v), 1)
+    """The widest `vec` whose windows' union fits the registers and saves at least a quarter of the loads. Without
+    that saving (stride >= the window: level 1 task 45; dilated or strided windows that barely overlap: 41, 43,
+    measured slower at 4) the spread threads only cost coalescing: a thread per output reads neighbouring inputs."""
+    K = p.pool.attrs["kernel"][-1]
+    return next((v for v in (4, 2) if window_span(p, v) <= MAX_WINDOW_REGS and p.out[-1] >= v
+                 and window_span(p, v) <= 0.75 * v * K), 1)
 
 
 def plan_pool(g: OpGraph) -> PoolPlan:
