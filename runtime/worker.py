@@ -552,23 +552,32 @@ class Worker:
                 del out, inputs
             self._untouched("while timed")
             # device-wide: synchronize before the end event; work left elsewhere shows up here
-            # beside a one-element kernel timed the same way: the host's wake-up from the synchronize is in both
-            # (measured up to 0.2 ms on a busy host, which rejected a 0.07 ms conv), a side stream's work only in one
-            fixed, one = self.task.make_inputs(seed + 5, "cuda"), torch.zeros(1, device="cuda")
-            synced = time_interleaved({"candidate": lambda: new(*fixed), "sync": lambda: one.add_(1)},
-                                      reps=max(5, reps // 5), warmup=1, flusher=self.flusher, device_sync=True)
+            fixed = self.task.make_inputs(seed + 5, "cuda")
+            med = summarize(samples).median_ms
+            wide = self._device_wide(new, fixed, reps)
+            if wide > med * 1.5 + SIDE_STREAM_SLACK_MS:
+                # an escape must show twice: honest 0.02-0.07 ms convs measured 0.26 ms device-wide once on the
+                # H100, in one of two runs (streams are banned in host code; this is the second line)
+                wide = min(wide, self._device_wide(new, fixed, 2 * reps))
         self._sync()
         self._untouched("while timed")
         ev.timing = summarize(samples)
         ev.timing_cost_s = round(time.perf_counter() - t0, 3)
-        med = ev.timing.median_ms
-        wide = synced["candidate"].median_ms - synced["sync"].median_ms
         if wide > med * 1.5 + SIDE_STREAM_SLACK_MS:
             ev.verdict, ev.reason = Verdict.rejected, (f"work escaped the launch stream: {wide:.3f} ms device-wide "
                                                        f"(less the synchronize's own cost) vs {med:.3f} ms on the stream")
             return
         ev.verdict = Verdict.correct
         ev.reason = f"{checked} timed call(s) checked against eager"
+
+    def _device_wide(self, new, fixed: list, reps: int) -> float:
+        """A call's time with the device synchronized before the end event (work left on another stream shows
+        here), less that of a one-element kernel timed the same way, interleaved: the host's wake-up from the
+        synchronize is in both."""
+        one = torch.zeros(1, device="cuda")
+        t = time_interleaved({"candidate": lambda: new(*fixed), "sync": lambda: one.add_(1)},
+                             reps=max(5, reps // 5), warmup=1, flusher=self.flusher, device_sync=True)
+        return t["candidate"].median_ms - t["sync"].median_ms
 
     def _kernel_times(self, new, api, seed: int, calls: int = 5) -> dict[str, float]:
         """Where a program's time goes: each kernel's time within a call (CUDA events around each

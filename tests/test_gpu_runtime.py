@@ -78,7 +78,9 @@ def test_compile_error_is_structured(evaluator):
 
 
 def test_copy_kernel_reaches_copy_bandwidth():
-    """The timing harness itself: a plain copy of 1 GiB must land within 10% of ~4.19 TB/s."""
+    """The timing harness itself: a plain copy of 1 GiB must land within 10% of the card's copy rate (the profile's
+    measured one: 4.19 TB/s on the H200, 3.02 on the H100; its datasheet's elsewhere)."""
+    from hardware_profiles import detect
     from runtime.evaluator import GpuEvaluator
     ev = GpuEvaluator(arch=None, timeout_s=120, reps=30)
     try:
@@ -89,7 +91,7 @@ def test_copy_kernel_reaches_copy_bandwidth():
     assert e.verdict.value == "correct", e.reason
     tbs = 2 * (1 << 30) / (e.timing.median_ms * 1e-3) / 1e12
     print(f"copy: {e.timing.median_ms:.4f} ms = {tbs:.2f} TB/s (eager clone {e.eager.median_ms:.4f} ms)")
-    assert tbs >= 0.9 * 4.19
+    assert tbs >= 0.9 * detect().bandwidth() / 1e12
 
 
 def test_no_compile_times_eager_alone():
