@@ -36,6 +36,11 @@ CASES = [
     ("avg2d_ceil", "nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True)", "self.pool(x)", "2, 3, 16, 15"),
     ("avg2d_divisor", "nn.AvgPool2d(2, divisor_override=3)", "self.pool(x)", "2, 3, 8, 8"),
     ("avg3d", "nn.AvgPool3d(3, stride=2, padding=1)", "self.pool(x)", "2, 2, 9, 10, 11"),
+    # rows a multiple of 4: windows read 16 bytes at a time (first input on a boundary, 3 past one)
+    ("max1d_16B", "nn.MaxPool1d(8, stride=1, padding=4, dilation=3)", "self.pool(x)", "2, 3, 64"),
+    ("avg1d_16B", "nn.AvgPool1d(8, stride=1, padding=4)", "self.pool(x)", "2, 3, 48"),
+    ("max3d_16B", "nn.MaxPool3d(3, stride=2, padding=1, dilation=3)", "self.pool(x)", "2, 2, 13, 12, 16"),
+    ("avg2d_16B", "nn.AvgPool2d(3, stride=2, padding=1, count_include_pad=False)", "self.pool(x)", "2, 3, 15, 20"),
     ("relu_pool_tanh", "nn.MaxPool2d(2)", "torch.tanh(self.pool(torch.relu(x)) * 2.0)", "2, 3, 10, 12"),
     ("adaptive2d", "nn.AdaptiveAvgPool2d((2, 3))", "self.pool(x)", "2, 3, 8, 9"),  # windows 4 x 3
     ("adaptive3d", "nn.AdaptiveAvgPool3d((1, 2, 1))", "self.pool(x)", "2, 2, 3, 4, 5"),
@@ -65,7 +70,7 @@ def test_pool_matches_torch_on_the_cpu(tmp_egg, name, module, expr, shape):
     x = torch.randn(*[int(s) for s in shape.split(",")])
     want = loaded.make_model(42)(x)
     vecs = sorted({k.params.get("vec", 1) for k in kernels})
-    assert kernels[0].params["vec"] == pool.default_vec(plan) and (len(vecs) >= 2 or plan.out[-1] == 1)  # others tried too
+    assert kernels[0].params["vec"] == pool.default_vec(g, plan) and (len(vecs) >= 2 or plan.out[-1] == 1)  # others tried too
     for k in (kernels[0], kernels[-1]):
         kn = pool.PoolKnobs(block=k.params["block"], waves=k.params["waves"], vec=k.params.get("vec", 1))
         got = cpu_emulator.run(k.cuda_source, "egg_pool", pool.grid(plan, kn, 4, 2048), kn.block, tuple(want.shape), [x],
@@ -80,11 +85,17 @@ def test_pool_matches_torch_on_the_cpu(tmp_egg, name, module, expr, shape):
         assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (v, (got - want).abs().max())
 
 
-@pytest.mark.parametrize("name,want", [("max1d", 1), ("max2d", 4), ("max3d", 1), ("avg1d", 4),
-                                       ("avg2d_big_stride", 1), ("avg3d", 4)])
-def test_first_vec_only_where_registers_save_loads(tmp_egg, name, want):
+@pytest.mark.parametrize("name,want,wide", [
+    ("max1d", 1, False), ("max2d", 4, False), ("max3d", 1, False), ("avg1d", 4, False), ("avg2d_big_stride", 1, False),
+    ("avg3d", 4, False), ("max1d_16B", 4, True), ("avg1d_16B", 4, True), ("max3d_16B", 2, True), ("avg2d_16B", 4, True)])
+def test_first_vec_only_where_registers_save_loads(tmp_egg, name, want, wide):
     """vec > 1 spreads a warp's threads over vec x stride inputs: worth it where the windows' union saves loads
-    (a quarter at least), not where windows do not overlap (task 45, measured 0.28x eager at 4) or barely do."""
+    (a quarter at least) or is read 16 bytes at a time by threads 16 bytes apart, not where windows do not overlap
+    (task 45, measured 0.28x eager at 4) or barely do with 4-byte loads (41, 43)."""
     case = next(c for c in CASES if c[0] == name)
-    plan = pool.plan_pool(export_graph(load_task(task(tmp_egg, *case))))
-    assert pool.default_vec(plan) == want, (name, [pool.window_span(plan, v) for v in (2, 4)])
+    g = export_graph(load_task(task(tmp_egg, *case)))
+    plan = pool.plan_pool(g)
+    assert pool.default_vec(g, plan) == want, (name, [pool.window_span(plan, v) for v in (2, 4)])
+    src = pool.render(g, plan, pool.PoolKnobs(vec=want))
+    assert pool.loads16(g, plan, want) == wide and ("float4" in src) == wide
+    assert compile_check(src, [], "sm_90a").ok

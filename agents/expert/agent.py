@@ -800,9 +800,9 @@ class ExpertAgent:
                     pass
             return {"family": "recurrent", "block": 512, "waves": 1}
         if fam == "pool":
-            # 4 outputs a thread along the last dim, their windows' inputs loaded once (a thread an output did the
+            # up to 4 outputs a thread along the last dim, their windows' inputs loaded once (a thread an output did the
             # window's loads and 64-bit index arithmetic per output: level 1 task 44 at 39% of the floor, 0.56x compile)
-            return {"family": "pool", "block": 256, "waves": 8, "vec": pool.default_vec(plan)}
+            return {"family": "pool", "block": 256, "waves": 8, "vec": pool.default_vec(g, plan)}
         if fam == "grid":  # 16-byte vectors where the rows allow (the pointwise family's evidence: its scalar
             # grid-stride loop ran at 69-78% of the copy floor, vectors at 91-99%; level 1 task 37's scalar passes here
             # read at 2.85 TB/s on the H200, 68% of the copy's)
@@ -1033,8 +1033,10 @@ class ExpertAgent:
         elif fam == "pool":
             k = pool.PoolKnobs(block=params["block"], waves=params["waves"], vec=params.get("vec", 1))
             src = pool.render(g, plan, k)
-            launch = host.Launch("egg_pool", (pool.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), 0)
-            desc = (f"{plan.pool.attrs['kind']} pool, " + (f"{k.vec} outputs a thread (their windows' inputs loaded once)"
+            launch = host.Launch("egg_pool", (pool.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), 0,
+                                 align16=pool.loads16(g, plan, k.vec))
+            desc = (f"{plan.pool.attrs['kind']} pool, " + (f"{k.vec} outputs a thread (their windows' inputs loaded once"
+                                                          + (", 16 bytes at a time)" if pool.loads16(g, plan, k.vec) else ")")
                                                           if k.vec > 1 else "a thread per output")
                     + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop"))
         elif fam == "recurrent":

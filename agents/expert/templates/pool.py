@@ -42,13 +42,22 @@ def window_span(p: PoolPlan, vec: int) -> int:
     return (vec - 1) * a["stride"][-1] + (a["kernel"][-1] - 1) * a["dilation"][-1] + 1
 
 
-def default_vec(p: PoolPlan) -> int:
-    """The widest `vec` whose windows' union fits the registers and saves at least a quarter of the loads. Without
-    that saving (stride >= the window: level 1 task 45; dilated or strided windows that barely overlap: 41, 43,
-    measured slower at 4) the spread threads only cost coalescing: a thread per output reads neighbouring inputs."""
-    K = p.pool.attrs["kernel"][-1]
+def loads16(g: OpGraph, p: PoolPlan, vec: int) -> bool:
+    """Whether `vec` outputs' windows are read 16 bytes at a time: a float32 input read as it is (no chain before
+    the pool), rows a multiple of 4 long and every thread's first input at the same offset within 16 bytes."""
+    src, a = p.pool.args[0], p.pool.attrs
+    return (vec > 1 and any(src is t for t in g.inputs) and src.dtype == "float32" and p.inp[-1] % 4 == 0
+            and (vec * a["stride"][-1]) % 4 == 0)
+
+
+def default_vec(g: OpGraph, p: PoolPlan) -> int:
+    """The widest `vec` whose windows' union fits the registers and either is read 16 bytes at a time by threads
+    16 bytes apart (a warp's load one contiguous 512 bytes) or saves at least a quarter of the loads. Otherwise
+    (stride >= the window: level 1 task 45; dilated or strided windows that barely overlap: 41, 43, measured
+    slower at 4 with 4-byte loads) the spread threads only cost coalescing: a thread per output reads neighbours."""
+    K, S = p.pool.attrs["kernel"][-1], p.pool.attrs["stride"][-1]
     return next((v for v in (4, 2) if window_span(p, v) <= MAX_WINDOW_REGS and p.out[-1] >= v
-                 and window_span(p, v) <= 0.75 * v * K), 1)
+                 and (window_span(p, v) <= 0.75 * v * K or (loads16(g, p, v) and v * S == 4))), 1)
 
 
 def plan_pool(g: OpGraph) -> PoolPlan:
@@ -172,17 +181,33 @@ def _render_vec(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
     loops, closes, lin = _window_loops(p, names[:-1], lines, ind)
     step = ("if (v > s_acc[jj] || v != v) s_acc[jj] = v;" if mx else "s_acc[jj] += v;")
     pad = "-INFINITY" if mx else "0.0f"
-    inner = (f"{ind}    const long long i_row = {lin} * {IW}LL;\n"
-             f"{ind}    float xin[{NIN}];\n"
-             f"{ind}    #pragma unroll\n{ind}    for (int m = 0; m < {NIN}; ++m) {{\n"
-             f"{ind}        const long long iw = iw0 + m;\n"
-             f"{ind}        float v = {pad};\n"
-             f"{ind}        if (iw >= 0 && iw < {IW}LL) {{\n{ind}            const long long i = i_row + iw;\n"
-             f"{pre.take(ind + '            ')}\n{ind}            v = {v_in};\n{ind}        }}\n"
-             f"{ind}        xin[m] = v;\n{ind}    }}\n"
+    if loads16(g, p, V):  # from the 16-byte boundary below the first input (the same offset in every thread)
+        off = -PW % 4
+        n4 = -(-(off + NIN) // 4)
+        x = p.pool.args[0].name
+        fill = (f"{ind}    float xin[{4 * n4}];\n"
+                f"{ind}    #pragma unroll\n{ind}    for (int q = 0; q < {n4}; ++q) {{\n"
+                f"{ind}        const long long iw = iw0 - {off}LL + 4LL * q;\n"
+                f"{ind}        if (iw >= 0 && iw + 3 < {IW}LL) {{\n"
+                f"{ind}            const float4 v4 = *reinterpret_cast<const float4*>({x} + i_row + iw);\n"
+                f"{ind}            xin[4 * q] = v4.x; xin[4 * q + 1] = v4.y; xin[4 * q + 2] = v4.z; xin[4 * q + 3] = v4.w;\n"
+                f"{ind}        }} else {{\n"
+                f"{ind}            #pragma unroll\n{ind}            for (int e = 0; e < 4; ++e)\n"
+                f"{ind}                xin[4 * q + e] = iw + e >= 0 && iw + e < {IW}LL ? {x}[i_row + iw + e] : {pad};\n"
+                f"{ind}        }}\n{ind}    }}\n")
+    else:
+        off = 0
+        fill = (f"{ind}    float xin[{NIN}];\n"
+                f"{ind}    #pragma unroll\n{ind}    for (int m = 0; m < {NIN}; ++m) {{\n"
+                f"{ind}        const long long iw = iw0 + m;\n"
+                f"{ind}        float v = {pad};\n"
+                f"{ind}        if (iw >= 0 && iw < {IW}LL) {{\n{ind}            const long long i = i_row + iw;\n"
+                f"{pre.take(ind + '            ')}\n{ind}            v = {v_in};\n{ind}        }}\n"
+                f"{ind}        xin[m] = v;\n{ind}    }}\n")
+    inner = (f"{ind}    const long long i_row = {lin} * {IW}LL;\n{fill}"
              f"{ind}    #pragma unroll\n{ind}    for (int jj = 0; jj < {V}; ++jj) {{\n"
              f"{ind}        #pragma unroll\n{ind}        for (int kw = 0; kw < {KW}; ++kw) {{\n"
-             f"{ind}            const float v = xin[jj * {SW} + kw * {DW}];\n{ind}            {step}\n{ind}        }}\n{ind}    }}")
+             f"{ind}            const float v = xin[{off} + jj * {SW} + kw * {DW}];\n{ind}            {step}\n{ind}        }}\n{ind}    }}")
     o_lin = "p_nc"
     for nm, size in zip(names[:-1], p.out[:-1]):
         o_lin = f"({o_lin} * {size}LL + o{nm})"
