@@ -17,8 +17,8 @@ from agents.expert.codegen import CLUSTER_PRELUDE, PRELUDE
 from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
 from agents.expert.templates.scan import BOOL_PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported, ancestors, export_graph
-from agents.expert.templates import (conv, conv_short, conv_sum, conv_tma, direct_conv, gemm, gemm_sum, gemm_tf32, gemm_wgmma16, gridreduce, pointwise,
-                                    pool, recurrent, rowwise, scan)
+from agents.expert.templates import (conv, conv_rows, conv_short, conv_sum, conv_tma, direct_conv, gemm, gemm_sum, gemm_tf32,
+                                    gemm_wgmma16, gridreduce, pointwise, pool, recurrent, rowwise, scan)
 from tasks import load_task, materialize
 
 
@@ -367,7 +367,8 @@ class ExpertAgent:
     def __init__(self):
         self._graphs: dict[str, OpGraph | Unsupported] = {}
         self._failed: dict = {}  # graph structure -> (depth, why): programs' rests found unplannable
-        self._plans: dict[str, tuple | Unsupported] = {}  # task file -> (family, plan)
+        self._plans: dict[tuple, tuple | Unsupported] = {}  # (task file, wgmma) -> (family, plan)
+        self.wgmma = True  # the GPU has Hopper's warpgroup MMA (families that only it runs are planned)
 
     def graph(self, path: str) -> OpGraph:
         if path not in self._graphs:
@@ -380,16 +381,19 @@ class ExpertAgent:
             raise g
         return g
 
-    def _plan(self, path: str):
+    def _plan(self, path: str, profile=None):
         g = self.graph(path)
-        if path not in self._plans:  # planned once a task: a whole network's plan takes seconds, and every stage asks
+        if wgmma_ok(profile) != self.wgmma:  # what a graph's rest could not be planned into may differ
+            self.wgmma, self._failed = wgmma_ok(profile), {}
+        key = (path, self.wgmma)
+        if key not in self._plans:  # planned once a task: a whole network's plan takes seconds, and every stage asks
             # a program's planner recurses once a kernel (three frames each): a whole network's hundreds
             sys.setrecursionlimit(max(sys.getrecursionlimit(), 8 * program.MAX_STAGES))
             try:
-                self._plans[path] = self.plan_graph(g)
+                self._plans[key] = self.plan_graph(g)
             except Unsupported as exc:
-                self._plans[path] = exc
-        got = self._plans[path]
+                self._plans[key] = exc
+        got = self._plans[key]
         if isinstance(got, Unsupported):
             raise got
         return (g, *got)
@@ -417,6 +421,11 @@ class ExpertAgent:
                     return "conv_sum", conv_sum.plan_conv_sum(g)
                 except Unsupported:
                     pass
+                if self.wgmma:
+                    try:  # a conv whose channels are reduced right after it: the reductions in its epilogue
+                        return "conv_rows", conv_rows.plan_conv_rows(g)
+                    except Unsupported:
+                        pass
                 try:
                     p = conv.plan_conv(g, narrow_ok=True)
                 except Unsupported:
@@ -440,7 +449,7 @@ class ExpertAgent:
     # -- the stage entry point --------------------------------------------------------
     def propose(self, req: StageRequest) -> Proposal:
         try:
-            g, fam, plan = self._plan(materialize(req.task))
+            g, fam, plan = self._plan(materialize(req.task), req.profile)
             variants = self._variants(req, fam, g, plan)
             why = ""
             if req.stage != "algorithm_design" and req.params_override is None:
@@ -509,6 +518,12 @@ class ExpertAgent:
             how = (f"the ({q.M} x {q.K}) @ ({q.K} x {q.N}) matmul's sum over its {q.N} columns without the matmul: "
                    f"the weight summed over its columns once (one read), then a warp per row of A taking the dot "
                    f"product with those sums, the chain after the sum fused (exact fp32, memory-bound)")
+        elif fam == "conv_rows":
+            p = plan.conv
+            how = (f"conv{p.nd}d as an implicit GEMM (M={p.Mg} pixels a phase, N={p.OC} channels, K={p.Kg}) on the warpgroup "
+                   f"MMA, a tile holding every channel, the reduction(s) over the channels "
+                   f"[{', '.join(r.op for r in plan.reduces)}] and the pointwise steps around them in the epilogue: the "
+                   f"conv's output never written")
         elif fam == "direct_conv":
             how = (f"a direct conv{plan.nd}d ({plan.groups} group(s) of {plan.OCg} output channel(s)): a thread per "
                    f"output sums {plan.Cg} channel(s) over the {plan.ker} window, the pointwise chain fused")
@@ -555,6 +570,10 @@ class ExpertAgent:
                 return [self._default(fam, g, plan, req), self._simt_default()]
             if fam == "gemm" and wgmma16_fits(plan, req.profile):  # 16-bit: the warpgroup MMA, and mma.sync beside it
                 return [wgmma16_design(plan), dict(MMA16)]
+            if fam == "conv_rows":  # plain TF32 and 3xTF32 on staged planes (fp32 grade: first where eager was exact)
+                tf32 = self._default(fam, g, plan, req)
+                both = [tf32, {**tf32, "split": 3, "planes": True}]
+                return both[::-1] if eager_is_fp32_grade(req) else both
             if fam == "conv":  # plain TF32 (what eager's cuDNN runs by default) and 3xTF32 (fp32 grade); the
                 # fp32-grade one first where eager was measured exact here (cuDNN's choice for many shapes)
                 tf32 = self._default(fam, g, plan, req)
@@ -612,6 +631,12 @@ class ExpertAgent:
                 out = [{**base, "waves": w} for w in kn.get("pool_waves", [0, 4, 16])]
         elif fam in REWRITES:  # no knobs: their kernels read at the copy's speed as designed
             out = []
+        elif fam == "conv_rows":  # half the pixels a tile (twice the blocks), then the ring's depth, lead and swizzle
+            if st == "parallel_mapping" and base["BM"] == 128:
+                out = [{**base, "BM": 64}]
+            elif st == "memory_optimization":
+                out = [{**base, "stages": 4}, {**base, "lead": not base.get("lead", False)},
+                       {**base, "swz": not base.get("swz", False)}]
         elif fam == "conv" and base.get("algo") == "direct":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in (128, 512) if b != base.get("block")]
@@ -782,6 +807,10 @@ class ExpertAgent:
             return {"family": "direct_conv", "block": 256, "waves": 8}
         if fam in ("conv_sum", "gemm_sum"):
             return {"family": fam}
+        if fam == "conv_rows":  # the narrowest wgmma tile holding every channel, 128 pixels, the conv's own ring
+            bn = next(b for b in (32, 64, 128, 256) if b >= plan.conv.OC)
+            return {"family": "conv_rows", "layout": "nhwc", "wgmma": True, "swz": True, "BM": 128, "BN": bn,
+                    "WM": 2, "WN": 4, "stages": 3, "split": 1}
         if fam == "conv":  # N: the group's output channels, at most a 128-wide tile
             bn = 128 if plan.OCg > 64 else 64 if plan.OCg > 32 else 32
             d = {"family": "conv", "BM": 128, "BN": bn, "WM": 2, "WN": 4 if bn >= 32 else 1, "stages": 3, "split": 1,
@@ -978,6 +1007,20 @@ class ExpertAgent:
             desc = (f"direct conv{plan.nd}d, exact fp32, " + (
                 f"a thread per output pixel and {k.ocb} output channels, the weight in shared memory" if k.ocb > 1 else
                 "a thread per output (narrow groups)") + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop"))
+        elif fam == "conv_rows":
+            k, split, p = gemm.GemmKnobs.of(params), int(params.get("split", 1)), plan.conv
+            src, smem = conv_rows.render(g, plan, k, split), conv.shared_bytes(p, k, "nhwc")
+            if smem + conv.static_bytes(p, k, "nhwc") > profile.shared_per_block_optin:
+                raise Unsupported("tile does not fit in shared memory")
+            launch = host.Launch("egg_conv", conv.grid(p, k, "nhwc"), (k.threads(True),), conv.arg_order(g, p, True, k.planes),
+                                 smem, align16=conv.aligned16(p, k, "nhwc"))
+            red = ", ".join(r.op for r in plan.reduces)
+            return (src + conv.staging_source(p, tf32=split == 1, planes=k.planes), _staging_launches(p, k.planes) + [(launch, None)],
+                    f"input and weight staged channels last; conv{p.nd}d as implicit GEMM ({'3xTF32 on TF32 planes' if k.planes else 'TF32'} "
+                    f"wgmma), tile {k.BM} pixels x all {p.OC} channels ({k.BN} wide), its channel reduction(s) [{red}] in the "
+                    f"epilogue (each thread's columns, then the quad's by shuffles), "
+                    + ("every element stored normalised" if plan.full_output else "one value a pixel stored")
+                    + f", {k.stages}-stage cp.async ring")
         elif fam == "conv" and params.get("tma"):  # channels-last tiles by TMA from a producer warpgroup
             k = gemm.GemmKnobs.of(params)
             src, smem = conv_tma.render(g, plan, k), conv_tma.shared_bytes(plan, k)

@@ -10,12 +10,13 @@ import math
 from dataclasses import dataclass, replace
 
 from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported, _flat, ancestors, unview
-from agents.expert.templates import conv_sum, gemm_sum
+from agents.expert.templates import conv_rows, conv_sum, gemm_sum
 
 PRODUCERS = ("conv", "gemm")
 HEAVY = ("conv", "gemm", "pool", "reduce", "scan", "rnn")
 LEAVES = ("input", "param")
-SINGLE = ("conv", "gemm", "pool", "rows", "grid", "pointwise", "scan", "direct_conv", "recurrent", "conv_sum", "gemm_sum")  # a stage's families
+SINGLE = ("conv", "gemm", "pool", "rows", "grid", "pointwise", "scan", "direct_conv", "recurrent", "conv_sum", "gemm_sum",
+          "conv_rows")  # a stage's families
 MAX_STAGES = 1024  # a transformer block is a dozen regions, a VGG-16 two dozen, a ResNet-101 trained-mode
 # (batch statistics) several hundred
 
@@ -261,12 +262,13 @@ def plan_program(g: OpGraph, plan_graph, depth: int = 0, failed: dict | None = N
 def _plan_program(g: OpGraph, plan_graph, depth: int) -> Program:
     why = "no tensor to cut at"
     mids = candidates(g)
-    for fam_sum, find in (("conv_sum", conv_sum.find), ("gemm_sum", gemm_sum.find)):
-        if find(g) is None:  # a conv or matmul only summed (no output kept): first the cut that keeps them together
-            continue
+    for fam_sum, find, part in (("conv_sum", conv_sum.find, conv_sum.find), ("gemm_sum", gemm_sum.find, gemm_sum.find),
+                                ("conv_rows", conv_rows.reduces_channels, conv_rows.find)):
+        if not find(g):  # a conv or matmul only summed (no output kept), a conv's channels reduced: first the cut
+            continue  # that keeps them together
         for mid in mids:
             c = cut_at(g, mid, depth)
-            if c is None or find(c[0]) is None:
+            if c is None or not part(c[0]):
                 continue
             try:
                 fam1, plan1 = plan_graph(c[0], single=True)

@@ -367,7 +367,7 @@ def render_fitting(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: st
 
 
 def _render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str, ksplit: tuple[int, int] = (0, 1),
-            args: str | None = None) -> str:
+            args: str | None = None, epilogue: str | None = None) -> str:
     T = k.threads(True)
     A, B = operands(p, k, layout)
     args = args or kernel_args(g, p)
@@ -393,8 +393,11 @@ def _render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str, kspl
             setup = _setup_nhwc(p, k) + (_gather_fast_setup(p, k, T, A) if _gather_fast(p, T, A) else "")
             xl, wl = (plane_sizes(p) if k.planes else (0, 0))
             return kernel_source_wgmma("egg_conv", kernel_args(g, p), k, A, B, p.Mg, p.OCg, p.Kg, setup,
-                                       _store(g, p, "nhwc"), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem, xl),
-                                       tiles=phases_first(p, k), b_lo=wl)
+                                       "" if epilogue else _store(g, p, "nhwc"),
+                                       a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem, xl),
+                                       tiles=phases_first(p, k), b_lo=wl, epilogue=epilogue)
+        if epilogue:
+            raise Unsupported("an epilogue over the tile's columns runs on the warpgroup MMA")
         if k.planes:
             raise Unsupported("the staged planes are read by the warpgroup MMA")
         return kernel_source("egg_conv", args, k, A, B, p.Mg, p.OCg, p.Kg, _setup_nhwc(p, k),

@@ -725,7 +725,7 @@ def fold_of(KT: int, fold: int) -> int:
 
 def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int,
                         setup: str, store: str, a_loader=None, b_loader=None, tiles: str | None = None,
-                        b_lo: int = 0) -> str:
+                        b_lo: int = 0, epilogue: str | None = None) -> str:
     """kernel_source's contract (setup, loaders, store with `acc[mi][ni][2 * h + e]` at row m, column n)
     on `wgmma.m64nNk8.tf32`: BM / 64 warpgroups, each 64 rows by all BN columns; both tiles in the
     canonical no-swizzle layout (Operand.canon), so the tensor cores read them straight from shared
@@ -733,7 +733,8 @@ def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Opera
     (the convolution's staging): a ring slot holds both planes of both tiles (the a_loader copies A's two,
     the low one A.elems after the high one; B's low plane lies `b_lo` floats after its high one), three
     MMAs a k-step into a per-fold sum as the planes GEMM does (render_planes), K run in whole folds
-    (pieces past K zero-filled)."""
+    (pieces past K zero-filled). `epilogue`: the kernel's end after the MMAs in place of the per-element
+    `store` (conv_rows: reductions over the tile's columns)."""
     if not (A.canon and B.canon) or BK != 32:
         raise Unsupported("wgmma reads canonical k-contiguous tiles")
     if k.BM % 64 or k.BM > 256 or k.BN not in (32, *WGMMA_NS) or k.stages < 3:
@@ -797,7 +798,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
         }}
 {bottom}    }}
     wgmma_wait0();
-{_wg_store(NI, M, N, store, "wg * 64 + wq * 16")}"""
+{epilogue or _wg_store(NI, M, N, store, "wg * 64 + wq * 16")}"""
     steps = plane_products(k.BN, range(0, BK, 8), lambda x, kk: A.desc(f"sA{x}_s", kk), lambda x, kk: B.desc(f"sB{x}_s", kk))
     tiles = f"""            const float* sAh_s = As + (kt % {S}) * {EA} + wg * {64 * BK};
             const float* sAl_s = sAh_s + {A.elems};
@@ -806,7 +807,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
 """
     return f"""{pre}
 extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
-{head}{fold_loop(F, NI, k.lead, wait, top, bottom, tiles, steps)}{_wg_store(NI, M, N, store, "wg * 64 + wq * 16")}"""
+{head}{fold_loop(F, NI, k.lead, wait, top, bottom, tiles, steps)}{epilogue or _wg_store(NI, M, N, store, "wg * 64 + wq * 16")}"""
 
 
 def fold_acc(NI: int) -> str:
