@@ -1,12 +1,14 @@
 """On a GPU: every convolution layout of the expert (in place, channels last, phase-split transposed,
 1x1 as a GEMM, wgmma) at awkward shapes, verified by the real evaluator under the float64 rule; a fused
-level-2 chain; the 3xTF32 GEMM on wgmma (split in registers, or from planes split once in memory); and a profiled candidate whose metrics reach `egg history`.
+level-2 chain; channel reductions in the wgmma conv's epilogue;
+the 3xTF32 GEMM on wgmma (split in registers, or from planes split once in memory); and a profiled candidate whose metrics reach `egg history`.
 `pytest -m gpu`."""
 import pytest
 
 from agents.expert import ExpertAgent
 from state import KernelCandidate
 from tests.test_expert_conv import CASES, TMA_SPECS, WHOLE_SPECS, _task
+from tests.test_expert_conv_rows import CASES as ROW_CASES
 
 pytestmark = pytest.mark.gpu
 
@@ -215,3 +217,25 @@ def test_a_programs_kernels_are_timed_one_by_one(tmp_egg, evaluator):
     assert ev.verdict.value == "correct", ev.reason
     assert list(ev.kernel_ms) == cand.kernel_names and all(ms > 0 for ms in ev.kernel_ms.values())
     assert sum(ev.kernel_ms.values()) < 3 * ev.timing.median_ms + 0.05, (ev.kernel_ms, ev.timing)
+
+
+@pytest.mark.parametrize("case", ROW_CASES, ids=["min", "softmax_T2", "logsumexp_T3", "mean"])
+def test_channel_reductions_in_the_epilogue_verify(tmp_egg, evaluator, case):
+    """conv_rows on the GPU: the quad shuffles and the D fragment's columns as the hardware has them (the CPU
+    emulator models both); 3xTF32 on planes always correct, plain TF32 where eager's cuDNN ran TF32."""
+    from hardware_profiles.profile import detect
+    spec, expr, _, _ = case
+    path = _task(tmp_egg, *spec, expr)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path), detect())
+    assert fam == "conv_rows"
+    base = agent._default(fam, g, plan, None)
+    variants = [{**base, "split": 3, "planes": True}, {**base, "split": 3, "planes": True, "BM": 64, "lead": True}, base]
+    cands = []
+    for i, v in enumerate(variants):
+        pk = agent.emit(g, fam, plan, v, detect())
+        cands.append(KernelCandidate(id=f"c{i}", stage="algorithm_design", cuda_source=pk.cuda_source, host_code=pk.host_code,
+                                     kernel_names=pk.kernel_names, params=pk.params, compile_options=pk.compile_options,
+                                     family=pk.family))
+    evs = evaluator.evaluate(str(path), cands, None)
+    _judged_as_eager_allows(evs, variants)
