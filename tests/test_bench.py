@@ -192,3 +192,8 @@ def test_results_by_family_show_each_familys_least_and_median_roofline():
     from artifacts.bench_report import op_family
     assert op_family(["aten::avg_pool2d"]) == "pool" and op_family(["aten::max_pool3d_with_indices"]) == "pool"
     assert op_family(["aten::native_batch_norm"]) == "norm" and op_family(["aten::relu"]) == "pointwise"
+    # a kernel family's task is counted under its operator's family (its own row keeps the kernel's name)
+    for r in run.results[:3]:
+        r.family = "conv_rows"
+    md = markdown(run)
+    assert "| conv | 3 |" in md and "| conv_rows |" in md and "| conv_rows | 3 |" not in md
