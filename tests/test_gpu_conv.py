@@ -1,6 +1,6 @@
 """On a GPU: every convolution layout of the expert (in place, channels last, phase-split transposed,
 1x1 as a GEMM, wgmma) at awkward shapes, verified by the real evaluator under the float64 rule; a fused
-level-2 chain; channel reductions in the wgmma conv's epilogue;
+level-2 chain; channel and position reductions in the wgmma conv's epilogue;
 the 3xTF32 GEMM on wgmma (split in registers, or from planes split once in memory); and a profiled candidate whose metrics reach `egg history`.
 `pytest -m gpu`."""
 import pytest
@@ -8,6 +8,7 @@ import pytest
 from agents.expert import ExpertAgent
 from state import KernelCandidate
 from tests.test_expert_conv import CASES, TMA_SPECS, WHOLE_SPECS, _task
+from tests.test_expert_conv_pooled import CASES as POOLED_CASES
 from tests.test_expert_conv_rows import CASES as ROW_CASES
 
 pytestmark = pytest.mark.gpu
@@ -219,16 +220,17 @@ def test_a_programs_kernels_are_timed_one_by_one(tmp_egg, evaluator):
     assert sum(ev.kernel_ms.values()) < 3 * ev.timing.median_ms + 0.05, (ev.kernel_ms, ev.timing)
 
 
-@pytest.mark.parametrize("case", ROW_CASES, ids=["min", "softmax_T2", "logsumexp_T3", "mean"])
-def test_channel_reductions_in_the_epilogue_verify(tmp_egg, evaluator, case):
-    """conv_rows on the GPU: the quad shuffles and the D fragment's columns as the hardware has them (the CPU
-    emulator models both); 3xTF32 on planes always correct, plain TF32 where eager's cuDNN ran TF32."""
+@pytest.mark.parametrize("case", [(c[0], c[1], "conv_rows") for c in ROW_CASES] + [(*c, "conv_pooled") for c in POOLED_CASES],
+                         ids=["min", "softmax_T2", "logsumexp_T3", "mean", "gelu_mean", "adaptive", "conv3d_sum", "T2_mean"])
+def test_reductions_in_the_conv_epilogue_verify(tmp_egg, evaluator, case):
+    """conv_rows and conv_pooled on the GPU: the shuffles and the D fragment's rows and columns as the hardware has
+    them (the CPU emulator models both); 3xTF32 on planes always correct, plain TF32 where eager's cuDNN ran TF32."""
     from hardware_profiles.profile import detect
-    spec, expr, _, _ = case
+    spec, expr, family = case
     path = _task(tmp_egg, *spec, expr)
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(path), detect())
-    assert fam == "conv_rows"
+    assert fam == family
     base = agent._default(fam, g, plan, None)
     variants = [{**base, "split": 3, "planes": True}, {**base, "split": 3, "planes": True, "BM": 64, "lead": True}, base]
     cands = []

@@ -17,7 +17,7 @@ from agents.expert.codegen import CLUSTER_PRELUDE, PRELUDE
 from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
 from agents.expert.templates.scan import BOOL_PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported, ancestors, export_graph
-from agents.expert.templates import (conv, conv_rows, conv_short, conv_sum, conv_tma, direct_conv, gemm, gemm_sum, gemm_tf32,
+from agents.expert.templates import (conv, conv_pooled, conv_rows, conv_short, conv_sum, conv_tma, direct_conv, gemm, gemm_sum, gemm_tf32,
                                     gemm_wgmma16, gridreduce, pointwise, pool, recurrent, rowwise, scan)
 from tasks import load_task, materialize
 
@@ -426,6 +426,10 @@ class ExpertAgent:
                         return "conv_rows", conv_rows.plan_conv_rows(g)
                     except Unsupported:
                         pass
+                    try:  # a conv summed over its positions after a chain no box sum takes: the sums in its epilogue
+                        return "conv_pooled", conv_pooled.plan_conv_pooled(g)
+                    except Unsupported:
+                        pass
                 try:
                     p = conv.plan_conv(g, narrow_ok=True)
                 except Unsupported:
@@ -524,6 +528,11 @@ class ExpertAgent:
                    f"MMA, a tile holding every channel, the reduction(s) over the channels "
                    f"[{', '.join(r.op for r in plan.reduces)}] and the pointwise steps around them in the epilogue: the "
                    f"conv's output never written")
+        elif fam == "conv_pooled":
+            p = plan.conv
+            how = (f"conv{p.nd}d as an implicit GEMM (M={p.M} pixels, N={p.OC} channels, K={p.Kg}) on the warpgroup MMA, its "
+                   f"sum over the {plan.osp} positions taken in the epilogue (a tile's sums by image), then a kernel adding "
+                   f"the tiles' sums with the chain after: the conv's output never written")
         elif fam == "direct_conv":
             how = (f"a direct conv{plan.nd}d ({plan.groups} group(s) of {plan.OCg} output channel(s)): a thread per "
                    f"output sums {plan.Cg} channel(s) over the {plan.ker} window, the pointwise chain fused")
@@ -570,7 +579,8 @@ class ExpertAgent:
                 return [self._default(fam, g, plan, req), self._simt_default()]
             if fam == "gemm" and wgmma16_fits(plan, req.profile):  # 16-bit: the warpgroup MMA, and mma.sync beside it
                 return [wgmma16_design(plan), dict(MMA16)]
-            if fam == "conv_rows":  # plain TF32 and 3xTF32 on staged planes (fp32 grade: first where eager was exact)
+            if fam in ("conv_rows", "conv_pooled"):  # plain TF32 and 3xTF32 on staged planes (fp32 grade: first where
+                # eager was exact)
                 tf32 = self._default(fam, g, plan, req)
                 both = [tf32, {**tf32, "split": 3, "planes": True}]
                 return both[::-1] if eager_is_fp32_grade(req) else both
@@ -631,7 +641,7 @@ class ExpertAgent:
                 out = [{**base, "waves": w} for w in kn.get("pool_waves", [0, 4, 16])]
         elif fam in REWRITES:  # no knobs: their kernels read at the copy's speed as designed
             out = []
-        elif fam == "conv_rows":  # half the pixels a tile (twice the blocks), then the ring's depth, lead and swizzle
+        elif fam in ("conv_rows", "conv_pooled"):  # half the pixels a tile (twice the blocks), then the ring's knobs
             if st == "parallel_mapping" and base["BM"] == 128:
                 out = [{**base, "BM": 64}]
             elif st == "memory_optimization":
@@ -807,9 +817,9 @@ class ExpertAgent:
             return {"family": "direct_conv", "block": 256, "waves": 8}
         if fam in ("conv_sum", "gemm_sum"):
             return {"family": fam}
-        if fam == "conv_rows":  # the narrowest wgmma tile holding every channel, 128 pixels, the conv's own ring
+        if fam in ("conv_rows", "conv_pooled"):  # the narrowest wgmma tile holding every channel, 128 pixels, a ring
             bn = next(b for b in (32, 64, 128, 256) if b >= plan.conv.OC)
-            return {"family": "conv_rows", "layout": "nhwc", "wgmma": True, "swz": True, "BM": 128, "BN": bn,
+            return {"family": fam, "layout": "nhwc", "wgmma": True, "swz": True, "BM": 128, "BN": bn,
                     "WM": 2, "WN": 4, "stages": 3, "split": 1}
         if fam == "conv":  # N: the group's output channels, at most a 128-wide tile
             bn = 128 if plan.OCg > 64 else 64 if plan.OCg > 32 else 32
@@ -1021,6 +1031,23 @@ class ExpertAgent:
                     f"epilogue (each thread's columns, then the quad's by shuffles), "
                     + ("every element stored normalised" if plan.full_output else "one value a pixel stored")
                     + f", {k.stages}-stage cp.async ring")
+        elif fam == "conv_pooled":
+            k, split, p = gemm.GemmKnobs.of(params), int(params.get("split", 1)), plan.conv
+            src, smem = conv_pooled.render(g, plan, k, split), conv.shared_bytes(p, k, "nhwc")
+            if smem + conv.static_bytes(p, k, "nhwc") + k.BM // 16 * 2 * k.BN * 4 > profile.shared_per_block_optin:
+                raise Unsupported("tile does not fit in shared memory")
+            part = conv_pooled.partials_node(plan, k)
+            launch = host.Launch("egg_conv", conv.grid(p, k, "nhwc"), (k.threads(True),), conv.arg_order(g, p, True, k.planes),
+                                 smem, align16=conv.aligned16(p, k, "nhwc"))
+            sums = host.Launch("egg_conv_pool", conv_pooled.pool_grid(plan, sms), (conv_pooled.POOL_BLOCK,),
+                               [part] + launch.tensors, 0)
+            return (src + conv.staging_source(p, tf32=split == 1, planes=k.planes),
+                    _staging_launches(p, k.planes) + [(launch, part), (sums, None)],
+                    f"input and weight staged channels last; conv{p.nd}d as implicit GEMM ({'3xTF32 on TF32 planes' if k.planes else 'TF32'} "
+                    f"wgmma), tile {k.BM} pixels x all {p.OC} channels ({k.BN} wide), its sum over the {plan.osp} positions in the "
+                    f"epilogue (by image, a tile's rows by shuffles and its warps in shared memory: {conv_pooled.tiles(plan, k)} "
+                    f"tiles' sums), then a kernel adding them in tile order with the chain after the sum; the conv's output "
+                    f"never written, {k.stages}-stage cp.async ring")
         elif fam == "conv" and params.get("tma"):  # channels-last tiles by TMA from a producer warpgroup
             k = gemm.GemmKnobs.of(params)
             src, smem = conv_tma.render(g, plan, k), conv_tma.shared_bytes(plan, k)

@@ -392,7 +392,7 @@ def _render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str, kspl
                 raise Unsupported("wgmma runs plain TF32, or 3xTF32 on the staged planes (split 3 with planes)")
             setup = _setup_nhwc(p, k) + (_gather_fast_setup(p, k, T, A) if _gather_fast(p, T, A) else "")
             xl, wl = (plane_sizes(p) if k.planes else (0, 0))
-            return kernel_source_wgmma("egg_conv", kernel_args(g, p), k, A, B, p.Mg, p.OCg, p.Kg, setup,
+            return kernel_source_wgmma("egg_conv", args, k, A, B, p.Mg, p.OCg, p.Kg, setup,
                                        "" if epilogue else _store(g, p, "nhwc"),
                                        a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem, xl),
                                        tiles=phases_first(p, k), b_lo=wl, epilogue=epilogue)

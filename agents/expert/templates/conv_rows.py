@@ -56,13 +56,19 @@ def reduces_channels(g: OpGraph) -> bool:
     return False
 
 
-def plan_conv_rows(g: OpGraph) -> ConvRowsPlan:
-    cv = find(g)
+def only_conv_and(g: OpGraph, cv: Node | None, what: str) -> Node:
+    """`cv`, the one conv of `g` that `what` (its epilogue's reduction) follows, where nothing but pointwise steps and
+    reductions lies beside them."""
     if cv is None:
-        raise Unsupported("no reduction over a convolution's channels")
+        raise Unsupported(f"no convolution with a {what}")
     bad = [n for n in g.nodes if n.kind not in ("input", "param", "pw", "reduce", "conv")]
     if bad:
-        raise Unsupported(f"a {bad[0].kind} beside the conv and its channel reductions")
+        raise Unsupported(f"a {bad[0].kind} beside the conv and its {what}")
+    return cv
+
+
+def plan_conv_rows(g: OpGraph) -> ConvRowsPlan:
+    cv = only_conv_and(g, find(g), "reduction over its channels")
     full = tuple(cv.shape)
     n_full = math.prod(full)
     n_red = n_full // full[1]
@@ -115,22 +121,34 @@ def _ordered(g: OpGraph, reduces: list) -> list:
     return sorted(reduces, key=lambda r: at[id(r)])
 
 
+def thread_rows(p: ConvPlan, rows: str) -> list[str]:
+    """The channels-last wgmma tile's two rows of this thread (g + 8h below `rows`): whether each is a pixel
+    (`live_h`), its image and its output pixel, from the block's `rowinfo`."""
+    F = p.nd + 2
+    out = []
+    for h in range(2):
+        out += [f"    const int* oinfo_{h} = rowinfo + (int)({rows} + g + {8 * h}) * {F};",
+                f"    const bool live_{h} = oinfo_{h}[0] >= 0;  // image -1: a row past this phase's pixels",
+                f"    const long long img_{h} = live_{h} ? oinfo_{h}[0] : 0, pix_{h} = live_{h} ? oinfo_{h}[{F - 1}] : 0;"]
+    return out
+
+
+def conv_value(p: ConvPlan, h: int) -> str:
+    """The conv's value (its bias added) in register (ni, h, e) of the D fragment, at channel `oc`."""
+    a = f"acc[0][ni][{2 * h} + e]"
+    return f"({a} + to_f({p.bias.name}[oc]))" if p.bias is not None else a
+
+
 def epilogue(g: OpGraph, plan: ConvRowsPlan, NI: int, rows: str) -> str:
     """The wgmma conv's epilogue (in place of gemm_tf32._wg_store) over a tile holding every channel."""
     p = plan.conv
-    F, osp, OC = p.nd + 2, plan.osp, p.OC
-    bias = p.bias
-    lines = ["    cp_async_wait<0>();"]
-    for h in range(2):  # the thread's two rows (pixels)
-        lines += [f"    const int* oinfo_{h} = rowinfo + (int)({rows} + g + {8 * h}) * {F};",
-                  f"    const bool live_{h} = oinfo_{h}[0] >= 0;  // image -1: a row past this phase's pixels",
-                  f"    const long long img_{h} = live_{h} ? oinfo_{h}[0] : 0, pix_{h} = live_{h} ? oinfo_{h}[{F - 1}] : 0;"]
+    osp, OC = plan.osp, p.OC
+    lines = ["    cp_async_wait<0>();"] + thread_rows(p, rows)
 
     def special(h: int):
         def sp(n):
             if n is p.conv:
-                a = f"acc[0][ni][{2 * h} + e]"
-                return f"({a} + to_f({bias.name}[oc]))" if bias is not None else a
+                return conv_value(p, h)
             if any(n is r for r in plan.reduces):
                 return f"red{_index(plan, n)}_{h}"
             return None
