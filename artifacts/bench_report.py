@@ -25,8 +25,9 @@ FAMILIES = (  # (family, aten op name fragments): the first that matches a task'
 )
 
 
-KERNEL_FAMILY = {"conv_rows": "conv", "conv_pooled": "conv", "conv_sum": "conv", "direct_conv": "conv", "gemm_sum": "gemm"}  # by-family rows:
-# the operator's family (issue 17 judges level 2's convolution-led tasks together, whichever kernel took them)
+KERNEL_FAMILY = {"conv_rows": "conv", "conv_pooled": "conv", "conv_stats": "conv", "conv_sum": "conv", "direct_conv": "conv",
+                 "gemm_sum": "gemm"}  # by-family rows: the operator's family (issue 17 judges level 2's convolution-led
+# tasks together, whichever kernel took them)
 
 
 def op_family(ops: list[str]) -> str:

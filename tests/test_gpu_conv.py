@@ -1,6 +1,6 @@
 """On a GPU: every convolution layout of the expert (in place, channels last, phase-split transposed,
 1x1 as a GEMM, wgmma) at awkward shapes, verified by the real evaluator under the float64 rule; a fused
-level-2 chain; channel and position reductions in the wgmma conv's epilogue;
+level-2 chain; channel, position and batch reductions in the wgmma conv's epilogue;
 the 3xTF32 GEMM on wgmma (split in registers, or from planes split once in memory); and a profiled candidate whose metrics reach `egg history`.
 `pytest -m gpu`."""
 import pytest
@@ -10,6 +10,7 @@ from state import KernelCandidate
 from tests.test_expert_conv import CASES, TMA_SPECS, WHOLE_SPECS, _task
 from tests.test_expert_conv_pooled import CASES as POOLED_CASES
 from tests.test_expert_conv_rows import CASES as ROW_CASES
+from tests.test_expert_conv_stats import CASES as STATS_CASES
 
 pytestmark = pytest.mark.gpu
 
@@ -220,14 +221,10 @@ def test_a_programs_kernels_are_timed_one_by_one(tmp_egg, evaluator):
     assert sum(ev.kernel_ms.values()) < 3 * ev.timing.median_ms + 0.05, (ev.kernel_ms, ev.timing)
 
 
-@pytest.mark.parametrize("case", [(c[0], c[1], "conv_rows") for c in ROW_CASES] + [(*c, "conv_pooled") for c in POOLED_CASES],
-                         ids=["min", "softmax_T2", "logsumexp_T3", "mean", "gelu_mean", "adaptive", "conv3d_sum", "T2_mean"])
-def test_reductions_in_the_conv_epilogue_verify(tmp_egg, evaluator, case):
-    """conv_rows and conv_pooled on the GPU: the shuffles and the D fragment's rows and columns as the hardware has
-    them (the CPU emulator models both); 3xTF32 on planes always correct, plain TF32 where eager's cuDNN ran TF32."""
+def _epilogue_family_verifies(evaluator, path, family):
+    """A task whose conv reduces its tile in the epilogue, planned as `family`: 3xTF32 on planes at two tiles (the
+    second with the ring a tile further ahead) always correct, plain TF32 where eager's cuDNN ran TF32."""
     from hardware_profiles.profile import detect
-    spec, expr, family = case
-    path = _task(tmp_egg, *spec, expr)
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(path), detect())
     assert fam == family
@@ -239,5 +236,21 @@ def test_reductions_in_the_conv_epilogue_verify(tmp_egg, evaluator, case):
         cands.append(KernelCandidate(id=f"c{i}", stage="algorithm_design", cuda_source=pk.cuda_source, host_code=pk.host_code,
                                      kernel_names=pk.kernel_names, params=pk.params, compile_options=pk.compile_options,
                                      family=pk.family))
-    evs = evaluator.evaluate(str(path), cands, None)
-    _judged_as_eager_allows(evs, variants)
+    _judged_as_eager_allows(evaluator.evaluate(str(path), cands, None), variants)
+
+
+@pytest.mark.parametrize("case", [(c[0], c[1], "conv_rows") for c in ROW_CASES] + [(*c, "conv_pooled") for c in POOLED_CASES],
+                         ids=["min", "softmax_T2", "logsumexp_T3", "mean", "gelu_mean", "adaptive", "conv3d_sum", "T2_mean"])
+def test_reductions_in_the_conv_epilogue_verify(tmp_egg, evaluator, case):
+    """conv_rows and conv_pooled on the GPU: the shuffles and the D fragment's rows and columns as the hardware has
+    them (the CPU emulator models both)."""
+    spec, expr, family = case
+    _epilogue_family_verifies(evaluator, _task(tmp_egg, *spec, expr), family)
+
+
+@pytest.mark.parametrize("case", STATS_CASES, ids=["scale", "relu_shift", "T2_phased", "conv3d"])
+def test_batch_statistics_from_the_conv_epilogue_verify(tmp_egg, evaluator, case):
+    """conv_stats on the GPU, in training mode as KernelBench runs it: the tiles' statistics and their combination
+    as the hardware computes them."""
+    from tests.test_expert_conv_stats import _path
+    _epilogue_family_verifies(evaluator, _path(tmp_egg, *case), "conv_stats")

@@ -17,11 +17,12 @@ from agents.expert.codegen import CLUSTER_PRELUDE, PRELUDE
 from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
 from agents.expert.templates.scan import BOOL_PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported, ancestors, export_graph
-from agents.expert.templates import (conv, conv_pooled, conv_rows, conv_short, conv_sum, conv_tma, direct_conv, gemm, gemm_sum, gemm_tf32,
+from agents.expert.templates import (conv, conv_pooled, conv_rows, conv_short, conv_stats, conv_sum, conv_tma, direct_conv, gemm, gemm_sum, gemm_tf32,
                                     gemm_wgmma16, gridreduce, pointwise, pool, recurrent, rowwise, scan)
 from tasks import load_task, materialize
 
 
+EPILOGUE_CONVS = ("conv_rows", "conv_pooled", "conv_stats")  # a wgmma conv reducing its tile in the epilogue
 RNN_NAMES = {"lstm": "LSTM", "gru": "GRU", "tanh": "RNN (tanh)", "relu": "RNN (relu)"}
 
 
@@ -430,6 +431,10 @@ class ExpertAgent:
                         return "conv_pooled", conv_pooled.plan_conv_pooled(g)
                     except Unsupported:
                         pass
+                    try:  # a conv and a training-mode BatchNorm: the batch statistics from the epilogue
+                        return "conv_stats", conv_stats.plan_conv_stats(g)
+                    except Unsupported:
+                        pass
                 try:
                     p = conv.plan_conv(g, narrow_ok=True)
                 except Unsupported:
@@ -533,6 +538,11 @@ class ExpertAgent:
             how = (f"conv{p.nd}d as an implicit GEMM (M={p.M} pixels, N={p.OC} channels, K={p.Kg}) on the warpgroup MMA, its "
                    f"sum over the {plan.osp} positions taken in the epilogue (a tile's sums by image), then a kernel adding "
                    f"the tiles' sums with the chain after: the conv's output never written")
+        elif fam == "conv_stats":
+            p = plan.conv
+            how = (f"conv{p.nd}d as an implicit GEMM (M={p.Mg} pixels, N={p.OC} channels, K={p.Kg}) on the warpgroup MMA, "
+                   f"the batch's mean and variance of each channel taken from the epilogue's registers tile by tile, "
+                   f"combined in order, then applied in one pass over the stored value")
         elif fam == "direct_conv":
             how = (f"a direct conv{plan.nd}d ({plan.groups} group(s) of {plan.OCg} output channel(s)): a thread per "
                    f"output sums {plan.Cg} channel(s) over the {plan.ker} window, the pointwise chain fused")
@@ -579,7 +589,7 @@ class ExpertAgent:
                 return [self._default(fam, g, plan, req), self._simt_default()]
             if fam == "gemm" and wgmma16_fits(plan, req.profile):  # 16-bit: the warpgroup MMA, and mma.sync beside it
                 return [wgmma16_design(plan), dict(MMA16)]
-            if fam in ("conv_rows", "conv_pooled"):  # plain TF32 and 3xTF32 on staged planes (fp32 grade: first where
+            if fam in EPILOGUE_CONVS:  # plain TF32 and 3xTF32 on staged planes (fp32 grade: first where
                 # eager was exact)
                 tf32 = self._default(fam, g, plan, req)
                 both = [tf32, {**tf32, "split": 3, "planes": True}]
@@ -641,7 +651,7 @@ class ExpertAgent:
                 out = [{**base, "waves": w} for w in kn.get("pool_waves", [0, 4, 16])]
         elif fam in REWRITES:  # no knobs: their kernels read at the copy's speed as designed
             out = []
-        elif fam in ("conv_rows", "conv_pooled"):  # half the pixels a tile (twice the blocks), then the ring's knobs
+        elif fam in EPILOGUE_CONVS:  # half the pixels a tile (twice the blocks), then the ring's knobs
             if st == "parallel_mapping" and base["BM"] == 128:
                 out = [{**base, "BM": 64}]
             elif st == "memory_optimization":
@@ -817,7 +827,7 @@ class ExpertAgent:
             return {"family": "direct_conv", "block": 256, "waves": 8}
         if fam in ("conv_sum", "gemm_sum"):
             return {"family": fam}
-        if fam in ("conv_rows", "conv_pooled"):  # the narrowest wgmma tile holding every channel, 128 pixels, a ring
+        if fam in EPILOGUE_CONVS:  # the narrowest wgmma tile holding every channel, 128 pixels, a ring
             bn = next(b for b in (32, 64, 128, 256) if b >= plan.conv.OC)
             return {"family": fam, "layout": "nhwc", "wgmma": True, "swz": True, "BM": 128, "BN": bn,
                     "WM": 2, "WN": 4, "stages": 3, "split": 1}
@@ -1048,6 +1058,24 @@ class ExpertAgent:
                     f"epilogue (by image, a tile's rows by shuffles and its warps in shared memory: {conv_pooled.tiles(plan, k)} "
                     f"tiles' sums), then a kernel adding them in tile order with the chain after the sum; the conv's output "
                     f"never written, {k.stages}-stage cp.async ring")
+        elif fam == "conv_stats":
+            k, split, p = gemm.GemmKnobs.of(params), int(params.get("split", 1)), plan.conv
+            src, smem = conv_stats.render(g, plan, k, split), conv.shared_bytes(p, k, "nhwc")
+            if smem + conv.static_bytes(p, k, "nhwc") + (k.BM // 16 + 1) * k.BN * 4 + 4 > profile.shared_per_block_optin:
+                raise Unsupported("tile does not fit in shared memory")
+            ybuf, st = conv_stats.buffer_node(plan, k), conv_stats.stats_node(plan)
+            launch = host.Launch("egg_conv", conv.grid(p, k, "nhwc"), (k.threads(True),), conv.arg_order(g, p, True, k.planes),
+                                 smem, align16=conv.aligned16(p, k, "nhwc"))
+            combine = host.Launch("egg_conv_stats", (p.OC,), (conv_stats.STATS_BLOCK,), [ybuf], 0)
+            apply = host.Launch("egg_conv_apply", conv_stats.apply_grid(plan, sms, tpsm), (conv_stats.APPLY_BLOCK,),
+                                [ybuf, st] + launch.tensors, 0)
+            return (src + conv.staging_source(p, tf32=split == 1, planes=k.planes),
+                    _staging_launches(p, k.planes) + [(launch, ybuf), (combine, st), (apply, None)],
+                    f"input and weight staged channels last; conv{p.nd}d as implicit GEMM ({'3xTF32 on TF32 planes' if k.planes else 'TF32'} "
+                    f"wgmma), tile {k.BM} pixels x all {p.OC} channels ({k.BN} wide): its epilogue stores the value to normalise "
+                    f"and takes each tile's batch statistics from its registers (a sum, then the squares around the tile's "
+                    f"mean); a kernel combining the {conv_stats.blocks(plan, k)} tiles' in a fixed order (Chan's update), "
+                    f"then one applying them: two passes over the conv's output where a program makes four")
         elif fam == "conv" and params.get("tma"):  # channels-last tiles by TMA from a producer warpgroup
             k = gemm.GemmKnobs.of(params)
             src, smem = conv_tma.render(g, plan, k), conv_tma.shared_bytes(plan, k)

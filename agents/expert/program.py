@@ -16,7 +16,7 @@ PRODUCERS = ("conv", "gemm")
 HEAVY = ("conv", "gemm", "pool", "reduce", "scan", "rnn")
 LEAVES = ("input", "param")
 SINGLE = ("conv", "gemm", "pool", "rows", "grid", "pointwise", "scan", "direct_conv", "recurrent", "conv_sum", "gemm_sum",
-          "conv_rows", "conv_pooled")  # a stage's families
+          "conv_rows", "conv_pooled", "conv_stats")  # a stage's families
 MAX_STAGES = 1024  # a transformer block is a dozen regions, a VGG-16 two dozen, a ResNet-101 trained-mode
 # (batch statistics) several hundred
 

@@ -1,0 +1,235 @@
+"""A convolution followed by a training-mode BatchNorm (the batch's mean and variance of each channel over the
+images and positions), a pointwise chain before and after: level 2 tasks 52 and 73 (conv, BatchNorm, a scale).
+
+As a program it is a conv writing y, a pass reading y for the mean, one for the variance, and one applying them:
+four passes over the largest tensor. Here the wgmma conv's epilogue stores y and takes each tile's statistics from
+its registers (a sum, then the squared deviations around the tile's own mean: two passes over registers, no
+cancellation), `egg_conv_stats` combines the tiles' (count, mean, M2) per channel (Chan's formula, in a fixed
+order: deterministic), and `egg_conv_apply` reads y once more for the output: two passes. The tiles' statistics
+sit after y in one buffer (a launch writes one tensor)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from agents.expert.codegen import CTYPE, Emitter
+from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported
+from agents.expert.templates import conv
+from agents.expert.templates.conv import ConvPlan, plan_of
+from agents.expert.templates.conv_rows import MAX_CHANNELS, conv_value, only_conv_and, thread_rows
+
+STATS_BLOCK = 256
+APPLY_BLOCK = 256
+
+
+@dataclass
+class ConvStatsPlan:
+    conv: ConvPlan
+    x: Node  # the value whose batch statistics are taken (the conv, or a chain on it)
+    r1: Node  # its sum over the images and positions
+    r2: Node  # the sum of its squared deviations from r1 / n
+
+    @property
+    def osp(self) -> int:
+        return math.prod(self.conv.out_sp)
+
+    @property
+    def ny(self) -> int:  # y's elements, before the tiles' statistics in the same buffer
+        return self.conv.N * self.conv.OC * self.osp
+
+
+def _is(n, kind: str, op: str | None = None) -> bool:
+    return isinstance(n, Node) and n.kind == kind and (op is None or n.op == op)
+
+
+def find(g: OpGraph) -> tuple[Node, Node, Node, Node] | None:
+    """(conv, x, r1, r2) where g's two reductions are a batch mean's sum and its variance's squared deviations."""
+    cs = [n for n in g.nodes if n.kind == "conv"]
+    rs = [n for n in g.nodes if n.kind == "reduce"]
+    if len(cs) != 1 or len(rs) != 2:
+        return None
+    cv = cs[0]
+    dims = (0, *range(2, len(cv.shape)))
+    if any(r.op != "sum" or tuple(r.dims) != dims or tuple(r.args[0].shape) != tuple(cv.shape) for r in rs):
+        return None
+    r1, r2 = rs
+    x, sq = r1.args[0], r2.args[0]
+    n = math.prod(cv.shape) // cv.shape[1]
+    if not (_is(sq, "pw", "mul") and sq.args[0] is sq.args[1] and _is(sq.args[0], "pw", "sub")):
+        return None
+    d = sq.args[0]
+    m = d.args[1]
+    if not (d.args[0] is x and _is(m, "pw", "div") and m.args[0] is r1 and m.args[1] == float(n)):
+        return None
+    return cv, x, r1, r2
+
+
+def plan_conv_stats(g: OpGraph) -> ConvStatsPlan:
+    got = find(g)
+    only_conv_and(g, got[0] if got else None, "batch mean and variance of its channels")
+    cv, x, r1, r2 = got
+    for n in g.nodes:
+        if n.kind == "pw" and n.op in REMAPS:
+            raise Unsupported(f"{n.op} around the conv's batch statistics")
+    if tuple(g.output.shape) != tuple(cv.shape):
+        raise Unsupported("an output other than the conv's shape")
+    stack, seen = [g.output], set()  # the output reads the conv only through x (y is all the last kernel has)
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, Node) or id(n) in seen or n is x or n is r1 or n is r2:
+            continue
+        seen.add(id(n))
+        if n is cv:
+            raise Unsupported("an output that reads the conv other than through the normalised value")
+        stack.extend(n.args)
+    p = plan_of(cv)
+    if p.groups != 1 or p.OC > MAX_CHANNELS:
+        raise Unsupported(f"a conv of {p.groups} group(s), {p.OC} channels: a block holds one group's <= {MAX_CHANNELS}")
+    if conv.default_layout(p) != "nhwc":
+        raise Unsupported("a conv the channels-last implicit GEMM does not take first")
+    return ConvStatsPlan(p, x, r1, r2)
+
+
+def blocks(plan: ConvStatsPlan, k) -> int:
+    return math.prod(conv.grid(plan.conv, k, "nhwc"))
+
+
+def buffer_node(plan: ConvStatsPlan, k) -> Node:
+    """y, then each block's statistics: OC sums, OC squared deviations around its own mean, its pixel count."""
+    return Node(f"{plan.conv.conv.name}_ystats", "input", dtype="float32",
+                shape=(plan.ny + blocks(plan, k) * (2 * plan.conv.OC + 1),))
+
+
+def stats_node(plan: ConvStatsPlan) -> Node:
+    """Per channel the whole batch's sum, then its squared deviations from the mean."""
+    return Node(f"{plan.conv.conv.name}_stats", "input", shape=(2 * plan.conv.OC,), dtype="float32")
+
+
+def epilogue(g: OpGraph, plan: ConvStatsPlan, k) -> str:
+    p, NI, W = plan.conv, k.BN // 8, k.BM // 16
+    osp, OC, S = plan.osp, p.OC, 2 * p.OC + 1
+    rows = "wg * 64 + wq * 16"
+
+    def value(h: int, pre: str) -> tuple[list[str], str]:
+        em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", lambda n: conv_value(p, h) if n is p.conv else None,
+                     prefix=f"{pre}{h}_")
+        v = em.value(plan.x, "oi")
+        return em.lines, v
+
+    def columns(body) -> list[str]:
+        """A pass over the thread's columns: `body(h)` the statements for row h at channel oc (index oi)."""
+        out = [f"    #pragma unroll\n    for (int ni = 0; ni < {NI}; ++ni)",
+               "        #pragma unroll\n        for (int e = 0; e < 2; ++e) {",
+               "            const long long oc = ni * 8 + 2 * t + e;", "            float s = 0.0f;"]
+        for h in range(2):
+            out += [f"            if (live_{h} && oc < {OC}LL) {{",
+                    f"                const long long oi = (img_{h} * {OC}LL + oc) * {osp}LL + pix_{h};",
+                    *("                " + ln for ln in body(h)), "            }"]
+        return out + ["            #pragma unroll",
+                      "            for (int l = 4; l < 32; l <<= 1) s += __shfl_xor_sync(0xffffffffu, s, l);  // the column's 8 lanes",
+                      "            if (g == 0) st_red[tid >> 5][ni * 8 + 2 * t + e] = s;", "        }"]
+
+    def first(h):
+        lines, v = value(h, "a")
+        return lines + [f"out[oi] = {v};  // y", f"s += {v};"]
+
+    def second(h):
+        lines, v = value(h, "b")
+        return lines + [f"const float dv = {v} - st_mean[oc];", "s += dv * dv;"]
+
+    lin = "((long long)blockIdx.x + (long long)gridDim.x * (blockIdx.y + (long long)gridDim.y * blockIdx.z))"
+    return "\n".join(
+        ["    cp_async_wait<0>();", f"    __shared__ float st_red[{W}][{k.BN}];", f"    __shared__ float st_mean[{k.BN}];",
+         "    __shared__ int st_n;", f"    float* st = out + {plan.ny}LL + {lin} * {S}LL;  // this block's statistics",
+         *thread_rows(p, rows),
+         f"    if (tid == 0) {{ int c = 0; for (int r = 0; r < {k.BM}; ++r) c += rowinfo[r * {p.nd + 2}] >= 0; st_n = c; }}",
+         *columns(first), "    __syncthreads();",
+         f"    for (int c = tid; c < {OC}; c += {k.threads(True)}) {{",
+         f"        float s = 0.0f;\n        for (int w = 0; w < {W}; ++w) s += st_red[w][c];",
+         "        st[c] = s;", "        st_mean[c] = st_n > 0 ? s / (float)st_n : 0.0f;", "    }",
+         f"    if (tid == 0) st[{2 * OC}] = (float)st_n;",
+         "    __syncthreads();", *columns(second), "    __syncthreads();",
+         f"    for (int c = tid; c < {OC}; c += {k.threads(True)}) {{",
+         f"        float s = 0.0f;\n        for (int w = 0; w < {W}; ++w) s += st_red[w][c];",
+         f"        st[{OC} + c] = s;", "    }", "}", ""])
+
+
+def render(g: OpGraph, plan: ConvStatsPlan, k, split: int) -> str:
+    """`egg_conv` (y and the blocks' statistics), `egg_conv_stats` (their combination), `egg_conv_apply`."""
+    p = plan.conv
+    if not k.wgmma or k.BN < p.OC:
+        raise Unsupported("the batch statistics need the warpgroup MMA's tile over every channel")
+    args = "float* __restrict__ out, " + conv.kernel_args(g, p).split(", ", 1)[1]
+    src = conv._render(g, p, k, split, "nhwc", args=args, epilogue=epilogue(g, plan, k))
+    return src + stats_source(plan, k) + apply_source(g, plan)
+
+
+def stats_source(plan: ConvStatsPlan, k) -> str:
+    """`egg_conv_stats(out, Y)`: a block a channel; each thread folds every 256th block's (count, mean, M2) in
+    block order, then a tree in shared memory (Chan et al.'s pairwise update): out[c] the batch's sum,
+    out[OC + c] its squared deviations from the batch mean."""
+    OC, S, B, T = plan.conv.OC, 2 * plan.conv.OC + 1, blocks(plan, k), STATS_BLOCK
+    fold = """{{
+    const float nb = {nb}, nab = na + nb;
+    if (nb > 0.0f) {{
+        const float d = {mb} - ma;
+        ma += d * (nb / nab); m2 += {m2b} + d * d * (na * nb / nab); na = nab;
+    }}
+}}"""
+    own = fold.format(nb="P[b * {S}LL + {OC2}]", mb="(P[b * {S}LL + c] / P[b * {S}LL + {OC2}])", m2b="P[b * {S}LL + {OC} + c]")
+    own = own.replace("{S}", str(S)).replace("{OC2}", str(2 * OC)).replace("{OC}", str(OC))
+    other = fold.format(nb="sn[tid + w]", mb="sm[tid + w]", m2b="s2[tid + w]")
+    return f"""
+extern "C" __global__ void __launch_bounds__({T}) egg_conv_stats(float* __restrict__ out, const float* __restrict__ Y) {{
+    __shared__ float sn[{T}], sm[{T}], s2[{T}];
+    const int c = blockIdx.x, tid = threadIdx.x;
+    const float* P = Y + {plan.ny}LL;
+    float na = 0.0f, ma = 0.0f, m2 = 0.0f;
+    for (long long b = tid; b < {B}LL; b += {T})
+        {_indent(own, 8)}
+    sn[tid] = na; sm[tid] = ma; s2[tid] = m2;
+    __syncthreads();
+    for (int w = {T // 2}; w > 0; w >>= 1) {{
+        if (tid < w)
+            {_indent(other, 12)}
+        __syncthreads();
+        if (tid < w) {{ sn[tid] = na; sm[tid] = ma; s2[tid] = m2; }}
+        __syncthreads();
+    }}
+    if (tid == 0) {{ out[c] = ma * na; out[{OC} + c] = m2; }}
+}}
+"""
+
+
+def _indent(code: str, n: int) -> str:
+    return code.replace("\n", "\n" + " " * n)
+
+
+def apply_source(g: OpGraph, plan: ConvStatsPlan) -> str:
+    """`egg_conv_apply(out, Y, ST, <the conv's arguments>)`: the output from y and the batch statistics."""
+    p, osp, OC = plan.conv, plan.osp, plan.conv.OC
+
+    def special(n):
+        if n is plan.x:
+            return "Y[i]"
+        if n is plan.r1:
+            return "ST[oc]"
+        if n is plan.r2:
+            return f"ST[{OC} + oc]"
+        return None
+    em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", special, prefix="e")
+    v = em.value(g.output, "i")
+    args = conv.kernel_args(g, p).split(", ", 1)
+    return f"""
+extern "C" __global__ void __launch_bounds__({APPLY_BLOCK}) egg_conv_apply({args[0]}, const float* __restrict__ Y, const float* __restrict__ ST, {args[1]}) {{
+    for (long long i = (long long)blockIdx.x * {APPLY_BLOCK} + threadIdx.x; i < {plan.ny}LL; i += (long long)gridDim.x * {APPLY_BLOCK}) {{
+        const long long oc = (i / {osp}LL) % {OC}LL;
+{em.take("        ")}
+        out[i] = from_f<{CTYPE[g.output.dtype]}>({v});
+    }}
+}}
+"""
+
+
+def apply_grid(plan: ConvStatsPlan, sms: int, tpsm: int) -> tuple[int]:
+    return (max(1, min(-(-plan.ny // APPLY_BLOCK), sms * (tpsm // APPLY_BLOCK) * 8)),)

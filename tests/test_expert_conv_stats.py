@@ -1,0 +1,79 @@
+"""A conv and a training-mode BatchNorm (agents/expert/templates/conv_stats.py): the batch statistics of each channel
+from the wgmma conv's epilogue (tile sums, then squared deviations around the tile's mean), combined in a fixed
+order, then applied in one pass; run on the CPU emulator against a float64 truth, and level 2 tasks 52 and 73
+planned as it."""
+import pytest
+
+from agents.expert import ExpertAgent
+from agents.expert.opgraph import Unsupported, export_graph
+from agents.expert.templates import conv_stats
+from hardware_profiles import load_profile
+from runtime.compile import compile_check
+from tasks import load_task
+from tests import cpu_emulator
+from tests.codegen_golden import KB
+
+TEMPLATE = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = {conv}
+        self.bn = nn.BatchNorm{nd}d({cout})
+        nn.init.uniform_(self.bn.weight, 0.5, 1.5)
+        nn.init.uniform_(self.bn.bias, -0.5, 0.5)
+    def forward(self, x):
+        return {expr}
+def get_inputs():
+    return [torch.randn({shape})]
+def get_init_inputs():
+    return []
+"""
+CASES = [  # conv module, BatchNorm dims, channels, input shape, expression
+    ("nn.Conv2d(8, 16, 3, padding=1)", 2, 16, "3, 8, 9, 15", "self.bn(self.conv(x)) * 2.0"),
+    ("nn.Conv2d(8, 24, 3)", 2, 24, "2, 8, 11, 13", "self.bn(torch.relu(self.conv(x)) + 0.5)"),
+    ("nn.ConvTranspose2d(8, 16, 4, stride=2, padding=1)", 2, 16, "2, 8, 5, 6", "torch.sigmoid(self.bn(self.conv(x)))"),
+    ("nn.Conv3d(8, 12, 2)", 3, 12, "2, 8, 5, 4, 6", "self.bn(self.conv(x)) - 1.0"),
+]
+
+
+def _path(tmp, conv, nd, cout, shape, expr):
+    p = tmp / "bn.py"
+    p.write_text(TEMPLATE.format(conv=conv, nd=nd, cout=cout, shape=shape, expr=expr))
+    return p
+
+
+@pytest.mark.parametrize("case", CASES, ids=["scale", "relu_shift", "T2_phased", "conv3d"])
+@pytest.mark.parametrize("knobs", [{"split": 3, "planes": True}, {"split": 3, "planes": True, "BM": 64, "swz": False}],
+                         ids=["planes", "planes_bm64"])
+def test_batch_statistics_from_the_epilogue_match_a_float64_truth(tmp_egg, case, knobs):
+    """fp32 grade (3xTF32 on planes): a pixel missed or counted twice, a tile's count or mean wrong, or the tiles
+    combined wrongly moves the mean or the variance by far more than fp32 rounding."""
+    path = _path(tmp_egg, *case)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path), load_profile("h200"))
+    assert fam == "conv_stats", fam
+    pk = agent.emit(g, fam, plan, {**agent._default(fam, g, plan, None), **knobs}, load_profile("h200"))
+    assert pk.kernel_names[-3:] == ["egg_conv", "egg_conv_stats", "egg_conv_apply"]
+    assert compile_check(pk.cuda_source, pk.compile_options, "sm_90a").ok
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
+    assert err < 16 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_an_eval_batchnorm_or_another_reduction_is_not_this(tmp_egg):
+    """Running statistics (eval mode) are an affine step the conv family fuses; a variance of another form is not
+    the batch norm's."""
+    p = _path(tmp_egg, "nn.Conv2d(8, 16, 3)", 2, 16, "2, 8, 9, 9", "self.conv(x).var(dim=(0, 2, 3), keepdim=True) + self.conv(x)")
+    with pytest.raises(Unsupported):
+        conv_stats.plan_conv_stats(export_graph(load_task(p)))
+    agent = ExpertAgent()
+    assert agent._plan(str(_path(tmp_egg, "nn.Conv2d(8, 16, 3)", 2, 16, "2, 8, 9, 9", "self.bn.eval()(self.conv(x))")),
+                       load_profile("h200"))[1] == "conv"
+
+
+@pytest.mark.skipif(not (KB / "level2").exists(), reason="KernelBench not beside the checkout")
+@pytest.mark.parametrize("task", ["52_Conv2d_Activation_BatchNorm", "73_Conv2d_BatchNorm_Scaling"])
+def test_kernelbench_conv_batchnorm_tasks_take_the_statistics_from_the_epilogue(task):
+    assert ExpertAgent()._plan(str(KB / "level2" / f"{task}.py"), load_profile("h200"))[1] == "conv_stats"
