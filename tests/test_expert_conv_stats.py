@@ -77,3 +77,20 @@ def test_an_eval_batchnorm_or_another_reduction_is_not_this(tmp_egg):
 @pytest.mark.parametrize("task", ["52_Conv2d_Activation_BatchNorm", "73_Conv2d_BatchNorm_Scaling"])
 def test_kernelbench_conv_batchnorm_tasks_take_the_statistics_from_the_epilogue(task):
     assert ExpertAgent()._plan(str(KB / "level2" / f"{task}.py"), load_profile("h200"))[1] == "conv_stats"
+
+
+def test_as_a_programs_first_kernel(tmp_egg):
+    """Level 2 task 15's shape of graph: the conv and its BatchNorm first (the planner's preferred cut), the mean over
+    the positions subtracted by the next kernel, which reads the applied output."""
+    path = _path(tmp_egg, "nn.ConvTranspose2d(8, 16, 4, stride=2, padding=1)", 2, 16, "2, 8, 5, 6",
+                 "(lambda y: y - y.mean(dim=(2, 3), keepdim=True))(self.bn(self.conv(x)))")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path), load_profile("h200"))
+    assert fam == "program" and [f for _, f, _, _ in plan.stages()] == ["conv_stats", "rows"]
+    sg, sfam, splan, _ = plan.stages()[0]
+    pk = agent.emit(g, fam, plan, {**agent._default(sfam, sg, splan, None), "split": 3, "planes": True}, load_profile("h200"))
+    assert "egg_conv_apply" in pk.kernel_names
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
+    assert err < 16 * max(eager_err, 2 ** -24), (err, eager_err)

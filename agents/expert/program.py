@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, replace
 
 from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported, _flat, ancestors, unview
-from agents.expert.templates import conv_rows, conv_sum, gemm_sum
+from agents.expert.templates import conv_rows, conv_stats, conv_sum, gemm_sum
 
 PRODUCERS = ("conv", "gemm")
 HEAVY = ("conv", "gemm", "pool", "reduce", "scan", "rnn")
@@ -263,7 +263,8 @@ def _plan_program(g: OpGraph, plan_graph, depth: int) -> Program:
     why = "no tensor to cut at"
     mids = candidates(g)
     for fam_sum, find, part in (("conv_sum", conv_sum.find, conv_sum.find), ("gemm_sum", gemm_sum.find, gemm_sum.find),
-                                ("conv_rows", conv_rows.reduces_channels, conv_rows.find)):
+                                ("conv_rows", conv_rows.reduces_channels, conv_rows.find),
+                                ("conv_stats", conv_stats.follows_conv, conv_stats.find)):
         if not find(g):  # a conv or matmul only summed (no output kept), a conv's channels reduced: first the cut
             continue  # that keeps them together
         for mid in mids:

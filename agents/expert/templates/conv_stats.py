@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, Emitter
-from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported
+from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported, ancestors
 from agents.expert.templates import conv
 from agents.expert.templates.conv import ConvPlan, plan_of
 from agents.expert.templates.conv_rows import MAX_CHANNELS, conv_value, only_conv_and, thread_rows
@@ -62,6 +62,18 @@ def find(g: OpGraph) -> tuple[Node, Node, Node, Node] | None:
     if not (d.args[0] is x and _is(m, "pw", "div") and m.args[0] is r1 and m.args[1] == float(n)):
         return None
     return cv, x, r1, r2
+
+
+def follows_conv(g: OpGraph) -> bool:
+    """Whether some reduction of `g` (a program's graph) sums a conv-shaped tensor over its images and positions
+    downstream of a conv: a batch norm's statistics, whose cut first keeps them with the conv."""
+    convs = [n for n in g.nodes if n.kind == "conv"]
+    for r in g.nodes:
+        if r.kind == "reduce" and tuple(r.dims) == (0, *range(2, len(r.args[0].shape))):
+            anc = ancestors(r)
+            if any(id(c) in anc and tuple(r.args[0].shape) == tuple(c.shape) for c in convs):
+                return True
+    return False
 
 
 def plan_conv_stats(g: OpGraph) -> ConvStatsPlan:
