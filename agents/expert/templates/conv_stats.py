@@ -181,16 +181,11 @@ def stats_source(plan: ConvStatsPlan, k) -> str:
     block order, then a tree in shared memory (Chan et al.'s pairwise update): out[c] the batch's sum,
     out[OC + c] its squared deviations from the batch mean."""
     OC, S, B, T = plan.conv.OC, 2 * plan.conv.OC + 1, blocks(plan, k), STATS_BLOCK
-    fold = """{{
-    const float nb = {nb}, nab = na + nb;
-    if (nb > 0.0f) {{
-        const float d = {mb} - ma;
-        ma += d * (nb / nab); m2 += {m2b} + d * d * (na * nb / nab); na = nab;
-    }}
-}}"""
-    own = fold.format(nb="P[b * {S}LL + {OC2}]", mb="(P[b * {S}LL + c] / P[b * {S}LL + {OC2}])", m2b="P[b * {S}LL + {OC} + c]")
-    own = own.replace("{S}", str(S)).replace("{OC2}", str(2 * OC)).replace("{OC}", str(OC))
-    other = fold.format(nb="sn[tid + w]", mb="sm[tid + w]", m2b="s2[tid + w]")
+    def fold(nb: str, mb: str, m2b: str) -> str:  # (na, ma, m2) <- (na, ma, m2) merged with (nb, mb, m2b)
+        return (f"{{\n    const float nb = {nb}, nab = na + nb;\n    if (nb > 0.0f) {{\n        const float d = {mb} - ma;\n"
+                f"        ma += d * (nb / nab); m2 += {m2b} + d * d * (na * nb / nab); na = nab;\n    }}\n}}")
+    own = fold(f"P[b * {S}LL + {2 * OC}]", f"(P[b * {S}LL + c] / P[b * {S}LL + {2 * OC}])", f"P[b * {S}LL + {OC} + c]")
+    other = fold("sn[tid + w]", "sm[tid + w]", "s2[tid + w]")
     return f"""
 extern "C" __global__ void __launch_bounds__({T}) egg_conv_stats(float* __restrict__ out, const float* __restrict__ Y) {{
     __shared__ float sn[{T}], sm[{T}], s2[{T}];
