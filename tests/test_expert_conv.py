@@ -529,7 +529,8 @@ def test_a_conv_only_summed_over_its_positions_is_box_sums_of_its_input(tmp_egg,
 @pytest.mark.skipif(shutil.which("nvcc") is None or not (KB / "level2").exists(), reason="no nvcc or no KernelBench")
 def test_kernelbench_77s_batchnorm_mean_in_either_mode(tmp_egg):
     """Level 2 task 77 (conv_transpose3d 5x5x5, x2, BatchNorm3d, global mean) at its own size. As KernelBench
-    runs it (training mode) the BatchNorm's variance needs the conv's output: a program. As an inference
+    runs it (training mode) the BatchNorm's variance needs the conv's output: a program, whose first kernel takes
+    the batch statistics from the conv's epilogue (conv_stats; the conv alone without wgmma). As an inference
     model (its module put in eval mode) the BatchNorm is affine and the mean is box sums with a single box
     (125 taps > the 64 sums a thread holds, but one distinct box); compiles without spills."""
     from agents.expert.templates import conv_sum
@@ -538,7 +539,11 @@ def test_kernelbench_77s_batchnorm_mean_in_either_mode(tmp_egg):
     path = next(p for p in find_task_files([KB / "level2"]) if p.stem.startswith("77_"))
     agent = ExpertAgent()
     _, fam, plan = agent._plan(str(path))
+    assert fam == "program" and plan.stages()[0][1] == "conv_stats"
+    from hardware_profiles import load_profile
+    _, fam, plan = agent._plan(str(path), load_profile("a100_80gb"))
     assert fam == "program" and plan.stages()[0][1] == "conv"
+    agent = ExpertAgent()
     src = path.read_text()
     anchor = "self.global_avg_pool = nn.AdaptiveAvgPool3d((1, 1, 1))"
     assert src.count(anchor) == 1

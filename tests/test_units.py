@@ -52,8 +52,9 @@ def test_units_compile_in_parallel_and_errors_keep_their_line(tmp_egg, monkeypat
 
 
 def test_a_program_in_units_runs_on_the_emulator(tmp_egg, monkeypatch):
-    """A conv + training BatchNorm + ReLU program cut into units (the cut lowered so it splits): the same
-    kernels, the same launches, matching float64."""
+    """A conv + training BatchNorm + ReLU program (planned for a GPU without wgmma: with it the task is one
+    conv_stats kernel) cut into units (the cut lowered so it splits): the same kernels, the same launches,
+    matching float64."""
     from agents.expert import ExpertAgent
     from hardware_profiles import load_profile
     from tests import cpu_emulator
@@ -63,7 +64,7 @@ def test_a_program_in_units_runs_on_the_emulator(tmp_egg, monkeypatch):
                  "    def forward(self, x):\n        return torch.relu(self.bn(self.conv(x)))\n"
                  "def get_inputs():\n    return [torch.randn(2, 4, 9, 7)]\ndef get_init_inputs():\n    return []\n")
     agent = ExpertAgent()
-    g, fam, plan = agent._plan(str(p))
+    g, fam, plan = agent._plan(str(p), load_profile("a100_80gb"))
     assert fam == "program"
     st = plan.stages()
     params = agent._default(st[plan.tuned][1], st[plan.tuned][0], st[plan.tuned][2], None, load_profile("h200"))
