@@ -22,7 +22,8 @@ from agents.expert.templates import (conv, conv_pooled, conv_rows, conv_short, c
 from tasks import load_task, materialize
 
 
-EPILOGUE_CONVS = ("conv_rows", "conv_pooled", "conv_stats")  # a wgmma conv reducing its tile in the epilogue
+# a wgmma conv reducing its tile in the epilogue: each module's plan_<family>, render, static_bytes, after, summary, how
+EPILOGUE_CONVS = {"conv_rows": conv_rows, "conv_pooled": conv_pooled, "conv_stats": conv_stats}
 RNN_NAMES = {"lstm": "LSTM", "gru": "GRU", "tanh": "RNN (tanh)", "relu": "RNN (relu)"}
 
 
@@ -422,17 +423,11 @@ class ExpertAgent:
                     return "conv_sum", conv_sum.plan_conv_sum(g)
                 except Unsupported:
                     pass
-                if self.wgmma:
-                    try:  # a conv whose channels are reduced right after it: the reductions in its epilogue
-                        return "conv_rows", conv_rows.plan_conv_rows(g)
-                    except Unsupported:
-                        pass
-                    try:  # a conv summed over its positions after a chain no box sum takes: the sums in its epilogue
-                        return "conv_pooled", conv_pooled.plan_conv_pooled(g)
-                    except Unsupported:
-                        pass
-                    try:  # a conv and a training-mode BatchNorm: the batch statistics from the epilogue
-                        return "conv_stats", conv_stats.plan_conv_stats(g)
+                # a conv whose channels are reduced right after it, summed over its positions after a chain no box
+                # sum takes, or followed by a training-mode BatchNorm: the reduction in its wgmma epilogue
+                for ef, mod in (EPILOGUE_CONVS.items() if self.wgmma else ()):
+                    try:
+                        return ef, getattr(mod, f"plan_{ef}")(g)  # plan_conv_rows, plan_conv_pooled, plan_conv_stats
                     except Unsupported:
                         pass
                 try:
@@ -527,22 +522,10 @@ class ExpertAgent:
             how = (f"the ({q.M} x {q.K}) @ ({q.K} x {q.N}) matmul's sum over its {q.N} columns without the matmul: "
                    f"the weight summed over its columns once (one read), then a warp per row of A taking the dot "
                    f"product with those sums, the chain after the sum fused (exact fp32, memory-bound)")
-        elif fam == "conv_rows":
+        elif fam in EPILOGUE_CONVS:
             p = plan.conv
-            how = (f"conv{p.nd}d as an implicit GEMM (M={p.Mg} pixels a phase, N={p.OC} channels, K={p.Kg}) on the warpgroup "
-                   f"MMA, a tile holding every channel, the reduction(s) over the channels "
-                   f"[{', '.join(r.op for r in plan.reduces)}] and the pointwise steps around them in the epilogue: the "
-                   f"conv's output never written")
-        elif fam == "conv_pooled":
-            p = plan.conv
-            how = (f"conv{p.nd}d as an implicit GEMM (M={p.M} pixels, N={p.OC} channels, K={p.Kg}) on the warpgroup MMA, its "
-                   f"sum over the {plan.osp} positions taken in the epilogue (a tile's sums by image), then a kernel adding "
-                   f"the tiles' sums with the chain after: the conv's output never written")
-        elif fam == "conv_stats":
-            p = plan.conv
-            how = (f"conv{p.nd}d as an implicit GEMM (M={p.Mg} pixels, N={p.OC} channels, K={p.Kg}) on the warpgroup MMA, "
-                   f"the batch's mean and variance of each channel taken from the epilogue's registers tile by tile, "
-                   f"combined in order, then applied in one pass over the stored value")
+            how = (f"conv{p.nd}d as an implicit GEMM (M={p.Mg} pixels{' a phase' if p.phased else ''}, N={p.OC} channels, "
+                   f"K={p.Kg}) on the warpgroup MMA, " + EPILOGUE_CONVS[fam].how(plan))
         elif fam == "direct_conv":
             how = (f"a direct conv{plan.nd}d ({plan.groups} group(s) of {plan.OCg} output channel(s)): a thread per "
                    f"output sums {plan.Cg} channel(s) over the {plan.ker} window, the pointwise chain fused")
@@ -1027,55 +1010,19 @@ class ExpertAgent:
             desc = (f"direct conv{plan.nd}d, exact fp32, " + (
                 f"a thread per output pixel and {k.ocb} output channels, the weight in shared memory" if k.ocb > 1 else
                 "a thread per output (narrow groups)") + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop"))
-        elif fam == "conv_rows":
-            k, split, p = gemm.GemmKnobs.of(params), int(params.get("split", 1)), plan.conv
-            src, smem = conv_rows.render(g, plan, k, split), conv.shared_bytes(p, k, "nhwc")
-            if smem + conv.static_bytes(p, k, "nhwc") > profile.shared_per_block_optin:
+        elif fam in EPILOGUE_CONVS:  # the channels-last wgmma conv with its template's epilogue and launches after it
+            mod, k, split, p = EPILOGUE_CONVS[fam], gemm.GemmKnobs.of(params), int(params.get("split", 1)), plan.conv
+            src, smem = mod.render(g, plan, k, split), conv.shared_bytes(p, k, "nhwc")
+            if smem + conv.static_bytes(p, k, "nhwc") + mod.static_bytes(plan, k) > profile.shared_per_block_optin:
                 raise Unsupported("tile does not fit in shared memory")
             launch = host.Launch("egg_conv", conv.grid(p, k, "nhwc"), (k.threads(True),), conv.arg_order(g, p, True, k.planes),
                                  smem, align16=conv.aligned16(p, k, "nhwc"))
-            red = ", ".join(r.op for r in plan.reduces)
-            return (src + conv.staging_source(p, tf32=split == 1, planes=k.planes), _staging_launches(p, k.planes) + [(launch, None)],
-                    f"input and weight staged channels last; conv{p.nd}d as implicit GEMM ({'3xTF32 on TF32 planes' if k.planes else 'TF32'} "
-                    f"wgmma), tile {k.BM} pixels x all {p.OC} channels ({k.BN} wide), its channel reduction(s) [{red}] in the "
-                    f"epilogue (each thread's columns, then the quad's by shuffles), "
-                    + ("every element stored normalised" if plan.full_output else "one value a pixel stored")
-                    + f", {k.stages}-stage cp.async ring")
-        elif fam == "conv_pooled":
-            k, split, p = gemm.GemmKnobs.of(params), int(params.get("split", 1)), plan.conv
-            src, smem = conv_pooled.render(g, plan, k, split), conv.shared_bytes(p, k, "nhwc")
-            if smem + conv.static_bytes(p, k, "nhwc") + k.BM // 16 * 2 * k.BN * 4 > profile.shared_per_block_optin:
-                raise Unsupported("tile does not fit in shared memory")
-            part = conv_pooled.partials_node(plan, k)
-            launch = host.Launch("egg_conv", conv.grid(p, k, "nhwc"), (k.threads(True),), conv.arg_order(g, p, True, k.planes),
-                                 smem, align16=conv.aligned16(p, k, "nhwc"))
-            sums = host.Launch("egg_conv_pool", conv_pooled.pool_grid(plan, sms), (conv_pooled.POOL_BLOCK,),
-                               [part] + launch.tensors, 0)
+            writes, later = mod.after(plan, k, launch.tensors, sms, tpsm)
             return (src + conv.staging_source(p, tf32=split == 1, planes=k.planes),
-                    _staging_launches(p, k.planes) + [(launch, part), (sums, None)],
+                    _staging_launches(p, k.planes) + [(launch, writes)] +
+                    [(host.Launch(name, grid, block, reads, 0), w) for name, grid, block, reads, w in later],
                     f"input and weight staged channels last; conv{p.nd}d as implicit GEMM ({'3xTF32 on TF32 planes' if k.planes else 'TF32'} "
-                    f"wgmma), tile {k.BM} pixels x all {p.OC} channels ({k.BN} wide), its sum over the {plan.osp} positions in the "
-                    f"epilogue (by image, a tile's rows by shuffles and its warps in shared memory: {conv_pooled.tiles(plan, k)} "
-                    f"tiles' sums), then a kernel adding them in tile order with the chain after the sum; the conv's output "
-                    f"never written, {k.stages}-stage cp.async ring")
-        elif fam == "conv_stats":
-            k, split, p = gemm.GemmKnobs.of(params), int(params.get("split", 1)), plan.conv
-            src, smem = conv_stats.render(g, plan, k, split), conv.shared_bytes(p, k, "nhwc")
-            if smem + conv.static_bytes(p, k, "nhwc") + (k.BM // 16 + 1) * k.BN * 4 + 4 > profile.shared_per_block_optin:
-                raise Unsupported("tile does not fit in shared memory")
-            ybuf, st = conv_stats.buffer_node(plan, k), conv_stats.stats_node(plan)
-            launch = host.Launch("egg_conv", conv.grid(p, k, "nhwc"), (k.threads(True),), conv.arg_order(g, p, True, k.planes),
-                                 smem, align16=conv.aligned16(p, k, "nhwc"))
-            combine = host.Launch("egg_conv_stats", (p.OC,), (conv_stats.STATS_BLOCK,), [ybuf], 0)
-            apply = host.Launch("egg_conv_apply", conv_stats.apply_grid(plan, sms, tpsm), (conv_stats.APPLY_BLOCK,),
-                                [ybuf, st] + launch.tensors, 0)
-            return (src + conv.staging_source(p, tf32=split == 1, planes=k.planes),
-                    _staging_launches(p, k.planes) + [(launch, ybuf), (combine, st), (apply, None)],
-                    f"input and weight staged channels last; conv{p.nd}d as implicit GEMM ({'3xTF32 on TF32 planes' if k.planes else 'TF32'} "
-                    f"wgmma), tile {k.BM} pixels x all {p.OC} channels ({k.BN} wide): its epilogue stores the value to normalise "
-                    f"and takes each tile's batch statistics from its registers (a sum, then the squares around the tile's "
-                    f"mean); a kernel combining the {conv_stats.blocks(plan, k)} tiles' in a fixed order (Chan's update), "
-                    f"then one applying them: two passes over the conv's output where a program makes four")
+                    f"wgmma), tile {k.BM} pixels x all {p.OC} channels ({k.BN} wide)" + mod.summary(plan, k))
         elif fam == "conv" and params.get("tma"):  # channels-last tiles by TMA from a producer warpgroup
             k = gemm.GemmKnobs.of(params)
             src, smem = conv_tma.render(g, plan, k), conv_tma.shared_bytes(plan, k)

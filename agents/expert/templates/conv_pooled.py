@@ -147,3 +147,25 @@ extern "C" __global__ void __launch_bounds__({POOL_BLOCK}) egg_conv_pool({args[0
 
 def pool_grid(plan: ConvPooledPlan, sms: int) -> tuple[int]:
     return (max(1, min(-(-plan.conv.N * plan.conv.OC // POOL_BLOCK), 16 * sms)),)
+
+
+def static_bytes(plan: ConvPooledPlan, k) -> int:
+    """The epilogue's `pool_red`: two sums a column for each warp."""
+    return k.BM // 16 * 2 * k.BN * 4
+
+
+def after(plan: ConvPooledPlan, k, tensors: list, sms: int, tpsm: int) -> tuple[Node, list]:
+    """The conv kernel writes the tiles' sums; `egg_conv_pool` (reading them and the conv's tensors) the output."""
+    part = partials_node(plan, k)
+    return part, [("egg_conv_pool", pool_grid(plan, sms), (POOL_BLOCK,), [part] + tensors, None)]
+
+
+def summary(plan: ConvPooledPlan, k) -> str:
+    return (f", its sum over the {plan.osp} positions in the epilogue (by image, a tile's rows by shuffles and its warps "
+            f"in shared memory: {tiles(plan, k)} tiles' sums), then a kernel adding them in tile order with the chain "
+            f"after the sum; the conv's output never written, {k.stages}-stage cp.async ring")
+
+
+def how(plan: ConvPooledPlan) -> str:
+    return (f"its sum over the {plan.osp} positions taken in the epilogue (a tile's sums by image), then a kernel adding "
+            f"the tiles' sums with the chain after: the conv's output never written")

@@ -45,15 +45,21 @@ def find(g: OpGraph) -> Node | None:
     return cs[0] if rs and all(tuple(r.dims) == (1,) and tuple(r.args[0].shape) == full for r in rs) else None
 
 
-def reduces_channels(g: OpGraph) -> bool:
-    """Whether some reduction of `g` (a program's graph: many convs) reduces a conv's channels right after it."""
+def reduces_after_conv(g: OpGraph, dims) -> bool:
+    """Whether some reduction of `g` (a program's graph: many convs) reduces a conv-shaped tensor downstream of a
+    conv over `dims(rank)`: the planner's cut then first keeps them together."""
     convs = [n for n in g.nodes if n.kind == "conv"]
     for r in g.nodes:
-        if r.kind == "reduce" and tuple(r.dims) == (1,):
+        if r.kind == "reduce" and tuple(r.dims) == tuple(dims(len(r.args[0].shape))):
             anc = ancestors(r)
             if any(id(c) in anc and tuple(r.args[0].shape) == tuple(c.shape) for c in convs):
                 return True
     return False
+
+
+def reduces_channels(g: OpGraph) -> bool:
+    """A conv's channels reduced right after it (dim 1)."""
+    return reduces_after_conv(g, lambda rank: (1,))
 
 
 def only_conv_and(g: OpGraph, cv: Node | None, what: str) -> Node:
@@ -196,6 +202,27 @@ def render(g: OpGraph, plan: ConvRowsPlan, k, split: int) -> str:
     if not k.wgmma or k.BN < plan.conv.OC:
         raise Unsupported("the channel reductions need the warpgroup MMA's tile over every channel")
     return conv._render(g, plan.conv, k, split, "nhwc", epilogue=epilogue(g, plan, k.BN // 8, "wg * 64 + wq * 16"))
+
+
+def static_bytes(plan: ConvRowsPlan, k) -> int:
+    """The epilogue's own shared memory: none (the quad's shuffles)."""
+    return 0
+
+
+def after(plan: ConvRowsPlan, k, tensors: list, sms: int, tpsm: int) -> tuple[Node | None, list]:
+    """The node the conv kernel writes (None: the output) and the launches after it, as conv_sum.launches gives them."""
+    return None, []
+
+
+def summary(plan: ConvRowsPlan, k) -> str:
+    return (f", its channel reduction(s) [{', '.join(r.op for r in plan.reduces)}] in the epilogue (each thread's columns, "
+            f"then the quad's by shuffles), " + ("every element stored normalised" if plan.full_output else
+                                                  "one value a pixel stored") + f", {k.stages}-stage cp.async ring")
+
+
+def how(plan: ConvRowsPlan) -> str:
+    return (f"a tile holding every channel, the reduction(s) over the channels [{', '.join(r.op for r in plan.reduces)}] "
+            f"and the pointwise steps around them in the epilogue: the conv's output never written")
 
 
 def _index(plan: ConvRowsPlan, n: Node) -> int:

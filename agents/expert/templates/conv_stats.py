@@ -13,10 +13,10 @@ import math
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, Emitter
-from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported, ancestors
+from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported
 from agents.expert.templates import conv
 from agents.expert.templates.conv import ConvPlan, plan_of
-from agents.expert.templates.conv_rows import MAX_CHANNELS, conv_value, only_conv_and, thread_rows
+from agents.expert.templates.conv_rows import MAX_CHANNELS, conv_value, only_conv_and, reduces_after_conv, thread_rows
 
 STATS_BLOCK = 256
 APPLY_BLOCK = 256
@@ -65,15 +65,8 @@ def find(g: OpGraph) -> tuple[Node, Node, Node, Node] | None:
 
 
 def follows_conv(g: OpGraph) -> bool:
-    """Whether some reduction of `g` (a program's graph) sums a conv-shaped tensor over its images and positions
-    downstream of a conv: a batch norm's statistics, whose cut first keeps them with the conv."""
-    convs = [n for n in g.nodes if n.kind == "conv"]
-    for r in g.nodes:
-        if r.kind == "reduce" and tuple(r.dims) == (0, *range(2, len(r.args[0].shape))):
-            anc = ancestors(r)
-            if any(id(c) in anc and tuple(r.args[0].shape) == tuple(c.shape) for c in convs):
-                return True
-    return False
+    """A conv-shaped tensor downstream of a conv summed over its images and positions: a batch norm's statistics."""
+    return reduces_after_conv(g, lambda rank: (0, *range(2, rank)))
 
 
 def plan_conv_stats(g: OpGraph) -> ConvStatsPlan:
@@ -240,3 +233,27 @@ extern "C" __global__ void __launch_bounds__({APPLY_BLOCK}) egg_conv_apply({args
 
 def apply_grid(plan: ConvStatsPlan, sms: int, tpsm: int) -> tuple[int]:
     return (max(1, min(-(-plan.ny // APPLY_BLOCK), sms * (tpsm // APPLY_BLOCK) * 8)),)
+
+
+def static_bytes(plan: ConvStatsPlan, k) -> int:
+    """The epilogue's `st_red` (a sum a column for each warp), `st_mean` and `st_n`."""
+    return (k.BM // 16 + 1) * k.BN * 4 + 4
+
+
+def after(plan: ConvStatsPlan, k, tensors: list, sms: int, tpsm: int) -> tuple[Node, list]:
+    """The conv kernel writes y and the tiles' statistics; `egg_conv_stats` their combination; `egg_conv_apply`
+    (y, the combination and the conv's tensors) the output."""
+    ybuf, st = buffer_node(plan, k), stats_node(plan)
+    return ybuf, [("egg_conv_stats", (plan.conv.OC,), (STATS_BLOCK,), [ybuf], st),
+                  ("egg_conv_apply", apply_grid(plan, sms, tpsm), (APPLY_BLOCK,), [ybuf, st] + tensors, None)]
+
+
+def summary(plan: ConvStatsPlan, k) -> str:
+    return (f": its epilogue stores the value to normalise and takes each tile's batch statistics from its registers (a "
+            f"sum, then the squares around the tile's mean); a kernel combining the {blocks(plan, k)} tiles' in a fixed "
+            f"order (Chan's update), then one applying them: two passes over the conv's output where a program makes four")
+
+
+def how(plan: ConvStatsPlan) -> str:
+    return ("the batch's mean and variance of each channel taken from the epilogue's registers tile by tile, "
+            "combined in order, then applied in one pass over the stored value")
