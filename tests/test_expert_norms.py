@@ -313,6 +313,46 @@ def test_dropout_in_training_mode_is_declined_and_identity_otherwise(tmp_egg):
         assert g.output.op == "relu"
 
 
+DROP_AFTER = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.2)
+    def forward(self, x):
+        x = torch.tanh(x) * 3.0
+        return self.drop({expr})
+def get_inputs():
+    return [torch.randn(4, 50)]
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("expr,kept", [
+    ("torch.clamp(torch.min(x, torch.tensor(0.0)), min=0.0, max=1.0)", True),  # KernelBench L2 83's chain
+    ("torch.clamp(torch.relu(x), max=0.0)", True),
+    ("torch.clamp(torch.min(x, torch.tensor(0.0)), min=-0.5, max=1.0)", False),  # [-0.5, 0]: the mask shows
+    ("torch.clamp(x, min=0.0, max=1.0)", False),
+])
+def test_training_dropout_of_a_value_that_can_only_be_zero_is_the_identity(tmp_egg, expr, kept):
+    """x * mask / (1 - p) is x wherever x is 0 (or NaN): a chain of clamps and min/max that leaves nothing
+    else makes the draw invisible, and the dropout is lowered as the identity; any other value declines."""
+    from agents.expert.opgraph import Unsupported, value_range
+    path = tmp_egg / "drop.py"
+    path.write_text(DROP_AFTER.format(expr=expr))
+    torch.manual_seed(0)
+    model, x = load_task(path).make_model(0), torch.randn(4, 50) * 3
+    draws = [model(x) for _ in range(3)]
+    assert all(torch.equal(d, draws[0]) for d in draws) == kept  # the premise, in torch itself
+    if not kept:
+        with pytest.raises(Unsupported, match="dropout in training mode"):
+            export_graph(load_task(path))
+        return
+    g = export_graph(load_task(path))
+    assert g.output.op == "clamp" and value_range(g.output) == (0.0, 0.0)
+
+
 @pytest.mark.parametrize("module,expr,shape,offset", [
     ("nn.BatchNorm1d(70)", "self.norm(x)", "300, 70", 5.0),  # a GEMM+BatchNorm's statistics: a Welford pair
     ("nn.Identity()", "torch.softmax(x, dim=0)", "130, 45", 0.0),  # an online pair, rows not a multiple of 32

@@ -409,9 +409,40 @@ def lowers(*names):
     return reg
 
 
+def value_range(n) -> tuple[float, float]:
+    """Bounds every non-NaN element of `n` lies within, from the clamps and min/max above it (the rest
+    unbounded): enough to see a value that can only be zero."""
+    if not isinstance(n, Node):
+        return (float(n), float(n)) if isinstance(n, (int, float)) and not isinstance(n, bool) else (-math.inf, math.inf)
+    if n.kind != "pw":
+        return -math.inf, math.inf
+    if n.op == "view":
+        return value_range(n.args[0])
+    lo, hi = value_range(n.args[0]) if n.args else (-math.inf, math.inf)
+
+    def num(i):
+        a = n.args[i] if len(n.args) > i else None
+        return a if isinstance(a, (int, float)) and not isinstance(a, bool) else None
+    bounds = {"clamp": (num(1), num(2)), "clamp_min": (num(1), None), "clamp_max": (None, num(1)),
+              "hardtanh": (num(1) if len(n.args) > 1 else -1.0, num(2) if len(n.args) > 2 else 1.0),
+              "relu": (0.0, None)}
+    if n.op in ("minimum", "maximum"):  # monotonic in each operand: the bounds of the bounds
+        (a, b), (c, d) = value_range(n.args[0]), value_range(n.args[1])
+        f = min if n.op == "minimum" else max
+        return f(a, c), f(b, d)
+    if n.op not in bounds:
+        return -math.inf, math.inf
+    a, b = bounds[n.op]
+    clip = lambda v: min(max(v, a) if a is not None else v, b) if b is not None else (max(v, a) if a is not None else v)  # noqa: E731
+    return clip(lo), clip(hi)  # a clamp is monotonic: the bounds' images bound the image
+
+
 @lowers(*IDENTITY)
 def _identity(o: _Op):
     if o.name in ("dropout", "feature_dropout") and o.arg(2, "train", False) and float(o.arg(1, "p", 0.0) or 0.0) > 0:
+        if value_range(o.x) == (0.0, 0.0):
+            # x * mask / (1 - p) is x for x = 0 (and NaN) whatever the mask: no draw changes the value
+            return o.x
         # a module left in training mode draws a mask on every call: no kernel can be checked against it
         raise Unsupported(f"aten::{o.name} in training mode (random draws inside forward)")
     return o.x
