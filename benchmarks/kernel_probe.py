@@ -5,8 +5,8 @@ from its GEMM). Faster than a bench for learning where a family's time goes.
 
   python3 benchmarks/kernel_probe.py TASK [--reps 20] [--ncu] [--kernels] [--no-compile] [--dump DIR] [--vary '{"layout": "nchw"}' ...]
 
---kernels lists the CUDA kernels eager and torch.compile launch and their times (torch.profiler): which conv
-algorithm cuDNN picked, what Inductor fused around it.
+--kernels lists the CUDA kernels eager, torch.compile and each variant launch and their times (torch.profiler): which
+conv algorithm cuDNN picked, what Inductor fused around it, which of a variant's kernels takes its time.
 
 Each --vary is merged into the expert's default parameters for the task's heavy kernel; none: the
 default alone."""
@@ -119,6 +119,8 @@ def main() -> None:
             got = model(*xs)
             row = {"name": v, "ms": _time(lambda m=model: m(*xs), a.reps), "err": _err(got, truth),  # the numbers first
                    "desc": pk.description, "regs": [(r.name, r.registers) for r in (ev.compile.resources if ev.compile else [])]}
+            if a.kernels:  # where the variant's own time goes, kernel by kernel (a graphed program's too)
+                row["kernels"] = _kernels(lambda m=model: m(*xs))
         if a.ncu:
             del got
             torch.cuda.empty_cache()  # the profiled process needs the memory this one's cache holds (task 87: 12 GB of tensors)

@@ -1,0 +1,70 @@
+"""Which launch of the expert's kernel leaves NaN in what it writes, on the GPU: the verifier fills every buffer a
+candidate allocates with NaN bytes (so an element no kernel writes fails), and a program's failure says only that
+its output had NaN. This runs the default design (or a --vary of it) once on a task's inputs, with the buffers
+poisoned as the verifier does, and after each launch prints how many of its first argument's elements are NaN
+and where the first and last sit.
+
+  python3 benchmarks/nan_probe.py TASK [--vary '{"BM": 64}'] [--seed 7]"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("task")
+    ap.add_argument("--vary", default="{}")
+    ap.add_argument("--seed", type=int, default=7)
+    a = ap.parse_args()
+    import torch
+
+    from agents.expert import ExpertAgent
+    from hardware_profiles.profile import detect
+    from runtime.kernel_api import KernelAPI
+    from runtime.worker import Worker
+    from state import Evaluation, KernelCandidate, Verdict
+
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(a.task)
+    tg, tfam, tplan = g, fam, plan
+    if fam == "program":
+        tg, tfam, tplan, _ = plan.stages()[plan.tuned]
+    prof = detect()
+    pk = agent.emit(g, fam, plan, {**agent._default(tfam, tg, tplan, None), **json.loads(a.vary)}, prof)
+    print(pk.description, pk.params, flush=True)
+    cand = KernelCandidate(id="nan-probe", stage="probe", cuda_source=pk.cuda_source, host_code=pk.host_code,
+                           kernel_names=pk.kernel_names, params=pk.params, compile_options=pk.compile_options,
+                           description=pk.description, family=pk.family, guard_policy=pk.guard_policy)
+    launch = KernelAPI.launch
+
+    def checked(self, name, grid, block, args, shared_mem=0):
+        launch(self, name, grid, block, args, shared_mem)
+        torch.cuda.synchronize()
+        out = args[0]
+        if isinstance(out, torch.Tensor) and out.is_floating_point():
+            bad = torch.isnan(out.reshape(-1)).nonzero().reshape(-1)
+            where = f" first {int(bad[0])} last {int(bad[-1])}" if bad.numel() else ""
+            print(f"{name} grid {grid} block {block}: {bad.numel()} of {out.numel()} NaN{where}", flush=True)
+    KernelAPI.launch = checked
+    w = Worker()
+    w.setup({"task": a.task})
+    ev = Evaluation(candidate_id=cand.id, stage="probe", verdict=Verdict.crashed)
+    loaded = w._load(cand, ev, {"arch": prof.arch})
+    if loaded is None:
+        print("not loaded:", ev.reason)
+        return
+    _, model = loaded
+    xs = w.task.make_inputs(a.seed, "cuda")
+    with torch.no_grad():
+        got = model(*xs)
+        want = w.ref(*xs)
+    print(f"output: {int(torch.isnan(got).sum())} NaN; max abs diff to eager {float((got - want).abs().nan_to_num(0).max()):.3e}")
+
+
+if __name__ == "__main__":
+    main()
