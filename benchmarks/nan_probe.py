@@ -2,7 +2,7 @@
 candidate allocates with NaN bytes (so an element no kernel writes fails), and a program's failure says only that
 its output had NaN. This runs the default design (or a --vary of it) once on a task's inputs, with the buffers
 poisoned as the verifier does, and after each launch prints how many of its first argument's elements are NaN
-and where the first and last sit.
+and the first and last of them.
 
   python3 benchmarks/nan_probe.py TASK [--vary '{"BM": 64}'] [--seed 7]"""
 from __future__ import annotations
@@ -48,7 +48,7 @@ def main() -> None:
         out = args[0]
         if isinstance(out, torch.Tensor) and out.is_floating_point():
             bad = torch.isnan(out.reshape(-1)).nonzero().reshape(-1)
-            where = f" first {int(bad[0])} last {int(bad[-1])}" if bad.numel() else ""
+            where = f" at {bad[:12].tolist()} ... {bad[-4:].tolist()}" if bad.numel() else ""
             print(f"{name} grid {grid} block {block}: {bad.numel()} of {out.numel()} NaN{where}", flush=True)
     KernelAPI.launch = checked
     w = Worker()
