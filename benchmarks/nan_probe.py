@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -20,6 +21,8 @@ def main() -> None:
     ap.add_argument("task")
     ap.add_argument("--vary", default="{}")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--decode", help="a shape (e.g. 16,32,31,63,63) the first elements of each buffer are read as: "
+                    "NaN counts along each of its dims")
     a = ap.parse_args()
     import torch
 
@@ -50,6 +53,12 @@ def main() -> None:
             bad = torch.isnan(out.reshape(-1)).nonzero().reshape(-1)
             where = f" at {bad[:12].tolist()} ... {bad[-4:].tolist()}" if bad.numel() else ""
             print(f"{name} grid {grid} block {block}: {bad.numel()} of {out.numel()} NaN{where}", flush=True)
+            shape = [int(v) for v in a.decode.split(",")] if a.decode else []
+            if bad.numel() and shape and out.numel() >= math.prod(shape):
+                nan = torch.isnan(out.reshape(-1)[:math.prod(shape)].reshape(shape))
+                for d in range(len(shape)):
+                    per = nan.sum(dim=[e for e in range(len(shape)) if e != d]).tolist()
+                    print(f"  dim {d}: {per[:70]}", flush=True)
     KernelAPI.launch = checked
     w = Worker()
     w.setup({"task": a.task})

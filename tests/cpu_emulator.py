@@ -370,6 +370,9 @@ def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffer
     for (long long bz = 0; bz < gridDim.z; ++bz)
     for (long long by = 0; by < gridDim.y; ++by)
     for (long long bx = 0; bx < gridDim.x; bx += {C}) {{
+        // a block's dynamic shared memory starts as NaN bytes (the GPU leaves what an earlier kernel wrote): a tile
+        // read before it is written fails the run instead of reading zeros
+        for (auto& bk : blks) std::memset(bk.smem, 0xFF, 256 << 10);
         std::vector<std::thread> ts;
         for (unsigned rk = 0; rk < {C}; ++rk)
         for (int emu_t = 0; emu_t < {block}; ++emu_t)
