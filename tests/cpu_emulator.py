@@ -42,6 +42,7 @@ CPU_PRELUDE = r"""#include <barrier>
 #define __grid_constant__
 struct EmuDim { long long x = 0, y = 0, z = 0; };
 struct alignas(16) float4 { float x, y, z, w; };
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 // a 16-byte access off a 16-byte boundary faults on the GPU: here it stops the run (x86 would allow it)
 template <class T, class P> inline T* emu_vec(P* p) {
     if (reinterpret_cast<unsigned long long>(p) & 15ULL) { fprintf(stderr, "misaligned 16-byte access\n"); abort(); }
