@@ -59,3 +59,56 @@ def test_what_the_sums_do_not_take(tmp_egg, spec, expr, why):
 def test_kernelbench_67_is_a_conv_with_its_sums():
     agent = ExpertAgent()
     assert agent._plan(str(KB / "level2" / "67_Conv2d_GELU_GlobalAvgPool.py"), load_profile("h200"))[1] == "conv_pooled"
+
+
+@pytest.mark.parametrize("cout,planes,bm", [(64, True, 64), (64, False, 128), (128, True, 128)])
+def test_the_first_tile_is_the_one_two_blocks_an_sm_can_hold(cout, planes, bm, tmp_egg):
+    """Task 67's conv on 3xTF32 planes (64 channels): the 128-pixel ring (147 KB) leaves one block an SM, nothing
+    overlapping a tile's loads, MMAs and epilogue; 64 pixels fit two (measured on the H100: its conv 4.03 -> 3.63 ms).
+    Plain TF32 fits two at 128; at 128 channels the planes' ring fits one at either height (task 91 lost at 64)."""
+    from agents.expert.agent import blocks_per_sm, epilogue_tile
+    prof = load_profile("h100_sxm")
+    path = _task(tmp_egg, 2, 8, cout, 3, 1, 1, 1, 1, True, (3, 8, 9, 15), "torch.nn.functional.gelu(self.conv(x)).mean(dim=(2, 3))")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path), prof)
+    d = {**agent._default(fam, g, plan, None), **({"split": 3, "planes": True} if planes else {})}
+    got = epilogue_tile(fam, plan, d, prof)
+    assert got["BM"] == bm
+    assert blocks_per_sm(fam, plan, got, prof) >= (2 if bm == 64 or not planes else 1)
+    if bm == 64:
+        assert blocks_per_sm(fam, plan, d, prof) == 1
+    agent.emit(g, fam, plan, got, prof)  # the chosen tile renders and fits
+
+
+@pytest.mark.parametrize("case", CASES[:3], ids=["gelu_mean", "adaptive", "conv3d_sum"])
+@pytest.mark.parametrize("knobs", [{"BM": 128, "WM": 2, "WN": 4}, {"BM": 64, "WM": 4, "WN": 2}], ids=["bm128", "bm64"])
+def test_the_sums_on_the_whole_k_kernel_match_a_float64_truth(tmp_egg, case, knobs):
+    """The same sums from the whole-K persistent kernel's tiles (conv_short, 3xTF32 mma.sync): a warp holds part of a
+    tile's columns, so a column's rows meet across the warp rows in shared memory; a tile on a warp's slot of another
+    tile, or a channel tile's columns put at the wrong channel, is off by far more than fp32 rounding."""
+    spec, expr = case
+    path = _task(tmp_egg, *spec, expr)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path), load_profile("h200"))
+    params = {"family": fam, "layout": "nhwc", "split": 3, "whole": True, "BN": 64, **knobs}
+    pk = agent.emit(g, fam, plan, params, load_profile("h200"))
+    assert "whole K" in pk.description and pk.kernel_names[-2:] == ["egg_conv", "egg_conv_pool"]
+    assert compile_check(pk.cuda_source, pk.compile_options, "sm_90a").ok
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
+    assert err < 16 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_a_short_k_conv_sum_starts_on_the_whole_k_kernel(tmp_egg):
+    """K 72 (3x3 over 8 channels, task 67's): the whole-K design first, the wgmma ring's after it; a transposed conv
+    (no whole-K kernel) starts on the ring."""
+    from tests.test_expert import request
+    agent = ExpertAgent()
+    spec, expr = CASES[0]
+    ks = agent.propose(request(_task(tmp_egg, *spec, expr))).kernels
+    assert ks[0].params.get("whole") and ks[0].params["family"] == "conv_pooled"
+    assert any(k.params.get("wgmma") for k in ks[1:])
+    spec, expr = CASES[3]
+    ks = agent.propose(request(_task(tmp_egg, *spec, expr))).kernels
+    assert not any(k.params.get("whole") for k in ks) and ks[0].params.get("wgmma")

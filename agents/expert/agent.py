@@ -24,6 +24,7 @@ from tasks import load_task, materialize
 
 # a wgmma conv reducing its tile in the epilogue: each module's plan_<family>, render, static_bytes, after, summary, how
 EPILOGUE_CONVS = {"conv_rows": conv_rows, "conv_pooled": conv_pooled, "conv_stats": conv_stats}
+WHOLE_K_EPILOGUES = {"conv_pooled"}  # those whose epilogue also runs on the whole-K kernel (conv_short)
 RNN_NAMES = {"lstm": "LSTM", "gru": "GRU", "tanh": "RNN (tanh)", "relu": "RNN (relu)"}
 
 
@@ -59,6 +60,7 @@ def eager_is_fp32_grade(req: StageRequest | None) -> bool:
 
 DEFAULT_SMS = 132  # where no request names the GPU (a program's untuned stages): the H200's
 DEFAULT_SMEM = 227 * 1024  # and its shared memory a block may opt into
+DEFAULT_SMEM_SM = 228 * 1024  # and an SM's
 
 
 def smem_limit(profile) -> int:
@@ -268,6 +270,24 @@ def whole_k(plan, split: int, profile) -> dict | None:
     d = {"family": "conv", "layout": "nhwc", "split": split, "whole": True, "BM": 128, "BN": bn, "WM": 8 * 16 // bn,
          "WN": bn // 16}
     return d if conv_short.shared_bytes(plan, gemm.GemmKnobs.of(d)) <= smem_limit(profile) else None
+
+
+def blocks_per_sm(fam: str, plan, d: dict, profile) -> int:
+    """How many blocks of an epilogue conv's design `d` an SM holds by their shared memory (ring and epilogue)."""
+    k, p = gemm.GemmKnobs.of(d), plan.conv
+    per = conv.shared_bytes(p, k, "nhwc") + conv.static_bytes(p, k, "nhwc") + EPILOGUE_CONVS[fam].static_bytes(plan, k)
+    return (profile.shared_per_sm if profile is not None else DEFAULT_SMEM_SM) // (per + 1024)  # 1 KB reserved a block
+
+
+def epilogue_tile(fam: str, plan, d: dict, profile) -> dict:
+    """An epilogue conv's design with 64-pixel tiles where the 128-pixel tile's ring leaves one block an SM and the
+    64-pixel one two: with one, nothing overlaps a tile's loads, MMAs and epilogue (3xTF32 planes, 64 channels: level 2
+    task 67's conv 4.03 -> 3.63 ms, 73's 0.90 -> 0.82 at 64 pixels on the H100; at 128 channels, one block either
+    way, task 91's 3.85 -> 5.45)."""
+    if d.get("BM") != 128 or blocks_per_sm(fam, plan, d, profile) > 1:
+        return d
+    half = {**d, "BM": 64}
+    return half if blocks_per_sm(fam, plan, half, profile) > 1 else d
 
 
 def _fill_tile(plan, d: dict, sms: int) -> dict:
@@ -525,7 +545,8 @@ class ExpertAgent:
         elif fam in EPILOGUE_CONVS:
             p = plan.conv
             how = (f"conv{p.nd}d as an implicit GEMM (M={p.Mg} pixels{' a phase' if p.phased else ''}, N={p.OC} channels, "
-                   f"K={p.Kg}) on the warpgroup MMA, " + EPILOGUE_CONVS[fam].how(plan))
+                   f"K={p.Kg}) on the warpgroup MMA{' (short K: the whole-K kernel on mma.sync)' if fam in WHOLE_K_EPILOGUES and whole_k(p, 1, None) else ''}, "
+                   + EPILOGUE_CONVS[fam].how(plan))
         elif fam == "direct_conv":
             how = (f"a direct conv{plan.nd}d ({plan.groups} group(s) of {plan.OCg} output channel(s)): a thread per "
                    f"output sums {plan.Cg} channel(s) over the {plan.ker} window, the pointwise chain fused")
@@ -575,8 +596,14 @@ class ExpertAgent:
             if fam in EPILOGUE_CONVS:  # plain TF32 and 3xTF32 on staged planes (fp32 grade: first where
                 # eager was exact)
                 tf32 = self._default(fam, g, plan, req)
-                both = [tf32, {**tf32, "split": 3, "planes": True}]
-                return both[::-1] if eager_is_fp32_grade(req) else both
+                both = [epilogue_tile(fam, plan, d, req.profile) for d in (tf32, {**tf32, "split": 3, "planes": True})]
+                both = both[::-1] if eager_is_fp32_grade(req) else both
+                if fam in WHOLE_K_EPILOGUES and (whole := whole_k(plan.conv, both[0].get("split", 1), req.profile)):
+                    # short K: first on the whole-K persistent kernel, the next tile's gather under this one's
+                    # epilogue (the wgmma ring held one block an SM: task 67's conv 3.93 ms on the H100, where the
+                    # plain family's whole-K kernel ran the same conv at a quarter of the pixels, output written, in 0.58)
+                    both.insert(0, {**whole, "family": fam})
+                return both
             if fam == "conv":  # plain TF32 (what eager's cuDNN runs by default) and 3xTF32 (fp32 grade); the
                 # fp32-grade one first where eager was measured exact here (cuDNN's choice for many shapes)
                 tf32 = self._default(fam, g, plan, req)
@@ -634,9 +661,10 @@ class ExpertAgent:
                 out = [{**base, "waves": w} for w in kn.get("pool_waves", [0, 4, 16])]
         elif fam in REWRITES:  # no knobs: their kernels read at the copy's speed as designed
             out = []
-        elif fam in EPILOGUE_CONVS:  # half the pixels a tile (twice the blocks), then the ring's knobs
-            if st == "parallel_mapping" and base["BM"] == 128:
-                out = [{**base, "BM": 64}]
+        elif fam in EPILOGUE_CONVS and not base.get("whole"):  # the other tile height (half or twice the blocks),
+            # then the ring's knobs
+            if st == "parallel_mapping":
+                out = [{**base, "BM": 192 - base["BM"]}]
             elif st == "memory_optimization":
                 out = [{**base, "stages": 4}, {**base, "lead": not base.get("lead", False)},
                        {**base, "swz": not base.get("swz", False)}]
@@ -646,7 +674,7 @@ class ExpertAgent:
             elif st == "tiling":  # the other channel blocks, and a thread per output with no grid-stride loop
                 out = [{**base, "ocb": b} for b in direct_conv.channel_blocks(plan)[:3] if b != base.get("ocb")]
                 out.append({**base, "waves": 0 if base.get("waves") else 8})
-        elif fam == "conv" and base.get("whole"):  # the whole-K conv: its warp shapes, then half the pixels a
+        elif (fam == "conv" or fam in WHOLE_K_EPILOGUES) and base.get("whole"):  # the whole-K conv: its warp shapes, then half the pixels a
             # tile (twice the blocks an SM where shared memory allows); the ring's designs are other algorithms
             def shapes(bm):  # warps (WM, WN) of 8 whose warp tiles are whole MMA tiles
                 return [(wm, 8 // wm) for wm in (1, 2, 4, 8) if bm % (16 * wm) == 0 and base["BN"] % (8 * (8 // wm)) == 0]
@@ -1012,17 +1040,25 @@ class ExpertAgent:
                 "a thread per output (narrow groups)") + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop"))
         elif fam in EPILOGUE_CONVS:  # the channels-last wgmma conv with its template's epilogue and launches after it
             mod, k, split, p = EPILOGUE_CONVS[fam], gemm.GemmKnobs.of(params), int(params.get("split", 1)), plan.conv
-            src, smem = mod.render(g, plan, k, split), conv.shared_bytes(p, k, "nhwc")
-            if smem + conv.static_bytes(p, k, "nhwc") + mod.static_bytes(plan, k) > profile.shared_per_block_optin:
+            src = mod.render(g, plan, k, split)
+            if k.whole:  # the whole-K persistent kernel (conv_short) with the family's epilogue a tile
+                smem, static = conv_short.shared_bytes(p, k), mod.static_bytes(plan, k)
+                launch = host.Launch("egg_conv", conv_short.grid(p, k, sms), (k.threads(True),), conv.arg_order(g, p, True), smem)
+                how = (f"{'3xTF32' if split == 3 else 'TF32'} mma.sync), the whole K ({conv_short.kp(p)}) a tile, a persistent "
+                       f"block over tiles of {k.BM} pixels x {k.BN} channels")
+            else:
+                smem, static = conv.shared_bytes(p, k, "nhwc"), conv.static_bytes(p, k, "nhwc") + mod.static_bytes(plan, k)
+                launch = host.Launch("egg_conv", conv.grid(p, k, "nhwc"), (k.threads(True),), conv.arg_order(g, p, True, k.planes),
+                                     smem, align16=conv.aligned16(p, k, "nhwc"))
+                how = (f"{'3xTF32 on TF32 planes' if k.planes else 'TF32'} wgmma), tile {k.BM} pixels x all {p.OC} channels "
+                       f"({k.BN} wide)")
+            if smem + static > profile.shared_per_block_optin:
                 raise Unsupported("tile does not fit in shared memory")
-            launch = host.Launch("egg_conv", conv.grid(p, k, "nhwc"), (k.threads(True),), conv.arg_order(g, p, True, k.planes),
-                                 smem, align16=conv.aligned16(p, k, "nhwc"))
             writes, later = mod.after(plan, k, launch.tensors, sms, tpsm)
             return (src + conv.staging_source(p, tf32=split == 1, planes=k.planes),
                     _staging_launches(p, k.planes) + [(launch, writes)] +
                     [(host.Launch(name, grid, block, reads, 0), w) for name, grid, block, reads, w in later],
-                    f"input and weight staged channels last; conv{p.nd}d as implicit GEMM ({'3xTF32 on TF32 planes' if k.planes else 'TF32'} "
-                    f"wgmma), tile {k.BM} pixels x all {p.OC} channels ({k.BN} wide)" + mod.summary(plan, k))
+                    f"input and weight staged channels last; conv{p.nd}d as implicit GEMM ({how}" + mod.summary(plan, k))
         elif fam == "conv" and params.get("tma"):  # channels-last tiles by TMA from a producer warpgroup
             k = gemm.GemmKnobs.of(params)
             src, smem = conv_tma.render(g, plan, k), conv_tma.shared_bytes(plan, k)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, Emitter
 from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported
-from agents.expert.templates import conv
+from agents.expert.templates import conv, conv_short
 from agents.expert.templates.conv import ConvPlan, plan_of
 from agents.expert.templates.conv_rows import MAX_CHANNELS, conv_value, only_conv_and, thread_rows
 
@@ -111,14 +111,60 @@ def epilogue(g: OpGraph, plan: ConvPooledPlan, k) -> str:
     return "\n".join(lines)
 
 
+def whole_epilogue(g: OpGraph, plan: ConvPooledPlan, k, MI: int, NI: int, TMW: int, TNW: int) -> str:
+    """The whole-K conv's (conv_short: mma.sync, a persistent block) end of a tile: its sums by (image slot,
+    channel) into P, as `epilogue` does for the wgmma tile. A warp holds TMW rows by TNW channels: each thread sums
+    its rows, the 8 lanes of a column by shuffles, the WM warps of a column block in shared memory, in warp order.
+    The next tile writes `pool_red` only after the loop's barriers: every thread has read this tile's by then."""
+    p, osp, OC, T = plan.conv, plan.osp, plan.conv.OC, k.threads(True)
+    lines = [f"        __shared__ float pool_red[{k.WM}][2][{k.BN}];",
+             f"        const long long img_a = m0 / {osp}LL;  // the tile's first image (slot 0); the next is slot 1",
+             f"        #pragma unroll\n        for (int ni = 0; ni < {NI}; ++ni)",
+             "            #pragma unroll\n            for (int e = 0; e < 2; ++e) {",
+             f"                const int col = wn * {TNW} + ni * 8 + 2 * t + e;",
+             "                const long long oc = n0 + col;",
+             "                float s0 = 0.0f, s1 = 0.0f;",
+             f"                #pragma unroll\n                for (int mi = 0; mi < {MI}; ++mi)",
+             "                    #pragma unroll\n                    for (int h = 0; h < 2; ++h) {",
+             f"                        const long long m = m0 + wm * {TMW} + mi * 16 + g + 8 * h;",
+             f"                        if (m < {p.M}LL && oc < {OC}LL) {{",
+             f"                            const long long img = m / {osp}LL, oi = (img * {OC}LL + oc) * {osp}LL + m % {osp}LL;"]
+    a = "acc[mi][ni][2 * h + e]"
+    cv = f"({a} + to_f({p.bias.name}[oc]))" if p.bias is not None else a
+    em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", lambda n: cv if n is p.conv else None, prefix="c_")
+    v = em.value(plan.reduce.args[0], "oi")
+    lines += [*("                            " + ln for ln in em.lines),
+              f"                            if (img == img_a) s0 += {v}; else s1 += {v};",
+              "                        }", "                    }",
+              "                #pragma unroll",
+              "                for (int l = 4; l < 32; l <<= 1) {  // the column's 8 lanes",
+              "                    s0 += __shfl_xor_sync(0xffffffffu, s0, l);",
+              "                    s1 += __shfl_xor_sync(0xffffffffu, s1, l);", "                }",
+              "                if (g == 0) { pool_red[wm][0][col] = s0; pool_red[wm][1][col] = s1; }",
+              "            }",
+              "        __syncthreads();",
+              f"        for (int c = tid; c < {2 * k.BN}; c += {T}) {{  // the column blocks' warps in warp order",
+              f"            const int slot = c / {k.BN}, ch = c % {k.BN};",
+              "            float s = 0.0f;",
+              f"            for (int w = 0; w < {k.WM}; ++w) s += pool_red[w][slot][ch];",
+              f"            if (n0 + ch < {OC}) out[((long long)tile * 2 + slot) * {OC}LL + n0 + ch] = s;",
+              "        }", ""]
+    return "\n".join(lines)
+
+
 def render(g: OpGraph, plan: ConvPooledPlan, k, split: int) -> str:
-    """`egg_conv` (the channels-last wgmma conv, writing P) and `egg_conv_pool` (P's sums, the chain after)."""
+    """`egg_conv` (the channels-last conv, writing P: the wgmma ring's tile over every channel, or the whole-K
+    persistent kernel) and `egg_conv_pool` (P's sums, the chain after)."""
     p = plan.conv
-    if not k.wgmma or k.BN < p.OC:
-        raise Unsupported("the conv's sums need the warpgroup MMA's tile over every channel")
     if math.prod(p.out_sp) < k.BM:
         raise Unsupported(f"images of fewer than {k.BM} pixels")
     args = "float* __restrict__ out, " + conv.kernel_args(g, p).split(", ", 1)[1]
+    if k.whole:
+        src = conv_short.render(g, p, k, split, args=args,
+                                epilogue=lambda MI, NI, TMW, TNW: whole_epilogue(g, plan, k, MI, NI, TMW, TNW))
+        return src + pool_source(g, plan, k)
+    if not k.wgmma or k.BN < p.OC:
+        raise Unsupported("the conv's sums need the warpgroup MMA's tile over every channel")
     src = conv._render(g, p, k, split, "nhwc", args=args, epilogue=epilogue(g, plan, k))
     return src + pool_source(g, plan, k)
 
@@ -150,8 +196,8 @@ def pool_grid(plan: ConvPooledPlan, sms: int) -> tuple[int]:
 
 
 def static_bytes(plan: ConvPooledPlan, k) -> int:
-    """The epilogue's `pool_red`: two sums a column for each warp."""
-    return k.BM // 16 * 2 * k.BN * 4
+    """The epilogue's `pool_red`: two sums a column for each warp (a warp row of them on the whole-K kernel)."""
+    return (k.WM if k.whole else k.BM // 16) * 2 * k.BN * 4
 
 
 def after(plan: ConvPooledPlan, k, tensors: list, sms: int, tpsm: int) -> tuple[Node, list]:
@@ -163,7 +209,7 @@ def after(plan: ConvPooledPlan, k, tensors: list, sms: int, tpsm: int) -> tuple[
 def summary(plan: ConvPooledPlan, k) -> str:
     return (f", its sum over the {plan.osp} positions in the epilogue (by image, a tile's rows by shuffles and its warps "
             f"in shared memory: {tiles(plan, k)} tiles' sums), then a kernel adding them in tile order with the chain "
-            f"after the sum; the conv's output never written, {k.stages}-stage cp.async ring")
+            f"after the sum; the conv's output never written" + ("" if k.whole else f", {k.stages}-stage cp.async ring"))
 
 
 def how(plan: ConvPooledPlan) -> str:

@@ -119,9 +119,12 @@ def _gather(p: ConvPlan, k: GemmKnobs, T: int, dst: str, tile: str) -> str:
     return "\n".join(out)
 
 
-def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int) -> str:
+def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, args: str | None = None, epilogue=None) -> str:
     """`egg_conv(out, X staged, W staged, ...)`: a persistent block's walk over pixel tiles, the whole K a
-    tile; `split` 3 is 3xTF32 (fp32 grade), 1 plain TF32 (the staged tensors hold TF32 values)."""
+    tile; `split` 3 is 3xTF32 (fp32 grade), 1 plain TF32 (the staged tensors hold TF32 values). `epilogue`
+    (MI, NI, TMW, TNW) -> a tile's end in place of the per-element store (conv_pooled: the tile's sums), over
+    `acc[mi][ni][2 * h + e]` at row m0 + wm * TMW + mi * 16 + g + 8h, column n0 + wn * TNW + ni * 8 + 2t + e;
+    `args` the kernel's parameters where they differ."""
     if (why := ok(p)) is not None:
         raise Unsupported(f"the whole-K conv: {why}")
     if k.wgmma or k.planes or k.splitk > 1:
@@ -149,9 +152,9 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int) -> str:
     for (int i = tid; i < {2 * k.BM}; i += {T})  // K's padding columns: zero in both A buffers, never copied over
         #pragma unroll
         for (int c = {p.Kg}; c < {KP}; ++c) As[(i / {k.BM}) * {AEL} + (i % {k.BM}) * {LD} + c] = 0.0f;"""
-    store = _store(g, p, "nchw")
+    store = None if epilogue else _store(g, p, "nchw")
     return f"""{PRELUDE}{TF32_PRELUDE}
-extern "C" __global__ void __launch_bounds__({T}) egg_conv({kernel_args(g, p)}) {{
+extern "C" __global__ void __launch_bounds__({T}) egg_conv({args or kernel_args(g, p)}) {{
     extern __shared__ __align__(16) unsigned char smem[];
     float* As = reinterpret_cast<float*>(smem);  // two A buffers of {k.BM} rows x {KP} (+4) columns
     float* Bs = As + {2 * AEL};  // the group's weight, {k.BN} rows from n0, whole K
@@ -211,7 +214,7 @@ extern "C" __global__ void __launch_bounds__({T}) egg_conv({kernel_args(g, p)}) 
         }}
         cp_async_commit();
         const long long m0 = (long long)tile * {k.BM};
-{_fragment_store(p.M, p.OCg, MI, NI, TMW, TNW, store)}    }}
+{epilogue(MI, NI, TMW, TNW) if epilogue else _fragment_store(p.M, p.OCg, MI, NI, TMW, TNW, store)}    }}
     cp_async_wait<0>();
 }}
 """
