@@ -545,8 +545,9 @@ class ExpertAgent:
         elif fam in EPILOGUE_CONVS:
             p = plan.conv
             how = (f"conv{p.nd}d as an implicit GEMM (M={p.Mg} pixels{' a phase' if p.phased else ''}, N={p.OC} channels, "
-                   f"K={p.Kg}) on the warpgroup MMA{' (short K: the whole-K kernel on mma.sync)' if fam in WHOLE_K_EPILOGUES and whole_k(p, 1, None) else ''}, "
-                   + EPILOGUE_CONVS[fam].how(plan))
+                   f"K={p.Kg}) on the warpgroup MMA" + (" (short K: the whole-K kernel on mma.sync)"
+                                                         if fam in WHOLE_K_EPILOGUES and whole_k(p, 1, None) else "")
+                   + ", " + EPILOGUE_CONVS[fam].how(plan))
         elif fam == "direct_conv":
             how = (f"a direct conv{plan.nd}d ({plan.groups} group(s) of {plan.OCg} output channel(s)): a thread per "
                    f"output sums {plan.Cg} channel(s) over the {plan.ker} window, the pointwise chain fused")
@@ -674,8 +675,9 @@ class ExpertAgent:
             elif st == "tiling":  # the other channel blocks, and a thread per output with no grid-stride loop
                 out = [{**base, "ocb": b} for b in direct_conv.channel_blocks(plan)[:3] if b != base.get("ocb")]
                 out.append({**base, "waves": 0 if base.get("waves") else 8})
-        elif (fam == "conv" or fam in WHOLE_K_EPILOGUES) and base.get("whole"):  # the whole-K conv: its warp shapes, then half the pixels a
-            # tile (twice the blocks an SM where shared memory allows); the ring's designs are other algorithms
+        elif (fam == "conv" or fam in WHOLE_K_EPILOGUES) and base.get("whole"):  # the whole-K conv: its warp shapes,
+            # then half the pixels a tile (twice the blocks an SM where shared memory allows); the ring's designs are
+            # other algorithms
             def shapes(bm):  # warps (WM, WN) of 8 whose warp tiles are whole MMA tiles
                 return [(wm, 8 // wm) for wm in (1, 2, 4, 8) if bm % (16 * wm) == 0 and base["BN"] % (8 * (8 // wm)) == 0]
             if st == "parallel_mapping":
