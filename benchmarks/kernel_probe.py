@@ -51,6 +51,25 @@ def _kernels(fn, reps: int = 5, top: int = 8) -> list[str]:
     return [f"{e.key[:90]}: {e.device_time_total / reps / 1000:.4f} ms x{e.count // reps}" for e in rows[:top]]
 
 
+def expert_design(task: str):
+    """(agent, graph, family, plan, the default knobs of its tuned kernel): the expert's first design of `task`."""
+    from agents.expert import ExpertAgent
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(task)
+    tfam, tg, tplan = fam, g, plan
+    if fam == "program":
+        tg, tfam, tplan, _ = plan.stages()[plan.tuned]
+    return agent, g, fam, plan, agent._default(tfam, tg, tplan, None)
+
+
+def candidate(pk, cid: str):
+    """The proposed kernel `pk` as the runtime's candidate record."""
+    from state import KernelCandidate
+    return KernelCandidate(id=cid, stage="probe", cuda_source=pk.cuda_source, host_code=pk.host_code,
+                           kernel_names=pk.kernel_names, params=pk.params, compile_options=pk.compile_options,
+                           description=pk.description, family=pk.family, guard_policy=pk.guard_policy)
+
+
 def _err(got, truth) -> float:
     return float((got.double() - truth).norm() / truth.norm())
 
@@ -68,18 +87,12 @@ def main() -> None:
     a = ap.parse_args()
     import torch
 
-    from agents.expert import ExpertAgent
     from hardware_profiles.profile import detect
     from runtime.profiler import profile_candidate
     from runtime.worker import Worker
-    from state import Evaluation, KernelCandidate, Verdict
+    from state import Evaluation, Verdict
 
-    agent = ExpertAgent()
-    g, fam, plan = agent._plan(a.task)
-    tfam, tg, tplan = fam, g, plan
-    if fam == "program":
-        tg, tfam, tplan, _ = plan.stages()[plan.tuned]
-    base = agent._default(tfam, tg, tplan, None)
+    agent, g, fam, plan, base = expert_design(a.task)
     prof = detect()
     w = Worker()
     w.setup({"task": a.task})
@@ -103,9 +116,7 @@ def main() -> None:
         except Exception as exc:  # a variant the template declines
             rows.append({"name": v, "error": f"{type(exc).__name__}: {exc}"})
             continue
-        cand = KernelCandidate(id=f"probe-{i}", stage="probe", cuda_source=pk.cuda_source, host_code=pk.host_code,
-                               kernel_names=pk.kernel_names, params=pk.params, compile_options=pk.compile_options,
-                               description=pk.description, family=pk.family, guard_policy=pk.guard_policy)
+        cand = candidate(pk, f"probe-{i}")
         ev = Evaluation(candidate_id=cand.id, stage="probe", verdict=Verdict.crashed)
         loaded = w._load(cand, ev, {"arch": prof.arch})
         if loaded is None:

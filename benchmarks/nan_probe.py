@@ -26,23 +26,17 @@ def main() -> None:
     a = ap.parse_args()
     import torch
 
-    from agents.expert import ExpertAgent
     from hardware_profiles.profile import detect
+    from kernel_probe import candidate, expert_design
     from runtime.kernel_api import KernelAPI
     from runtime.worker import Worker
-    from state import Evaluation, KernelCandidate, Verdict
+    from state import Evaluation, Verdict
 
-    agent = ExpertAgent()
-    g, fam, plan = agent._plan(a.task)
-    tg, tfam, tplan = g, fam, plan
-    if fam == "program":
-        tg, tfam, tplan, _ = plan.stages()[plan.tuned]
+    agent, g, fam, plan, base = expert_design(a.task)
     prof = detect()
-    pk = agent.emit(g, fam, plan, {**agent._default(tfam, tg, tplan, None), **json.loads(a.vary)}, prof)
+    pk = agent.emit(g, fam, plan, {**base, **json.loads(a.vary)}, prof)
     print(pk.description, pk.params, flush=True)
-    cand = KernelCandidate(id="nan-probe", stage="probe", cuda_source=pk.cuda_source, host_code=pk.host_code,
-                           kernel_names=pk.kernel_names, params=pk.params, compile_options=pk.compile_options,
-                           description=pk.description, family=pk.family, guard_policy=pk.guard_policy)
+    cand = candidate(pk, "nan-probe")
     launch = KernelAPI.launch
 
     def checked(self, name, grid, block, args, shared_mem=0):
