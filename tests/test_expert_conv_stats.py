@@ -94,3 +94,36 @@ def test_as_a_programs_first_kernel(tmp_egg):
         pytest.skip("no g++")
     err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
     assert err < 16 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+@pytest.mark.parametrize("case", [CASES[0], CASES[1], CASES[3]], ids=["scale", "relu_shift", "conv3d"])
+@pytest.mark.parametrize("knobs", [{"BM": 128, "BN": 64, "WM": 2, "WN": 4}, {"BM": 64, "BN": 16, "WM": 4, "WN": 2}],
+                         ids=["bm128", "bm64_bn16"])
+def test_batch_statistics_on_the_whole_k_kernel_match_a_float64_truth(tmp_egg, case, knobs):
+    """The same statistics from the whole-K persistent kernel's tiles (conv_short, 3xTF32 mma.sync): a column's rows
+    meet across the warp rows; with 16-wide channel tiles (bn16: two or more a conv) each tile's blocks write their
+    channels of the same slot. A row missed, a warp row dropped or a channel at the wrong place moves the mean or
+    the variance far past fp32 rounding."""
+    path = _path(tmp_egg, *case)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path), load_profile("h200"))
+    assert fam == "conv_stats", fam
+    pk = agent.emit(g, fam, plan, {"family": fam, "layout": "nhwc", "split": 3, "whole": True, **knobs}, load_profile("h200"))
+    assert "whole K" in pk.description and pk.kernel_names[-3:] == ["egg_conv", "egg_conv_stats", "egg_conv_apply"]
+    assert compile_check(pk.cuda_source, pk.compile_options, "sm_90a").ok
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
+    assert err < 16 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_a_short_k_conv_with_its_batch_norm_starts_on_the_whole_k_kernel(tmp_egg):
+    """K 72 (task 73's conv: 3x3 over 8 channels): the whole-K design first, the ring's after; a transposed conv starts
+    on the ring."""
+    from tests.test_expert import request
+    agent = ExpertAgent()
+    ks = agent.propose(request(_path(tmp_egg, *CASES[0]))).kernels
+    assert ks[0].params.get("whole") and ks[0].params["family"] == "conv_stats"
+    assert any(k.params.get("wgmma") for k in ks[1:])
+    ks = agent.propose(request(_path(tmp_egg, *CASES[2]))).kernels
+    assert not any(k.params.get("whole") for k in ks) and ks[0].params.get("wgmma")

@@ -24,7 +24,7 @@ from tasks import load_task, materialize
 
 # a wgmma conv reducing its tile in the epilogue: each module's plan_<family>, render, static_bytes, after, summary, how
 EPILOGUE_CONVS = {"conv_rows": conv_rows, "conv_pooled": conv_pooled, "conv_stats": conv_stats}
-WHOLE_K_EPILOGUES = {"conv_pooled"}  # those whose epilogue also runs on the whole-K kernel (conv_short)
+WHOLE_K_EPILOGUES = {"conv_pooled", "conv_stats"}  # those whose epilogue also runs on the whole-K kernel (conv_short)
 RNN_NAMES = {"lstm": "LSTM", "gru": "GRU", "tanh": "RNN (tanh)", "relu": "RNN (relu)"}
 
 

@@ -117,39 +117,21 @@ def whole_epilogue(g: OpGraph, plan: ConvPooledPlan, k, MI: int, NI: int, TMW: i
     its rows, the 8 lanes of a column by shuffles, the WM warps of a column block in shared memory, in warp order.
     The next tile writes `pool_red` only after the loop's barriers: every thread has read this tile's by then."""
     p, osp, OC, T = plan.conv, plan.osp, plan.conv.OC, k.threads(True)
-    lines = [f"        __shared__ float pool_red[{k.WM}][2][{k.BN}];",
-             f"        const long long img_a = m0 / {osp}LL;  // the tile's first image (slot 0); the next is slot 1",
-             f"        #pragma unroll\n        for (int ni = 0; ni < {NI}; ++ni)",
-             "            #pragma unroll\n            for (int e = 0; e < 2; ++e) {",
-             f"                const int col = wn * {TNW} + ni * 8 + 2 * t + e;",
-             "                const long long oc = n0 + col;",
-             "                float s0 = 0.0f, s1 = 0.0f;",
-             f"                #pragma unroll\n                for (int mi = 0; mi < {MI}; ++mi)",
-             "                    #pragma unroll\n                    for (int h = 0; h < 2; ++h) {",
-             f"                        const long long m = m0 + wm * {TMW} + mi * 16 + g + 8 * h;",
-             f"                        if (m < {p.M}LL && oc < {OC}LL) {{",
-             f"                            const long long img = m / {osp}LL, oi = (img * {OC}LL + oc) * {osp}LL + m % {osp}LL;"]
-    a = "acc[mi][ni][2 * h + e]"
-    cv = f"({a} + to_f({p.bias.name}[oc]))" if p.bias is not None else a
-    em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", lambda n: cv if n is p.conv else None, prefix="c_")
+    em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", lambda n: conv_short.conv_value(p) if n is p.conv else None,
+                 prefix="c_")
     v = em.value(plan.reduce.args[0], "oi")
-    lines += [*("                            " + ln for ln in em.lines),
-              f"                            if (img == img_a) s0 += {v}; else s1 += {v};",
-              "                        }", "                    }",
-              "                #pragma unroll",
-              "                for (int l = 4; l < 32; l <<= 1) {  // the column's 8 lanes",
-              "                    s0 += __shfl_xor_sync(0xffffffffu, s0, l);",
-              "                    s1 += __shfl_xor_sync(0xffffffffu, s1, l);", "                }",
-              "                if (g == 0) { pool_red[wm][0][col] = s0; pool_red[wm][1][col] = s1; }",
-              "            }",
-              "        __syncthreads();",
-              f"        for (int c = tid; c < {2 * k.BN}; c += {T}) {{  // the column blocks' warps in warp order",
-              f"            const int slot = c / {k.BN}, ch = c % {k.BN};",
-              "            float s = 0.0f;",
-              f"            for (int w = 0; w < {k.WM}; ++w) s += pool_red[w][slot][ch];",
-              f"            if (n0 + ch < {OC}) out[((long long)tile * 2 + slot) * {OC}LL + n0 + ch] = s;",
-              "        }", ""]
-    return "\n".join(lines)
+    return "\n".join(
+        [f"        __shared__ float pool_red[{k.WM}][2][{k.BN}];",
+         f"        const long long img_a = m0 / {osp}LL;  // the tile's first image (slot 0); the next is slot 1",
+         *conv_short.column_pass(p, MI, NI, TMW, TNW, ["s0", "s1"],
+                                 [*em.lines, f"if (img == img_a) s0 += {v}; else s1 += {v};"], "pool_red"),
+         "        __syncthreads();",
+         f"        for (int c = tid; c < {2 * k.BN}; c += {T}) {{  // the column blocks' warps in warp order",
+         f"            const int slot = c / {k.BN}, ch = c % {k.BN};",
+         "            float s = 0.0f;",
+         f"            for (int w = 0; w < {k.WM}; ++w) s += pool_red[w][slot][ch];",
+         f"            if (n0 + ch < {OC}) out[((long long)tile * 2 + slot) * {OC}LL + n0 + ch] = s;",
+         "        }", ""])
 
 
 def render(g: OpGraph, plan: ConvPooledPlan, k, split: int) -> str:

@@ -119,6 +119,37 @@ def _gather(p: ConvPlan, k: GemmKnobs, T: int, dst: str, tile: str) -> str:
     return "\n".join(out)
 
 
+def conv_value(p: ConvPlan) -> str:
+    """The conv's value (its bias added) in register (mi, ni, h, e) of a warp's fragments, at channel `oc`."""
+    a = "acc[mi][ni][2 * h + e]"
+    return f"({a} + to_f({p.bias.name}[oc]))" if p.bias is not None else a
+
+
+def column_pass(p: ConvPlan, MI: int, NI: int, TMW: int, TNW: int, sums: list[str], body: list[str], red: str) -> list[str]:
+    """An epilogue's pass over a tile's columns (for render's `epilogue`): per column of this thread (`col` in the
+    tile, channel `oc`) the `sums` start at 0, `body` runs for each of its rows inside the output (`m`, image `img`,
+    output index `oi`), the 8 lanes of the column add theirs by shuffles, and lane g == 0 stores them to
+    `red`[wm][i][col] (a warp row's partial sums, for the block to add in warp order after a barrier)."""
+    osp = math.prod(p.out_sp)
+    ind = " " * 28
+    return ([f"        #pragma unroll\n        for (int ni = 0; ni < {NI}; ++ni)",
+             "            #pragma unroll\n            for (int e = 0; e < 2; ++e) {",
+             f"                const int col = wn * {TNW} + ni * 8 + 2 * t + e;",
+             "                const long long oc = n0 + col;",
+             "                float " + ", ".join(f"{x} = 0.0f" for x in sums) + ";",
+             f"                #pragma unroll\n                for (int mi = 0; mi < {MI}; ++mi)",
+             "                    #pragma unroll\n                    for (int h = 0; h < 2; ++h) {",
+             f"                        const long long m = m0 + wm * {TMW} + mi * 16 + g + 8 * h;",
+             f"                        if (m < {p.M}LL && oc < {p.OC}LL) {{",
+             f"{ind}const long long img = m / {osp}LL, oi = (img * {p.OC}LL + oc) * {osp}LL + m % {osp}LL;",
+             *(ind + ln for ln in body), "                        }", "                    }",
+             "                #pragma unroll",
+             "                for (int l = 4; l < 32; l <<= 1) {  // the column's 8 lanes",
+             *(f"                    {x} += __shfl_xor_sync(0xffffffffu, {x}, l);" for x in sums), "                }",
+             "                if (g == 0) { " + " ".join(f"{red}[wm][{i}][col] = {x};" for i, x in enumerate(sums)) + " }",
+             "            }"])
+
+
 def render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, args: str | None = None, epilogue=None) -> str:
     """`egg_conv(out, X staged, W staged, ...)`: a persistent block's walk over pixel tiles, the whole K a
     tile; `split` 3 is 3xTF32 (fp32 grade), 1 plain TF32 (the staged tensors hold TF32 values). `epilogue`

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, Emitter
 from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported
-from agents.expert.templates import conv
+from agents.expert.templates import conv, conv_short
 from agents.expert.templates.conv import ConvPlan, plan_of
 from agents.expert.templates.conv_rows import MAX_CHANNELS, conv_value, only_conv_and, reduces_after_conv, thread_rows
 
@@ -96,7 +96,9 @@ def plan_conv_stats(g: OpGraph) -> ConvStatsPlan:
 
 
 def blocks(plan: ConvStatsPlan, k) -> int:
-    return math.prod(conv.grid(plan.conv, k, "nhwc"))
+    """The tiles whose statistics are stored: the ring's blocks, or the whole-K kernel's pixel tiles (its channel
+    tiles' blocks write their channels of the same slot)."""
+    return -(-plan.conv.M // k.BM) if k.whole else math.prod(conv.grid(plan.conv, k, "nhwc"))
 
 
 def buffer_node(plan: ConvStatsPlan, k) -> Node:
@@ -159,12 +161,46 @@ def epilogue(g: OpGraph, plan: ConvStatsPlan, k) -> str:
          f"        st[{OC} + c] = s;", "    }", "}", ""])
 
 
+def whole_epilogue(g: OpGraph, plan: ConvStatsPlan, k, MI: int, NI: int, TMW: int, TNW: int) -> str:
+    """The whole-K conv's (conv_short) end of a tile: y stored and the tile's statistics of this block's channels
+    (a sum, then the squared deviations around the tile's mean), as `epilogue` does for the wgmma tile; a column's
+    rows meet across the warp rows in shared memory, in warp order."""
+    p, OC, T, S = plan.conv, plan.conv.OC, k.threads(True), 2 * plan.conv.OC + 1
+
+    def body(pre: str, last):
+        em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", lambda n: conv_short.conv_value(p) if n is p.conv else None,
+                     prefix=pre)
+        v = em.value(plan.x, "oi")
+        return [*em.lines, *last(v)]
+
+    def merge(at: str) -> list[str]:
+        return [f"        for (int c = tid; c < {k.BN}; c += {T}) {{  // the warp rows' sums in warp order",
+                f"            float s = 0.0f;\n            for (int w = 0; w < {k.WM}; ++w) s += st_red[w][0][c];",
+                f"            if (n0 + c < {OC}) st[{at}n0 + c] = s;"]
+    return "\n".join(
+        [f"        __shared__ float st_red[{k.WM}][1][{k.BN}];", f"        __shared__ float st_mean[{k.BN}];",
+         f"        const int st_n = (int)min((long long){k.BM}, {p.M}LL - m0);  // the tile's pixels",
+         f"        float* st = out + {plan.ny}LL + (long long)tile * {S}LL;  // this tile's statistics",
+         *conv_short.column_pass(p, MI, NI, TMW, TNW, ["s"], body("a_", lambda v: [f"out[oi] = {v};  // y", f"s += {v};"]),
+                                 "st_red"),
+         "        __syncthreads();", *merge(""), "            st_mean[c] = s / (float)st_n;", "        }",
+         f"        if (tid == 0) st[{2 * OC}] = (float)st_n;", "        __syncthreads();",
+         *conv_short.column_pass(p, MI, NI, TMW, TNW, ["s"],
+                                 body("b_", lambda v: [f"const float dv = {v} - st_mean[col];", "s += dv * dv;"]), "st_red"),
+         "        __syncthreads();", *merge(f"{OC} + "), "        }", ""])
+
+
 def render(g: OpGraph, plan: ConvStatsPlan, k, split: int) -> str:
-    """`egg_conv` (y and the blocks' statistics), `egg_conv_stats` (their combination), `egg_conv_apply`."""
+    """`egg_conv` (y and the tiles' statistics: the wgmma ring's tile over every channel, or the whole-K persistent
+    kernel), `egg_conv_stats` (their combination), `egg_conv_apply`."""
     p = plan.conv
+    args = "float* __restrict__ out, " + conv.kernel_args(g, p).split(", ", 1)[1]
+    if k.whole:
+        src = conv_short.render(g, p, k, split, args=args,
+                                epilogue=lambda MI, NI, TMW, TNW: whole_epilogue(g, plan, k, MI, NI, TMW, TNW))
+        return src + stats_source(plan, k) + apply_source(g, plan)
     if not k.wgmma or k.BN < p.OC:
         raise Unsupported("the batch statistics need the warpgroup MMA's tile over every channel")
-    args = "float* __restrict__ out, " + conv.kernel_args(g, p).split(", ", 1)[1]
     src = conv._render(g, p, k, split, "nhwc", args=args, epilogue=epilogue(g, plan, k))
     return src + stats_source(plan, k) + apply_source(g, plan)
 
@@ -236,8 +272,8 @@ def apply_grid(plan: ConvStatsPlan, sms: int, tpsm: int) -> tuple[int]:
 
 
 def static_bytes(plan: ConvStatsPlan, k) -> int:
-    """The epilogue's `st_red` (a sum a column for each warp), `st_mean` and `st_n`."""
-    return (k.BM // 16 + 1) * k.BN * 4 + 4
+    """The epilogue's `st_red` (a sum a column for each warp, or warp row), `st_mean` and `st_n`."""
+    return ((k.WM if k.whole else k.BM // 16) + 1) * k.BN * 4 + 4
 
 
 def after(plan: ConvStatsPlan, k, tensors: list, sms: int, tpsm: int) -> tuple[Node, list]:
