@@ -392,10 +392,12 @@ def _render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str, kspl
                 raise Unsupported("wgmma runs plain TF32, or 3xTF32 on the staged planes (split 3 with planes)")
             setup = _setup_nhwc(p, k) + (_gather_fast_setup(p, k, T, A) if _gather_fast(p, T, A) else "")
             xl, wl = (plane_sizes(p) if k.planes else (0, 0))
+            # a phase's k-tiles: its real taps come first in K (_tap_decode), the rest would multiply zeros
+            kt = f"({phase_taps(p)} * {p.Cg} + {BK - 1}) / {BK}" if p.phased else None
             return kernel_source_wgmma("egg_conv", args, k, A, B, p.Mg, p.OCg, p.Kg, setup,
                                        "" if epilogue else _store(g, p, "nhwc"),
                                        a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem, xl),
-                                       tiles=phases_first(p, k), b_lo=wl, epilogue=epilogue)
+                                       tiles=phases_first(p, k), b_lo=wl, epilogue=epilogue, kt=kt)
         if epilogue:
             raise Unsupported("an epilogue over the tile's columns runs on the warpgroup MMA")
         if k.planes:
@@ -411,30 +413,39 @@ def _render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str, kspl
 
 
 def _phase_decode(p: ConvPlan, res: str, ind: str) -> list[str]:
-    """Statements giving, per dim d, the phase's residue r{d} and its first tap k0_{d} (-1: none)."""
+    """Statements giving, per dim d, the phase's residue r{d}, its first tap k0_{d} (-1: none) and its taps pn{d}
+    (at least 1: a phase with none has k0 -1, which makes every tap invalid)."""
     lines = [f"{ind}int rr_ = {res};"]
     for d in reversed(range(p.nd)):
         lines.append(f"{ind}const int r{d} = rr_ % {p.stride[d]}; rr_ /= {p.stride[d]};")
     for d in range(p.nd):
-        s_ = p.stride[d]
+        s_, ts = p.stride[d], p.tap_step[d]
         lines.append(f"{ind}int k0_{d} = -1;  // the first tap whose input position divides exactly")
         lines.append(f"{ind}for (int c = 0; c < {s_}; ++c)")
         lines.append(f"{ind}    if (((r{d} + {p.pad[d]} - c * {p.dil[d]}) % {s_} + {s_}) % {s_} == 0) {{ k0_{d} = c; break; }}")
+        lines.append(f"{ind}const int pn{d} = k0_{d} >= 0 ? ({p.ker[d]} - k0_{d} + {ts - 1}) / {ts} : 1;  // this phase's taps")
     return lines
 
 
+def phase_taps(p: ConvPlan) -> str:
+    """The expression of this phase's taps (after _phase_decode): its real (tap, channel) columns are the first
+    phase_taps * Cg of the GEMM's K (a phase of level 2 task 100's k3 s2 conv has 1 to 8 of the 8 a phase may)."""
+    return " * ".join(f"pn{d}" for d in range(p.nd))
+
+
 def _tap_decode(p: ConvPlan, ind: str, ok: str, between: list[str] | None = None) -> list[str]:
-    """Statements: the tap index in `r_` -> kernel offsets k{d} per dim (a phase's taps are tap_step
-    apart from its first, k0_{d}; `ok` turns false past the kernel or where the phase has none);
-    `between` goes after the tap index is split, before the offsets."""
-    lines = [f"{ind}const int a{d} = r_ % {p.taps[d]}; r_ /= {p.taps[d]};" for d in reversed(range(p.nd))]
-    lines += between or []
+    """Statements: the tap index in `r_` -> kernel offsets k{d} per dim. A phase's taps are tap_step apart from
+    its first, k0_{d}, and are split by its own counts pn{d}, so its real taps come first in K (`ok` turns false
+    past them, or where the phase has none); `between` (the phase's decode, where it is not in scope) goes first."""
+    lines = list(between or [])
+    if not p.phased:
+        return lines + [f"{ind}const int a{d} = r_ % {p.taps[d]}; r_ /= {p.taps[d]};" for d in reversed(range(p.nd))] + \
+            [f"{ind}const int k{d} = a{d};" for d in range(p.nd)]
+    lines += [f"{ind}const int a{d} = r_ % pn{d}; r_ /= pn{d};" for d in reversed(range(p.nd))]
+    lines.append(f"{ind}{ok} = {ok} && r_ == 0;")  # past the phase's taps (no comment: conv_tma joins these lines)
     for d in range(p.nd):
-        if p.phased:
-            lines.append(f"{ind}const int k{d} = k0_{d} + a{d} * {p.tap_step[d]};")
-            lines.append(f"{ind}{ok} = {ok} && k0_{d} >= 0 && k{d} < {p.ker[d]};")
-        else:
-            lines.append(f"{ind}const int k{d} = a{d};")
+        lines.append(f"{ind}const int k{d} = k0_{d} + a{d} * {p.tap_step[d]};")
+        lines.append(f"{ind}{ok} = {ok} && k0_{d} >= 0 && k{d} < {p.ker[d]};")
     return lines
 
 

@@ -286,10 +286,11 @@ def _reads(A: Operand, B: Operand, k: GemmKnobs, NI: int, split: int, rounded: b
     return a_reads, b_reads, b_step
 
 
-def _ring_head(K: int, S: int, load, ahead: int | None = None, kc: int = 0, bk: int = BK) -> str:
+def _ring_head(K: int, S: int, load, ahead: int | None = None, kc: int = 0, bk: int = BK, kt: str | None = None) -> str:
     """The ring's first `ahead` (default S - 1) tiles, a commit group each (empty past the last tile).
-    `kc`: split-K, this block's K range is [kb, kb + kc) (`kb` set by the kernel), k0 stays absolute."""
-    kt = f"({K} + {bk - 1}) / {bk}" if not kc else f"(int)((min({K}LL - kb, {kc}LL) + {bk - 1}) / {bk})"
+    `kc`: split-K, this block's K range is [kb, kb + kc) (`kb` set by the kernel), k0 stays absolute.
+    `kt`: the block's own k-tile count where it has fewer than K's (a transposed conv's phase)."""
+    kt = kt or (f"({K} + {bk - 1}) / {bk}" if not kc else f"(int)((min({K}LL - kb, {kc}LL) + {bk - 1}) / {bk})")
     return f"""    const int KT = {kt};
     #pragma unroll
     for (int s = 0; s < {S - 1 if ahead is None else ahead}; ++s) {{
@@ -316,7 +317,7 @@ def _ring_refill(S: int, load, ahead: int | None = None, kc: int = 0, bk: int = 
 """
 
 
-def wg_ring(K: int, S: int, load, lead: bool, bk: int = BK) -> tuple[str, str, str, str]:
+def wg_ring(K: int, S: int, load, lead: bool, bk: int = BK, kt: str | None = None) -> tuple[str, str, str, str]:
     """A warpgroup-MMA kernel's cp.async ring, one step's MMAs left in flight (wait_group 1 after each
     step's): (the head before the loop, the wait for step kt's tile, the refill after the step's barrier,
     the refill after its MMAs). Tiles S - 2 ahead: step kt refills the slot of tile kt - 2, which every
@@ -324,10 +325,10 @@ def wg_ring(K: int, S: int, load, lead: bool, bk: int = BK) -> tuple[str, str, s
     for 3 stages, where a step's MMAs hid one tile's latency only), the slot of tile kt - 1 refilled after
     the step's MMAs are issued and a second barrier (every warpgroup then past its wait for kt - 1's)."""
     if lead:
-        return (_ring_head(K, S, load, S - 1, bk=bk), str(S - 2), "",
+        return (_ring_head(K, S, load, S - 1, bk=bk, kt=kt), str(S - 2), "",
                 "        __syncthreads();  // every warpgroup's MMAs of step kt - 1 done: its slot takes tile kt + S - 1\n"
                 + _ring_refill(S, load, S - 1, bk=bk))
-    return _ring_head(K, S, load, S - 2, bk=bk), str(S - 3), _ring_refill(S, load, S - 2, bk=bk), ""
+    return _ring_head(K, S, load, S - 2, bk=bk, kt=kt), str(S - 3), _ring_refill(S, load, S - 2, bk=bk), ""
 
 
 def _wg_store(NI: int, M: int, N: int, store: str, rows: str) -> str:
@@ -725,7 +726,7 @@ def fold_of(KT: int, fold: int) -> int:
 
 def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int,
                         setup: str, store: str, a_loader=None, b_loader=None, tiles: str | None = None,
-                        b_lo: int = 0, epilogue: str | None = None) -> str:
+                        b_lo: int = 0, epilogue: str | None = None, kt: str | None = None) -> str:
     """kernel_source's contract (setup, loaders, store with `acc[mi][ni][2 * h + e]` at row m, column n)
     on `wgmma.m64nNk8.tf32`: BM / 64 warpgroups, each 64 rows by all BN columns; both tiles in the
     canonical no-swizzle layout (Operand.canon), so the tensor cores read them straight from shared
@@ -763,7 +764,9 @@ def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Opera
     # The ring (wg_ring) keeps one step's MMAs in flight (wait_group 1) while the next step waits for its
     # tile. A landed tile is made visible to the tensor cores' async proxy by each copying thread
     # (fence.proxy.async) before the barrier.
-    head, wait, top, bottom = wg_ring(-(-KT // F) * F * BK if k.planes else K, S, load, k.lead)
+    # `kt`: the block's k-tiles where fewer than K's (setup defines what it reads), in whole folds on planes
+    kt = kt and (f"(({kt}) + {F - 1}) / {F} * {F}" if k.planes else kt)
+    head, wait, top, bottom = wg_ring(-(-KT // F) * F * BK if k.planes else K, S, load, k.lead, kt=kt)
     init = fold_acc(NI) if k.planes else (f"""    float acc[1][{NI}][4];
     #pragma unroll
     for (int ni = 0; ni < {NI}; ++ni)
