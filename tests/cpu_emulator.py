@@ -444,6 +444,19 @@ def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir
     return got.reshape(shapes["out"])
 
 
+def assert_fp32_grade(task_path, g, pk, workdir: Path, factor: float = 16, compiled: bool = True) -> None:
+    """An emitted module compiles for sm_90a (`compiled`) and, on the emulator, its max error against a float64
+    truth is within `factor` times eager fp32's (fp32 grade); skips the emulation where there is no g++."""
+    import pytest
+    from runtime.compile import compile_check
+    if compiled:
+        assert compile_check(pk.cuda_source, pk.compile_options, "sm_90a").ok
+    if not available():
+        pytest.skip("no g++")
+    err, eager_err = run_module(task_path, g, pk, workdir)
+    assert err < factor * max(eager_err, 2 ** -24), (err, eager_err)
+
+
 def run_module(task_path, g, pk, workdir: Path, input_seed: int = 7, prepare=None) -> tuple[float, float]:
     """An emitted module (its host code's launches) on one input set of the task, against a float64
     truth: (the module's max error, eager fp32's), both relative to the truth's largest magnitude.
