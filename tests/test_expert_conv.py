@@ -9,6 +9,7 @@ import pytest
 from agents.expert import ExpertAgent
 from agents.expert.opgraph import Unsupported, export_graph
 from agents.expert.templates import conv, conv_tma, direct_conv, gemm
+from hardware_profiles import load_profile
 from runtime.compile import compile_check
 from tasks import load_task
 from tests.codegen_golden import KB
@@ -897,3 +898,23 @@ def test_a_conv_of_at_most_32_channels_a_group_starts_on_the_32_wide_wgmma_tile(
     d = agent._default(fam, g, plan, None, load_profile("h200"))
     assert (d["layout"], d.get("wgmma"), d["BN"], d["BM"]) == ("nhwc", True, 32, 128), d
     assert "wgmma_tf32_n32(" in agent.emit(g, fam, plan, d, load_profile("h200")).cuda_source
+
+
+@pytest.mark.parametrize("wgmma", [False, True], ids=["mma_sync", "wgmma"])
+def test_a_phase_runs_only_its_own_taps_k_tiles(tmp_egg, wgmma):
+    """A k3 s2 transposed conv over 16 channels: its phases have 1, 2 or 4 of the 4 taps a phase may, so their real
+    (tap, channel) columns (16 to 64) take 1 or 2 of K's 2 k-tiles; each phase's loop runs its own count (a runtime
+    KT over the phase's taps, split by its own counts so they come first in K). A count one short drops real taps."""
+    from tests import cpu_emulator
+    path = _task(tmp_egg, "T2", 16, 24, 3, 2, 1, 1, 1, True, (2, 16, 6, 5), "self.conv(x)")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path), load_profile("h200"))
+    params = {"family": "conv", "layout": "nhwc", "BM": 128 if wgmma else 64, "BN": 32, "WM": 2, "WN": 4 if wgmma else 2,
+              "stages": 3, "split": 1 if wgmma else 3, **({"wgmma": True, "swz": True} if wgmma else {})}
+    pk = agent.emit(g, fam, plan, params, load_profile("h200"))
+    assert "pn0 * pn1" in pk.cuda_source
+    cpu_emulator.assert_fp32_grade(path, g, pk, tmp_egg / "emu", factor=1e4 if wgmma else 16)  # plain TF32 on wgmma
+    short = pk.model_copy(update={"cuda_source": pk.cuda_source.replace("(pn0 * pn1 * 16 + 31) / 32", "(pn0 * pn1 * 16) / 32")})
+    assert short.cuda_source != pk.cuda_source
+    err, eager_err = cpu_emulator.run_module(path, g, short, tmp_egg / "emu_short")
+    assert not err < 1e4 * max(eager_err, 2 ** -24)

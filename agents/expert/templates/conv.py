@@ -384,6 +384,8 @@ def _render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str, kspl
         return kernel_source("egg_conv", args, k, A, B, S, p.OCg, p.Cg, setup, _store(g, p, "gemm"),
                              split=split)
     if layout == "nhwc":
+        # a phase's k-tiles: its real taps come first in K (_tap_decode), the rest would multiply zeros
+        kt = f"({phase_taps(p)} * {p.Cg} + {BK - 1}) / {BK}" if p.phased else None
         per = BK // A.vec
         if T % per or k.BM % (T // per) or T < k.BM:
             raise Unsupported("the channels-last gather needs BM rows in whole passes of the block")
@@ -392,8 +394,6 @@ def _render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str, kspl
                 raise Unsupported("wgmma runs plain TF32, or 3xTF32 on the staged planes (split 3 with planes)")
             setup = _setup_nhwc(p, k) + (_gather_fast_setup(p, k, T, A) if _gather_fast(p, T, A) else "")
             xl, wl = (plane_sizes(p) if k.planes else (0, 0))
-            # a phase's k-tiles: its real taps come first in K (_tap_decode), the rest would multiply zeros
-            kt = f"({phase_taps(p)} * {p.Cg} + {BK - 1}) / {BK}" if p.phased else None
             return kernel_source_wgmma("egg_conv", args, k, A, B, p.Mg, p.OCg, p.Kg, setup,
                                        "" if epilogue else _store(g, p, "nhwc"),
                                        a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem, xl),
@@ -404,7 +404,7 @@ def _render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str, kspl
             raise Unsupported("the staged planes are read by the warpgroup MMA")
         return kernel_source("egg_conv", args, k, A, B, p.Mg, p.OCg, p.Kg, _setup_nhwc(p, k),
                              _store(g, p, "nhwc", partial), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem), split=split,
-                             rounded=True, ksplit=ksplit, tiles=None if ksplit[0] else phases_first(p, k))
+                             rounded=True, ksplit=ksplit, tiles=None if ksplit[0] else phases_first(p, k), kt=kt)
     if T % k.BM or BK % (T // k.BM):
         raise Unsupported("the gather needs threads a multiple of BM")
     return kernel_source("egg_conv", args, k, A, B, p.M, p.OCg, p.K, _setup(p, k, T), _store(g, p, partial=partial),

@@ -361,7 +361,8 @@ def _xyz_tiles(k: GemmKnobs, zs: str = "const int bz = blockIdx.z;", note: bool 
 
 def kernel_source(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int, setup: str,
                   store: str, a_loader=None, split: int = 3, b_loader=None, rounded: bool = False,
-                  ksplit: tuple[int, int] = (0, 1), staged: tuple[str, str] | None = None, tiles: str | None = None) -> str:
+                  ksplit: tuple[int, int] = (0, 1), staged: tuple[str, str] | None = None, tiles: str | None = None,
+                  kt: str | None = None) -> str:
     """The tensor-core main loop around pluggable parts: `setup` (statements after `bz`, defining the
     operand bases `Ab` and `Bb`), `a_loader(smem)` (A's tile copy; default: A read in place),
     `b_loader(smem)` likewise for B, `store` (inside `if (m < M && n < N)`, the accumulator `acc[mi][ni][2 * h + e]` at GEMM row m,
@@ -369,6 +370,7 @@ def kernel_source(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M:
     operand rounded to nearest as it is read, or before (`rounded`: the staged tensors hold TF32 values).
     `ksplit` (kc, batch): split-K, blockIdx.z is split * batch + bz and the block sums K [kb, kb + kc).
     `tiles`: statements defining the block's m0, n0 and bz in place of (x, y, z) (another launch order).
+    `kt`: the block's k-tiles where fewer than K's (a transposed conv's phase; not with split-K).
     `staged` (epilogue code, its value): instead of `store`, the fp32 values go to a shared-memory tile
     (the ring's space) and from there to `out`, row-major (bz, M, N), in 16-byte stores: a GEMM whose
     output outweighs its operands (small K) is bound by its stores, which from the MMA's fragments are
@@ -455,7 +457,7 @@ extern "C" __global__ void __launch_bounds__({T}) {name}({args}) {{
         for (int ni = 0; ni < {NI}; ++ni)
             #pragma unroll
             for (int q = 0; q < 4; ++q) acc[mi][ni][q] = 0.0f;
-{_ring_head(K, S, load, kc=kc)}    for (int kt = 0; kt < KT; ++kt) {{
+{_ring_head(K, S, load, kc=kc, kt=None if kc else kt)}    for (int kt = 0; kt < KT; ++kt) {{
         cp_async_wait<{S - 2}>();
         __syncthreads();
 {_ring_refill(S, load, kc=kc)}        {{
