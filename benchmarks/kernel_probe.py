@@ -63,11 +63,9 @@ def expert_design(task: str):
 
 
 def candidate(pk, cid: str):
-    """The proposed kernel `pk` as the runtime's candidate record."""
+    """The proposed kernel `pk` as the runtime's candidate record (as the design node makes it)."""
     from state import KernelCandidate
-    return KernelCandidate(id=cid, stage="probe", cuda_source=pk.cuda_source, host_code=pk.host_code,
-                           kernel_names=pk.kernel_names, params=pk.params, compile_options=pk.compile_options,
-                           description=pk.description, family=pk.family, guard_policy=pk.guard_policy)
+    return KernelCandidate(id=cid, stage="probe", **pk.model_dump())
 
 
 def _err(got, truth) -> float:

@@ -37,7 +37,7 @@ def main() -> None:
     pk = agent.emit(g, fam, plan, {**base, **json.loads(a.vary)}, prof)
     print(pk.description, pk.params, flush=True)
     cand = candidate(pk, "nan-probe")
-    launch = KernelAPI.launch
+    launch, shape = KernelAPI.launch, [int(v) for v in a.decode.split(",")] if a.decode else []
 
     def checked(self, name, grid, block, args, shared_mem=0):
         launch(self, name, grid, block, args, shared_mem)
@@ -47,7 +47,6 @@ def main() -> None:
             bad = torch.isnan(out.reshape(-1)).nonzero().reshape(-1)
             where = f" at {bad[:12].tolist()} ... {bad[-4:].tolist()}" if bad.numel() else ""
             print(f"{name} grid {grid} block {block}: {bad.numel()} of {out.numel()} NaN{where}", flush=True)
-            shape = [int(v) for v in a.decode.split(",")] if a.decode else []
             if bad.numel() and shape and out.numel() >= math.prod(shape):
                 nan = torch.isnan(out.reshape(-1)[:math.prod(shape)].reshape(shape))
                 for d in range(len(shape)):

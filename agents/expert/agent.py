@@ -60,7 +60,6 @@ def eager_is_fp32_grade(req: StageRequest | None) -> bool:
 
 DEFAULT_SMS = 132  # where no request names the GPU (a program's untuned stages): the H200's
 DEFAULT_SMEM = 227 * 1024  # and its shared memory a block may opt into
-DEFAULT_SMEM_SM = 228 * 1024  # and an SM's
 
 
 def smem_limit(profile) -> int:
@@ -276,7 +275,7 @@ def blocks_per_sm(fam: str, plan, d: dict, profile) -> int:
     """How many blocks of an epilogue conv's design `d` an SM holds by their shared memory (ring and epilogue)."""
     k, p = gemm.GemmKnobs.of(d), plan.conv
     per = conv.shared_bytes(p, k, "nhwc") + conv.static_bytes(p, k, "nhwc") + EPILOGUE_CONVS[fam].static_bytes(plan, k)
-    return (profile.shared_per_sm if profile is not None else DEFAULT_SMEM_SM) // (per + 1024)  # 1 KB reserved a block
+    return (profile.shared_per_sm if profile is not None else conv_short.SM_SHARED) // (per + 1024)  # 1 KB reserved a block
 
 
 def epilogue_tile(fam: str, plan, d: dict, profile) -> dict:
