@@ -230,6 +230,9 @@ def _epilogue_family_verifies(evaluator, path, family):
     assert fam == family
     base = agent._default(fam, g, plan, None)
     variants = [{**base, "split": 3, "planes": True}, {**base, "split": 3, "planes": True, "BM": 64, "lead": True}, base]
+    from agents.expert.agent import WHOLE_K_EPILOGUES, whole_k
+    if fam in WHOLE_K_EPILOGUES and (whole := whole_k(plan.conv, 3, detect())):  # and on the whole-K persistent kernel
+        variants += [{**whole, "family": fam}, {**whole, "family": fam, "split": 1}]
     cands = []
     for i, v in enumerate(variants):
         pk = agent.emit(g, fam, plan, v, detect())
