@@ -279,6 +279,18 @@ inline void tma_load4(void* dst, const EggTmap* m, int c0, int c1, int c2, int c
     const long long c[5] = {c0, c1, c2, c3, 0}; emu_tma(dst, m, c, b); }
 inline void tma_load5(void* dst, const EggTmap* m, int c0, int c1, int c2, int c3, int c4, unsigned long long* b) {
     const long long c[5] = {c0, c1, c2, c3, c4}; emu_tma(dst, m, c, b); }
+// named barriers (gemm_tf32.NAMED_BAR_PRELUDE): a block's barrier `id` of n threads, made at its first use; an
+// arrival that does not wait is std::barrier's arrive
+static std::mutex emu_named_mu;
+static std::map<std::pair<const void*, int>, std::barrier<>*> emu_named;
+inline std::barrier<>* emu_named_bar(int id, int n) {
+    std::lock_guard<std::mutex> l(emu_named_mu);
+    auto& b = emu_named[{emu_blk, id}];
+    if (!b) b = new std::barrier<>(n);
+    return b;
+}
+inline void named_bar_sync(int id, int n) { emu_named_bar(id, n)->arrive_and_wait(); }
+inline void named_bar_arrive(int id, int n) { (void)emu_named_bar(id, n)->arrive(); }
 template <int N> inline void regs_dec() {}
 template <int N> inline void regs_inc() {}
 template <int BYTES> inline void cp_async(float* dst, const float* src, int valid_bytes) {
@@ -301,14 +313,14 @@ def available() -> bool:
 
 
 def _cpu_source(src: str) -> str:
-    from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_N32, WGMMA_PRELUDE
+    from agents.expert.templates.gemm_tf32 import NAMED_BAR_PRELUDE, TF32_PRELUDE, WGMMA_N32, WGMMA_PRELUDE
     from agents.expert.templates.gemm_wgmma16 import TMA_PRELUDE, WGMMA16_PRELUDES
     from agents.expert.codegen import CLUSTER_PRELUDE
     from agents.expert.templates.scan import BOOL_PRELUDE
     body = MATH_PRELUDE + src.replace(PRELUDE, "").replace(BOOL_PRELUDE, "").replace(WGMMA_PRELUDE, "").replace(TF32_PRELUDE, "")
     for pre in WGMMA16_PRELUDES.values():
         body = body.replace(pre, "")
-    body = body.replace(CLUSTER_PRELUDE, "").replace(TMA_PRELUDE, "").replace(WGMMA_N32, "")
+    body = body.replace(CLUSTER_PRELUDE, "").replace(TMA_PRELUDE, "").replace(WGMMA_N32, "").replace(NAMED_BAR_PRELUDE, "")
     body = body.replace("reinterpret_cast<const float4*>(", "emu_vec<const float4>(").replace("reinterpret_cast<float4*>(", "emu_vec<float4>(")
     # dynamic shared memory becomes one static buffer (blocks run one at a time)
     return re.sub(r"extern __shared__ (?:__align__\(\d+\) )?(\w+(?: \w+)*?) (\w+)\[\];",

@@ -749,6 +749,31 @@ def test_tma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, spec, til
     assert err1 > 100 * err
 
 
+@pytest.mark.parametrize("spec,sms", [(TMA_SPECS[0][0], 1), (TMA_SPECS[1][0], 1), (TMA_SPECS[5][0], 2), (TMA_SPECS[6][0], 3),
+                                      (TMA_SPECS[8][0], 5)], ids=["2d", "3d", "small_maps", "T2_phased", "T3_phased"])
+def test_pingpong_tma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, spec, sms):
+    """Ping-pong (conv_tma `pingpong`): a block's two consumer warpgroups take its 64-position tiles in turn off one
+    ring, a named barrier handing the tensor cores over, each slot released by its one consumer. One to three blocks
+    walk every tile (so a warpgroup runs several, and a block may end on either warpgroup's turn); against float64.
+    Without the hand-over a warpgroup waits on its slots a ring's turn early: the run is wrong or hangs."""
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    path = _task(tmp_egg, *spec)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    params = {**agent._default(fam, g, plan, None), "BM": 128, "BN": 64, "stages": 3, "split": 1, "layout": "nhwc",
+              "wgmma": True, "swz": True, "tma": True, "persist": True, "pingpong": True}
+    k = gemm.GemmKnobs.of(params)
+    assert math.prod(conv_tma.patch(plan, k)) == 64 and conv_tma.grid_tiles(plan, k) > 2 * sms - 1  # turns on turns
+    pk = agent.emit(g, fam, plan, params, load_profile("h200").model_copy(update={"sms": sms}))
+    assert "named_bar_sync(1 + wg, 256)" in pk.cuda_source and "ping-pong" in pk.description
+    assert compile_check(pk.cuda_source, ["-lineinfo"], "sm_90a").ok
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "emu")
+    assert 4 * max(eager_err, 2 ** -24) < err < 2e-3, (err, eager_err)  # TF32, and every tap counted
+
+
 def test_tma_conv_is_offered_first_at_memory_optimization_where_it_applies(tmp_egg):
     """A 3x3 stride-1 conv on the wgmma path: memory optimisation proposes its tiles by TMA first, and for a
     strided transposed conv (each phase's input is a box); a strided forward conv is not offered it (a

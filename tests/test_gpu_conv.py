@@ -74,10 +74,11 @@ def test_whole_k_conv_verifies(tmp_egg, evaluator, spec, tile):
 def test_tma_conv_verifies_at_awkward_shapes(tmp_egg, evaluator, spec, tile):
     """The conv whose tiles come by TMA (conv_tma): padding and patch overhangs zero-filled by the map's
     bounds, fewer channels than a box, groups of 32, 1-d to 3-d maps, transposed by phase, one and two
-    consumer warpgroups, persistent."""
+    consumer warpgroups, persistent, and its two consumers in ping-pong."""
     path = _task(tmp_egg, *spec)
     base = {"layout": "nhwc", "split": 1, "wgmma": True, "swz": True, "tma": True, "BN": tile[1]}
-    variants = [{**base, "BM": tile[0], "stages": 3}, {**base, "BM": 128, "stages": 4}, {**base, "BM": 128, "stages": 4, "persist": True}]
+    variants = [{**base, "BM": tile[0], "stages": 3}, {**base, "BM": 128, "stages": 4}, {**base, "BM": 128, "stages": 4, "persist": True},
+                {**base, "BM": 128, "stages": 6, "persist": True, "pingpong": True}]  # 64-position tiles in turn
     evs = evaluator.evaluate(str(path), _candidates(path, variants), None)
     _judged_as_eager_allows(evs, variants)
 

@@ -1074,7 +1074,9 @@ class ExpertAgent:
                     f"input box and the weight's tile "
                     f"copied by TMA from a producer warpgroup into a {k.stages}-stage ring (mbarriers, warp-specialised), "
                     f"{k.BM // 64} consumer warpgroup(s)" + (", persistent: a block an SM walking the tiles, the next "
-                                                              "tile's boxes under this one's epilogue" if k.persist else ""))
+                                                              "tile's boxes under this one's epilogue" if k.persist else "")
+                    + (", in ping-pong: the consumer warpgroups take the tiles in turn, one's epilogue under the other's "
+                       "MMAs" if k.pingpong else ""))
         elif fam == "conv" and params.get("whole"):  # short K: whole in shared memory, a persistent block
             k = gemm.GemmKnobs.of(params)
             split = int(params.get("split", 1))

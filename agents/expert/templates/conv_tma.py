@@ -8,7 +8,8 @@ consecutive in j, a box again. K runs over (tap, 32-channel box): 128 bytes a pi
 swizzle wgmma reads; the staged weight (groups x phases, OC/groups, taps x C/groups) is a map too. A
 producer warpgroup issues both boxes a step (gemm_tf32.tma_producer), the consumer warpgroups run TF32
 wgmma on them (what eager's cuDNN runs), and the pointwise chain after the conv is fused into the store
-(conv._store, one image's pixel at a time). `persist`: a block an SM walks the tiles.
+(conv._store, one image's pixel at a time). `persist`: a block an SM walks the tiles; `pingpong` with it: the two
+consumer warpgroups take 64-position tiles in turn, one's epilogue under the other's MMAs.
 
 The cp.async conv (conv.py, layout "nhwc") has every thread decode a pixel's window and copy 16 bytes a
 tap, a block-wide barrier a step; here no thread computes an address in the loop."""
@@ -21,8 +22,8 @@ from agents.expert.codegen import PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported
 from agents.expert.templates.conv import ConvPlan, _phase_decode, _store, _tap_decode, kernel_args, staged_nodes
 from agents.expert.templates.gemm import GemmKnobs
-from agents.expert.templates.gemm_tf32 import (BK, TF32_PRELUDE, TMA_PRELUDE, WG_THREAD, WGMMA_PRELUDE, tma_barrier_bytes,
-                                               tma_mainloop, tma_producer, tma_setup)
+from agents.expert.templates.gemm_tf32 import (BK, NAMED_BAR_PRELUDE, TF32_PRELUDE, TMA_PRELUDE, WG_THREAD, WGMMA_PRELUDE,
+                                               tma_barrier_bytes, tma_mainloop, tma_pingpong, tma_producer, tma_setup)
 
 
 def ok(p: ConvPlan) -> str | None:
@@ -48,19 +49,24 @@ def _pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
+def rows(k: GemmKnobs) -> int:
+    """A tile's output positions: BM, or with `pingpong` a consumer warpgroup's 64."""
+    return 64 if k.pingpong else k.BM
+
+
 def patch(p: ConvPlan, k: GemmKnobs) -> tuple[int, int, int]:
     """(Pw, Ph, Pn): the block's output positions along the last dim, the one before (1-d: 1) and images:
     the power of two that holds a row (at most BM), as many rows as hold a plane and make at most BM, and
     as many images as make BM (small maps, a ResNet's 7x7: several images a patch instead of positions
     past the map; a 3-d conv's patch is one image's, at one depth)."""
-    ext = extent(p)
-    Pw = min(k.BM, _pow2(ext[-1]))
+    ext, BM = extent(p), rows(k)
+    Pw = min(BM, _pow2(ext[-1]))
     if p.nd == 1:
-        return Pw, 1, k.BM // Pw
+        return Pw, 1, BM // Pw
     if p.nd == 3:
-        return Pw, k.BM // Pw, 1
-    Ph = min(k.BM // Pw, _pow2(ext[-2]))
-    return Pw, Ph, k.BM // (Pw * Ph)
+        return Pw, BM // Pw, 1
+    Ph = min(BM // Pw, _pow2(ext[-2]))
+    return Pw, Ph, BM // (Pw * Ph)
 
 
 def tiles(p: ConvPlan, k: GemmKnobs) -> tuple[int, ...]:
@@ -80,8 +86,10 @@ def check(p: ConvPlan, k: GemmKnobs) -> None:
         raise Unsupported(why)
     if k.BM not in (64, 128) or k.BN not in (64, 128, 256) or k.stages < 2:
         raise Unsupported("the TMA conv runs one or two consumer warpgroups, 64 to 256 channels, 2 stages or more")
-    if math.prod(patch(p, k)) != k.BM:
-        raise Unsupported("a patch of BM output positions")
+    if k.pingpong and not (k.persist and k.BM == 128):
+        raise Unsupported("ping-pong takes the persistent loop's tiles by two consumer warpgroups (BM 128)")
+    if math.prod(patch(p, k)) != rows(k):
+        raise Unsupported("a patch of a tile's output positions")
 
 
 def grid(p: ConvPlan, k: GemmKnobs, sms: int = 132) -> tuple[int, int, int]:
@@ -104,7 +112,7 @@ def grid_tiles(p: ConvPlan, k: GemmKnobs) -> int:
 
 
 def shared_bytes(p: ConvPlan, k: GemmKnobs) -> int:
-    return k.stages * (k.BM + k.BN) * BK * 4 + tma_barrier_bytes(k.stages)
+    return k.stages * (rows(k) + k.BN) * BK * 4 + tma_barrier_bytes(k.stages)
 
 
 def tensor_maps(p: ConvPlan, k: GemmKnobs) -> list[host.TensorMap]:
@@ -166,7 +174,7 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs) -> str:
     check(p, k)
     NW, S, NI = k.BM // 64, k.stages, k.BN // 8
     T = k.threads(True)
-    EA, EB = k.BM * BK, k.BN * BK
+    EA, EB = rows(k) * BK, k.BN * BK
     Pw, Ph, Pn = patch(p, k)
     CT = -(-p.Cg // BK)  # 32-channel boxes a tap
     nd = p.nd
@@ -191,7 +199,7 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs) -> str:
     for (int ni = 0; ni < {NI}; ++ni)
         #pragma unroll
         for (int h = 0; h < 2; ++h) {{
-            const int r = wg * 64 + wq * 16 + g + 8 * h;  // the position in the patch
+            const int r = {"" if k.pingpong else "wg * 64 + "}wq * 16 + g + 8 * h;  // the position in the patch
             const int img = img0 + r / {Pw * Ph};
             {" ".join(outs)}
             #pragma unroll
@@ -204,16 +212,19 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs) -> str:
             }}
         }}
 """
-    head = f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{TMA_PRELUDE}
+    head = f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{TMA_PRELUDE}{NAMED_BAR_PRELUDE if k.pingpong else ""}
 extern "C" __global__ void __launch_bounds__({T}, 1) egg_conv(const __grid_constant__ EggTmap mX, const __grid_constant__ EggTmap mW, {kernel_args(g, p)}) {{
     extern __shared__ __align__(1024) unsigned char smem[];
     float* sA = reinterpret_cast<float*>(smem);
     float* sB = sA + {S * EA};
 {WG_THREAD}"""
-    nbytes, mma = (k.BM + k.BN) * BK * 4, f"wgmma_tf32_n{k.BN}"
+    nbytes, mma = (rows(k) + k.BN) * BK * 4, f"wgmma_tf32_n{k.BN}"
     if k.persist:
         n = str(grid_tiles(p, k))
         tiles = (n, "\n".join(_decode(p, k, "tile", "")) + "\n")
+        if k.pingpong:  # a slot has one consumer: `empty` counts one arrival
+            return (head + tma_setup(S, 1, f"sB + {S * EB}") + tma_producer(S, NW, KT, nbytes, loads, tiles)
+                    + tma_pingpong(S, KT, EA, EB, BK, NI, mma, tiles, store) + "}\n")
         return (head + tma_setup(S, NW, f"sB + {S * EB}") + tma_producer(S, NW, KT, nbytes, loads, tiles)
                 + tma_mainloop(S, KT, EA, EB, BK, NI, mma, tiles, store) + "}\n")
     return (head + f"""    const long long n0 = (long long)blockIdx.y * {k.BN};

@@ -706,6 +706,52 @@ def tma_mainloop(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, m
             + _indent(store, 4) + "    }\n")
 
 
+# Named barriers (bar.sync / bar.arrive on ids past __syncthreads' 0, counting only the threads named): a ping-pong
+# kernel's two consumer warpgroups hand each other the tensor cores
+NAMED_BAR_PRELUDE = r"""__device__ __forceinline__ void named_bar_sync(int id, int n) { asm volatile("bar.sync %0, %1;\n" :: "r"(id), "r"(n) : "memory"); }
+__device__ __forceinline__ void named_bar_arrive(int id, int n) { asm volatile("bar.arrive %0, %1;\n" :: "r"(id), "r"(n) : "memory"); }
+"""
+
+
+def tma_pingpong(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, mma: str, tiles: tuple[str, str],
+                 store: str) -> str:
+    """The consumers of a persistent TMA ring (tma_producer's `tiles`, two consumer warpgroups) in ping-pong: the
+    block's tiles (each a 64-row A tile, EA floats a slot) taken by the warpgroups in turn, so one's epilogue runs
+    under the other's MMAs (CUTLASS's sm90 "pingpong" schedule; cooperative, both warpgroups on one tile, serialise
+    their epilogues after their MMAs). The ring's steps stay in tile order: a warpgroup's tile i starts at step
+    i * KT and waits for the other's tile i - 1 to have issued its MMAs (a named barrier), so the slots it waits
+    on are the next phase of each (an mbarrier's parity tells only one phase from the next) and the two
+    warpgroups' MMAs never interleave. A slot goes back to the producer from its one consumer (`empty` counts 1)."""
+    steps = "\n".join(f"            {mma}(d, wg_desc_sw128(sA_s + {kk}), wg_desc_sw128(sB_s + {kk}));"
+                      for kk in range(0, words, 8))
+    return f"""    int i = wg;  // this warpgroup's turns: every other tile of the block's
+    for (long long tile = blockIdx.x + (long long)wg * gridDim.x; tile < {tiles[0]}; tile += 2LL * gridDim.x, i += 2) {{
+{_indent(tiles[1], 8)}        if (i > 0) named_bar_sync(1 + wg, 256);  // the other warpgroup's tile i - 1 has issued its MMAs
+        float d[{NI * 4}];
+        #pragma unroll
+        for (int q = 0; q < {NI * 4}; ++q) d[q] = 0.0f;
+        int it = i * {KT};
+        for (int kt = 0; kt < {KT}; ++kt, ++it) {{
+            const int s = it % {S};
+            mbar_wait(full + s, (it / {S}) & 1);
+            const float* sA_s = sA + s * {EA};
+            const float* sB_s = sB + s * {EB};
+            wgmma_fence();
+{steps}
+            wgmma_commit();
+            wgmma_wait1();
+            if (kt > 0 && (tid & 127) == 0) mbar_arrive(empty + (it - 1) % {S});
+        }}
+        if (tile + gridDim.x < {tiles[0]}) named_bar_arrive(1 + (wg ^ 1), 256);  // the next tile's turn: the other's
+        wgmma_wait0();
+        if ((tid & 127) == 0) mbar_arrive(empty + (it - 1) % {S});  // the tile's last slot
+        float acc[1][{NI}][4];
+        #pragma unroll
+        for (int q = 0; q < {NI * 4}; ++q) acc[0][q / 4][q % 4] = d[q];
+{_indent(store, 4)}    }}
+"""
+
+
 def _indent(code: str, n: int) -> str:
     """`code` with every line (blank ones too) n spaces further in."""
     return textwrap.indent(code, " " * n, lambda _: True)
