@@ -354,7 +354,7 @@ def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffer
     const {_ctype(t)}* {var[x]} = (const {_ctype(t)}*)emu_r_{x}_raw;"""
         for i, (x, t) in enumerate(inputs.items()))
     calls = []
-    for kernel, grid, block, args in steps:
+    for kernel, grid, block, args, *dyn in steps:
         maps = []  # a tensor-map argument: (buffer or input name, dims, box, element offset[, element bytes])
         for j, a in enumerate(args):
             if isinstance(a, tuple):
@@ -392,7 +392,7 @@ def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffer
             ts.emplace_back([&, emu_t, rk, bx, by, bz] {{
                 emu_blk = &blks[rk]; emu_rank = rk; blockIdx = EmuDim{{bx + rk, by, bz}}; threadIdx.x = emu_t;
                 {kernel}({", ".join(args)}); }});
-        for (auto& th : ts) th.join();
+        for (auto& th : ts) th.join();{_past_dynamic_check(kernel, dyn[0] if dyn else 0)}
     }}
     }}""")
     driver = f"""
@@ -424,6 +424,17 @@ int main(int argc, char** argv) {{
     return torch.from_numpy(np.fromfile(workdir / "out.bin", dtype=np.float32))
 
 
+def _past_dynamic_check(kernel: str, size: int) -> str:
+    """After a block: its dynamic shared memory past the launch's `size` bytes still holds the poison (on the GPU
+    those bytes are another block's: a write there corrupts it, which no result here would show)."""
+    if not size:
+        return ""
+    return f"""
+        for (auto& bk : blks)
+            for (long long q = {size}; q < (256 << 10); ++q)
+                if (bk.smem[q] != 0xFF) {{ fprintf(stderr, "{kernel}: dynamic shared memory written at byte %lld, past the launch's {size}\\n", q); abort(); }}"""
+
+
 def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir: Path) -> torch.Tensor:
     """Run the launches of an expert module's host code (its `egg.empty` buffers and `egg.launch`
     calls, in order) on the CPU; `tensors` maps the host code's names (`x0`, `self.p1`) to values.
@@ -442,15 +453,16 @@ def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir
             kernel, grid, block = (ast.literal_eval(a) for a in call.args[:3])
             names = [(ast.unparse(a.args[0]), *(ast.literal_eval(ast.unparse(x)) for x in a.args[1:]))
                      if isinstance(a, ast.Call) else ast.unparse(a) for a in call.args[3].elts]
-            steps.append((kernel, tuple(grid), block[0], names))
+            smem = next((ast.literal_eval(kw.value) for kw in call.keywords if kw.arg == "shared_mem"), 0)
+            steps.append((kernel, tuple(grid), block[0], names, smem))
     tensors = dict(tensors)
-    for *_, args in steps:  # an input's slice passed as a view (`x0.view(-1)[off:]`): the elements from there
+    for _, _, _, args, _ in steps:  # an input's slice passed as a view (`x0.view(-1)[off:]`): the elements from there
         for a in args:
             if isinstance(a, str) and (m := re.fullmatch(r"(x\d+)\.view\(-1\)\[(\d+):\]", a)) and a not in tensors:
                 tensors[a] = tensors[m.group(1)].reshape(-1)[int(m.group(2)):]
     safe = {n: re.sub(r"\W", "_", n) for n in tensors}
-    steps = [(k, g, b, [(safe.get(a[0], a[0]), *a[1:]) if isinstance(a, tuple) else safe.get(a, a) for a in args])
-             for k, g, b, args in steps]
+    steps = [(k, g, b, [(safe.get(a[0], a[0]), *a[1:]) if isinstance(a, tuple) else safe.get(a, a) for a in args], smem)
+             for k, g, b, args, smem in steps]
     buffers = {v: (int(np.prod(s)), types[v]) if types[v] else int(np.prod(s)) for v, s in shapes.items()}
     got = run_program(src, steps, buffers, {safe[n]: t.contiguous() for n, t in tensors.items()}, "out", workdir)
     return got.reshape(shapes["out"])

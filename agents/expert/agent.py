@@ -248,7 +248,25 @@ def _staging_launches(plan, planes: bool = False) -> list:
 
 def on_mma_sync(d: dict) -> dict:
     """A conv design on mma.sync: the same knobs without the warpgroup MMA's (3xTF32 splits in registers there)."""
-    return {k: v for k, v in d.items() if k not in ("wgmma", "swz", "planes", "fold")}
+    return {k: v for k, v in d.items() if k not in ("wgmma", "swz", "planes", "fold", "tma", "persist", "pingpong")}
+
+
+def tma_first(plan, d: dict, profile) -> dict:
+    """A forward conv's plain-TF32 wgmma design `d` with its tiles by TMA and the persistent tile loop (conv_tma)
+    where a tap's channels fill 32-channel boxes; else `d`. Measured on the H100 (2026-12-06, kernel_probe, conv
+    kernel alone): level 2 task 1 1.53 ms against the cp.async ring's 2.16; task 4 4.56 against 4.72 (its epilogue,
+    Mish twice, bounds it by instructions; ping-pong consumers 4.86). Transposed convs stay on the ring: its
+    phases run their own taps' k-tiles, the TMA conv every phase over the largest's."""
+    if not d.get("wgmma") or d.get("planes") or d.get("split", 1) != 1 or plan.transposed or plan.Cg < gemm_tf32.BK \
+            or conv_tma.ok(plan) is not None:
+        return d
+    t = {**d, "tma": True, "persist": True, "stages": 4}
+    k = gemm.GemmKnobs.of(t)
+    try:
+        conv_tma.check(plan, k)
+    except Unsupported:
+        return d
+    return t if conv_tma.shared_bytes(plan, k) <= smem_limit(profile) else d
 
 
 def conv_planes(g, plan, tf32: dict, profile) -> dict | None:
@@ -607,7 +625,7 @@ class ExpertAgent:
             if fam == "conv":  # plain TF32 (what eager's cuDNN runs by default) and 3xTF32 (fp32 grade); the
                 # fp32-grade one first where eager was measured exact here (cuDNN's choice for many shapes)
                 tf32 = self._default(fam, g, plan, req)
-                both = [tf32, {**on_mma_sync(tf32), "split": 3}]  # 3xTF32 on mma.sync (split in registers)
+                both = [tma_first(plan, tf32, req.profile), {**on_mma_sync(tf32), "split": 3}]  # 3xTF32 on mma.sync (split in registers)
                 both = both[::-1] if eager_is_fp32_grade(req) else both
                 if planes := conv_planes(g, plan, tf32, req.profile):  # and on the warpgroup MMA from staged planes,
                     # last: slower than mma.sync's on the H100 (level 2 task 57 1.32 ms against 1.06, 87 6.75 against

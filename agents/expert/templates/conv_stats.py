@@ -92,6 +92,11 @@ def plan_conv_stats(g: OpGraph) -> ConvStatsPlan:
         raise Unsupported(f"a conv of {p.groups} group(s), {p.OC} channels: a block holds one group's <= {MAX_CHANNELS}")
     if conv.default_layout(p) != "nhwc":
         raise Unsupported("a conv the channels-last implicit GEMM does not take first")
+    if p.phased and p.nd == 3:  # level 2 task 15 (k3 s2, 16 -> 32 channels): its egg_conv left NaN in y on the H100,
+        # most in the first and last tiles launched, changing run to run; the CPU emulator (smem poisoned, writes past the
+        # launch's shared memory checked) finds nothing, 2-d phased convs verify. As a program it verified (1.25 ms)
+        raise Unsupported("a 3-d transposed conv by phase with its batch statistics in the epilogue (NaN on the GPU, "
+                          "cause not found)")
     return ConvStatsPlan(p, x, r1, r2)
 
 
