@@ -432,7 +432,10 @@ def _past_dynamic_check(kernel: str, size: int) -> str:
     return f"""
         for (auto& bk : blks)
             for (long long q = {size}; q < (256 << 10); ++q)
-                if (bk.smem[q] != 0xFF) {{ fprintf(stderr, "{kernel}: dynamic shared memory written at byte %lld, past the launch's {size}\\n", q); abort(); }}"""
+                if (bk.smem[q] != 0xFF) {{
+                    fprintf(stderr, "{kernel}: dynamic shared memory written at byte %lld, past the launch's {size}\\n", q);
+                    abort();
+                }}"""
 
 
 def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir: Path) -> torch.Tensor:

@@ -129,6 +129,27 @@ def test_wgmma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case):
     assert 4 * max(eager_err, 2 ** -24) < err < 2e-3, (err, eager_err)  # TF32, and every tap counted
 
 
+def test_the_emulator_stops_a_kernel_writing_past_its_dynamic_shared_memory(tmp_egg):
+    """On the GPU the bytes past a launch's dynamic shared memory are another block's; the emulator's buffer is larger,
+    so it checks them after each block: the wgmma ring (K 576: every slot in use) launched a third short is stopped."""
+    import re
+    import subprocess
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    path = _task(tmp_egg, 2, 64, 16, 3, 1, 1, 1, 1, True, (1, 64, 6, 5), "self.conv(x)")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    params = {**agent._default(fam, g, plan, None), "BM": 64, "BN": 64, "stages": 3, "split": 1, "layout": "nhwc", "wgmma": True}
+    pk = agent.emit(g, fam, plan, params, load_profile("h200"))
+    size = int(re.search(r"'egg_conv', .*shared_mem=(\d+)\)", pk.host_code).group(1))
+    cpu_emulator.run_module(path, g, pk, tmp_egg / "ok")  # as launched: nothing past it
+    short = pk.model_copy(update={"host_code": pk.host_code.replace(f"shared_mem={size})", f"shared_mem={size - size // 3})")})
+    with pytest.raises(subprocess.CalledProcessError):
+        cpu_emulator.run_module(path, g, short, tmp_egg / "short")
+
+
 @pytest.mark.parametrize("spec", [
     (2, 8, 24, (3, 2), (2, 1), (1, 1), (1, 2), 2, True, (2, 8, 9, 7), "torch.relu(self.conv(x))"),  # 4 channels a group
     (3, 8, 12, 3, 2, 1, 1, 1, False, (1, 8, 5, 4, 6), "self.conv(x)"),  # K = 216: a tile past K; 12 channels < BN
