@@ -795,19 +795,26 @@ def test_pingpong_tma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, 
     assert 4 * max(eager_err, 2 ** -24) < err < 2e-3, (err, eager_err)  # TF32, and every tap counted
 
 
-def test_tma_conv_is_offered_first_at_memory_optimization_where_it_applies(tmp_egg):
-    """A 3x3 stride-1 conv on the wgmma path: memory optimisation proposes its tiles by TMA first, and for a
-    strided transposed conv (each phase's input is a box); a strided forward conv is not offered it (a
-    strided patch is not a box), and the template says why."""
+def test_tma_conv_is_first_or_offered_first_at_memory_optimization_where_it_applies(tmp_egg):
+    """A 3x3 stride-1 conv over 64 channels: the TMA conv's persistent loop is the first design, and memory
+    optimisation offers the cp.async ring it replaced, then ping-pong and a stage more or less. A strided transposed
+    conv (each phase's input is a box) starts on the ring and is offered TMA, then its persistent loop, first; a
+    strided forward conv is not offered it (a strided patch is not a box), and the template says why."""
     from state import KernelCandidate
     from tests.test_expert import request
     agent = ExpertAgent()
-    for nd, stride, offered in ((2, 1, True), (2, 2, False), ("T2", 2, True)):  # a transposed conv by phase: boxes again
+    for nd, stride, first_tma, offered in ((2, 1, True, False), (2, 2, False, False), ("T2", 2, False, True)):
         path = _task(tmp_egg, nd, 64, 128, 3, stride, 1, 1, 1, True, (16, 64, 128, 128), "torch.relu(self.conv(x))")
         first = agent.propose(request(path)).kernels[0]
         assert first.params.get("wgmma") and first.params.get("layout") == "nhwc"
+        assert bool(first.params.get("tma")) == bool(first.params.get("persist")) == first_tma, first.params
         best = KernelCandidate(id="a", stage="algorithm_design", **first.model_dump())
         mem = agent.propose(request(path, "memory_optimization", best)).kernels
+        if first_tma:
+            ring = {k: v for k, v in first.params.items() if k not in ("tma", "persist")}
+            assert mem[0].params == {**ring, "stages": 3} and mem[1].params.get("pingpong") and mem[1].params.get("tma")
+            assert {k.params["stages"] for k in mem[2:]} == {first.params["stages"] + 1, first.params["stages"] - 1}
+            continue
         assert bool(mem[0].params.get("tma")) == offered and not any(k.params.get("tma") for k in mem[2:])
         assert mem[1].params == ({**mem[0].params, "persist": True} if offered else mem[1].params)
         if not offered:

@@ -166,7 +166,7 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                    "        super().__init__()\n        self.conv = nn.Conv2d(32, 96, 3, padding=1)\n"
                    "    def forward(self, x):\n        return torch.relu(self.conv(x)) + 0.5\n"
                    "def get_inputs():\n    return [torch.randn(8, 32, 127, 131)]\ndef get_init_inputs():\n    return []\n",
-                   "128-byte swizzle"),
+                   "copied by TMA"),  # 32 channels fill a tap's box: the TMA conv's persistent loop first (f06a81e)
     # level 2 task 79's kind in miniature: 3 input channels (not staged channels last), the direct conv first
     "conv_direct_first": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
                           "        super().__init__()\n        self.conv = nn.Conv3d(3, 16, 3)\n"

@@ -721,6 +721,15 @@ class ExpertAgent:
                     out.append({**base, "splitk": 4})  # few tiles, long K
             elif st == "tiling":
                 out = [{**base, "BM": bm, "BN": bn} for bm, bn in kn["gemm_tf32_tiles"]]
+            elif st == "memory_optimization" and base.get("tma") and base.get("persist"):
+                # from the TMA conv's persistent loop (the first design where a tap's channels fill a box): the cp.async
+                # ring it replaced, its consumers in ping-pong (H100, level 2 task 1: 1.64 ms against 1.53; it may pay
+                # where the epilogue is light against a long K), a stage more and less
+                ring = {k: v for k, v in base.items() if k not in ("tma", "persist", "pingpong")}
+                tma = [{**base, "pingpong": not base.get("pingpong", False), "stages": 6}] if base.get("BM") == 128 else []
+                tma += [{**base, "stages": base.get("stages", 4) + d} for d in (1, -1)]
+                out = [{**ring, "stages": 3}] + [d for d in tma if d["stages"] >= 2 and conv_tma.shared_bytes(
+                    plan, gemm.GemmKnobs.of(d)) <= smem_limit(req.profile)]
             elif st == "memory_optimization":  # the ring's depth, and the other layout (staging vs in place)
                 out = [{**base, "stages": s} for s in kn["gemm_tf32_stages"] if (s >= 3 or not base.get("wgmma"))
                        and conv.shared_bytes(plan, gemm.GemmKnobs.of({**base, "stages": s}), base.get("layout", "nchw"))
