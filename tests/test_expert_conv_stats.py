@@ -105,6 +105,22 @@ def test_batch_statistics_on_the_whole_k_kernel_match_a_float64_truth(tmp_egg, c
     cpu_emulator.assert_fp32_grade(path, g, pk, tmp_egg / "emu")
 
 
+def test_a_3d_phased_conv_keeps_its_batch_statistics_in_a_program_unless_a_probe_lifts_it(tmp_egg, monkeypatch):
+    """Level 2 task 15's shape of conv (ConvTranspose3d k3 s2): conv_stats declines it (NaN on the GPU, cause not found),
+    so the task plans as a program; with the refusal lifted (nan_probe --stats-3d-phased) the design is conv_stats again
+    and matches float64 on the emulator, which is why the GPU's failure is not an indexing error it could show."""
+    path = _path(tmp_egg, "nn.ConvTranspose3d(8, 16, 3, stride=2, padding=1)", 3, 16, "2, 8, 3, 4, 5", "self.bn(self.conv(x)) - 1.0")
+    agent = ExpertAgent()
+    g = export_graph(load_task(path))
+    with pytest.raises(Unsupported, match="3-d transposed conv by phase"):
+        conv_stats.plan_conv_stats(g)
+    monkeypatch.setattr(conv_stats, "DECLINE_3D_PHASED", False)
+    g, fam, plan = agent._plan(str(path), load_profile("h200"))
+    assert fam == "conv_stats"
+    pk = agent.emit(g, fam, plan, {**agent._default(fam, g, plan, None), "split": 3, "planes": True}, load_profile("h200"))
+    cpu_emulator.assert_fp32_grade(path, g, pk, tmp_egg / "emu")
+
+
 def test_a_short_k_conv_with_its_batch_norm_starts_on_the_whole_k_kernel(tmp_egg):
     """K 72 (task 73's conv: 3x3 over 8 channels): the whole-K design first, the ring's after; a transposed conv starts
     on the ring."""

@@ -20,6 +20,11 @@ from agents.expert.templates.conv_rows import MAX_CHANNELS, conv_value, only_con
 
 STATS_BLOCK = 256
 APPLY_BLOCK = 256
+# Level 2 task 15 (ConvTranspose3d k3 s2, 16 -> 32 channels): its egg_conv left NaN in y on the H100, most in the first and
+# last tiles launched, run to run different; the CPU emulator (shared memory poisoned, writes past the launch's dynamic
+# shared memory stopped) finds nothing and 2-d phased convs verify. Declined until found (as a program the task verifies);
+# a probe may lift it (benchmarks/nan_probe.py --stats-3d-phased)
+DECLINE_3D_PHASED = True
 
 
 @dataclass
@@ -92,9 +97,7 @@ def plan_conv_stats(g: OpGraph) -> ConvStatsPlan:
         raise Unsupported(f"a conv of {p.groups} group(s), {p.OC} channels: a block holds one group's <= {MAX_CHANNELS}")
     if conv.default_layout(p) != "nhwc":
         raise Unsupported("a conv the channels-last implicit GEMM does not take first")
-    if p.phased and p.nd == 3:  # level 2 task 15 (k3 s2, 16 -> 32 channels): its egg_conv left NaN in y on the H100,
-        # most in the first and last tiles launched, changing run to run; the CPU emulator (smem poisoned, writes past the
-        # launch's shared memory checked) finds nothing, 2-d phased convs verify. As a program it verified (1.25 ms)
+    if p.phased and p.nd == 3 and DECLINE_3D_PHASED:
         raise Unsupported("a 3-d transposed conv by phase with its batch statistics in the epilogue (NaN on the GPU, "
                           "cause not found)")
     return ConvStatsPlan(p, x, r1, r2)
