@@ -30,6 +30,7 @@ CPU_PRELUDE = r"""#include <barrier>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
+#include <tuple>
 #include <vector>
 #define __global__
 #define __device__
@@ -282,10 +283,10 @@ inline void tma_load5(void* dst, const EggTmap* m, int c0, int c1, int c2, int c
 // named barriers (gemm_tf32.NAMED_BAR_PRELUDE): a block's barrier `id` of n threads, made at its first use; an
 // arrival that does not wait is std::barrier's arrive
 static std::mutex emu_named_mu;
-static std::map<std::pair<const void*, int>, std::barrier<>*> emu_named;
+static std::map<std::tuple<const void*, int, int>, std::barrier<>*> emu_named;  // (block, id, threads)
 inline std::barrier<>* emu_named_bar(int id, int n) {
     std::lock_guard<std::mutex> l(emu_named_mu);
-    auto& b = emu_named[{emu_blk, id}];
+    auto& b = emu_named[{emu_blk, id, n}];
     if (!b) b = new std::barrier<>(n);
     return b;
 }
