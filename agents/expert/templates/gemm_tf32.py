@@ -670,6 +670,32 @@ def tma_producer(S: int, NW: int, KT: str | int, nbytes: int, loads: list[str], 
 {"    regs_inc<232>();" + chr(10) if NW == 2 else ""}"""
 
 
+def _tma_tile(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, mma: str, c: str, a_rows: str,
+              before_wait: str = "") -> str:
+    """One tile's consumer loop (tma_mainloop's, tma_pingpong's): `d` zeroed, KT steps counted by `c` ("kt", or "it"
+    running on across tiles) each waiting for its slot, issuing `mma` on the slot's tiles (A from `a_rows` on) and
+    giving the slot before it back, then `before_wait`, the last MMAs waited for and `acc` as the stores read it."""
+    steps = "\n".join(f"        {mma}(d, wg_desc_sw128(sA_s + {kk}), wg_desc_sw128(sB_s + {kk}));" for kk in range(0, words, 8))
+    return f"""    float d[{NI * 4}];
+    #pragma unroll
+    for (int q = 0; q < {NI * 4}; ++q) d[q] = 0.0f;
+    for (int kt = 0; kt < {KT}; ++kt{', ++it' if c == 'it' else ''}) {{
+        const int s = {c} % {S};
+        mbar_wait(full + s, ({c} / {S}) & 1);
+        const float* sA_s = sA + s * {EA}{a_rows};
+        const float* sB_s = sB + s * {EB};
+        wgmma_fence();
+{steps}
+        wgmma_commit();
+        wgmma_wait1();
+{tma_consumer_release(S, c, first="kt")}    }}
+{before_wait}    wgmma_wait0();
+    float acc[1][{NI}][4];
+    #pragma unroll
+    for (int q = 0; q < {NI * 4}; ++q) acc[0][q / 4][q % 4] = d[q];
+"""
+
+
 def tma_mainloop(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, mma: str,
                  tiles: tuple[str, str] | None = None, store: str = "") -> str:
     """The consumer warpgroups' loop of a one-MMA-chain TMA ring (the 16-bit GEMM, the conv): wait for step
@@ -679,25 +705,7 @@ def tma_mainloop(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, m
     (tma_producer's): the block's tiles in turn, each's last slot released once its MMAs are done, then
     `store` (its epilogue)."""
     c = "it" if tiles else "kt"
-    steps = "\n".join(f"        {mma}(d, wg_desc_sw128(sA_s + {kk}), wg_desc_sw128(sB_s + {kk}));" for kk in range(0, words, 8))
-    loop = f"""    float d[{NI * 4}];
-    #pragma unroll
-    for (int q = 0; q < {NI * 4}; ++q) d[q] = 0.0f;
-    for (int kt = 0; kt < {KT}; ++kt{', ++it' if tiles else ''}) {{
-        const int s = {c} % {S};
-        mbar_wait(full + s, ({c} / {S}) & 1);
-        const float* sA_s = sA + s * {EA} + wg * {64 * words};
-        const float* sB_s = sB + s * {EB};
-        wgmma_fence();
-{steps}
-        wgmma_commit();
-        wgmma_wait1();
-{tma_consumer_release(S, c, first="kt")}    }}
-    wgmma_wait0();
-    float acc[1][{NI}][4];
-    #pragma unroll
-    for (int q = 0; q < {NI * 4}; ++q) acc[0][q / 4][q % 4] = d[q];
-"""
+    loop = _tma_tile(S, KT, EA, EB, words, NI, mma, c, f" + wg * {64 * words}")
     if not tiles:
         return loop
     return (f"    int it = 0;\n    for (int tile = blockIdx.x; tile < {tiles[0]}; tile += gridDim.x) {{\n"
@@ -722,32 +730,13 @@ def tma_pingpong(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, m
     i * KT and waits for the other's tile i - 1 to have issued its MMAs (a named barrier), so the slots it waits
     on are the next phase of each (an mbarrier's parity tells only one phase from the next) and the two
     warpgroups' MMAs never interleave. A slot goes back to the producer from its one consumer (`empty` counts 1)."""
-    steps = "\n".join(f"            {mma}(d, wg_desc_sw128(sA_s + {kk}), wg_desc_sw128(sB_s + {kk}));"
-                      for kk in range(0, words, 8))
+    after = f"    if (tile + gridDim.x < {tiles[0]}) named_bar_arrive(1 + (wg ^ 1), 256);  // the next tile's turn: the other's\n"
+    loop = _indent(_tma_tile(S, KT, EA, EB, words, NI, mma, "it", "", after), 4)
     return f"""    int i = wg;  // this warpgroup's turns: every other tile of the block's
     for (long long tile = blockIdx.x + (long long)wg * gridDim.x; tile < {tiles[0]}; tile += 2LL * gridDim.x, i += 2) {{
 {_indent(tiles[1], 8)}        if (i > 0) named_bar_sync(1 + wg, 256);  // the other warpgroup's tile i - 1 has issued its MMAs
-        float d[{NI * 4}];
-        #pragma unroll
-        for (int q = 0; q < {NI * 4}; ++q) d[q] = 0.0f;
         int it = i * {KT};
-        for (int kt = 0; kt < {KT}; ++kt, ++it) {{
-            const int s = it % {S};
-            mbar_wait(full + s, (it / {S}) & 1);
-            const float* sA_s = sA + s * {EA};
-            const float* sB_s = sB + s * {EB};
-            wgmma_fence();
-{steps}
-            wgmma_commit();
-            wgmma_wait1();
-            if (kt > 0 && (tid & 127) == 0) mbar_arrive(empty + (it - 1) % {S});
-        }}
-        if (tile + gridDim.x < {tiles[0]}) named_bar_arrive(1 + (wg ^ 1), 256);  // the next tile's turn: the other's
-        wgmma_wait0();
-        if ((tid & 127) == 0) mbar_arrive(empty + (it - 1) % {S});  // the tile's last slot
-        float acc[1][{NI}][4];
-        #pragma unroll
-        for (int q = 0; q < {NI * 4}; ++q) acc[0][q / 4][q % 4] = d[q];
+{loop}        if ((tid & 127) == 0) mbar_arrive(empty + (it - 1) % {S});  // the tile's last slot
 {_indent(store, 4)}    }}
 """
 
