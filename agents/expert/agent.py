@@ -257,8 +257,7 @@ def tma_first(plan, d: dict, profile) -> dict:
     kernel alone): level 2 task 1 1.53 ms against the cp.async ring's 2.16; task 4 4.56 against 4.72 (its epilogue,
     Mish twice, bounds it by instructions; ping-pong consumers 4.86). Transposed convs stay on the ring: its
     phases run their own taps' k-tiles, the TMA conv every phase over the largest's."""
-    if not d.get("wgmma") or d.get("planes") or d.get("split", 1) != 1 or plan.transposed or plan.Cg < gemm_tf32.BK \
-            or conv_tma.ok(plan) is not None:
+    if not d.get("wgmma") or d.get("planes") or d.get("split", 1) != 1 or not conv_tma.first_for(plan):
         return d
     t = {**d, "tma": True, "persist": True, "stages": 4}
     k = gemm.GemmKnobs.of(t)
