@@ -8,6 +8,7 @@ machine with no GPU (float32 tensors; inline PTX only where it stands behind a f
 GPU's verifier stays the judge; this catches a wrong window or a lost carry early."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -21,6 +22,8 @@ from runtime.correctness import copy_model, in_float64
 from tasks import tensor_attribute
 
 CPU_PRELUDE = r"""#include <barrier>
+#include <functional>
+#include <vector>
 #include <cmath>
 #include <atomic>
 #include <chrono>
@@ -155,13 +158,35 @@ inline unsigned long long wg_desc_sw128(const float* p) {
     const unsigned long long a = (unsigned long long)((const unsigned char*)p - emu_dyn_smem);
     return ((a & 0x3FFFF) >> 4) | (1ULL << 16) | ((unsigned long long)(1024 >> 4) << 32) | (1ULL << 62);
 }
+// EMU_LATE_READS (run_program's `timing="late_reads"`): a warpgroup MMA reading shared memory does so when a wait
+// retires its group, the latest the GPU may (wgmma is asynchronous): a slot refilled before then changes the result
+#ifdef EMU_LATE_READS
+static thread_local std::vector<std::vector<std::function<void()>>> emu_wg_groups;  // committed, oldest first
+static thread_local std::vector<std::function<void()>> emu_wg_open;
+inline void emu_wg_retire(size_t keep) {
+    while (emu_wg_groups.size() > keep) {
+        for (auto& f : emu_wg_groups.front()) f();
+        emu_wg_groups.erase(emu_wg_groups.begin());
+    }
+}
+#define EMU_WG_ISSUE(call) emu_wg_open.push_back([=] { call; })
+#else
+#define EMU_WG_ISSUE(call) call
+#endif
 inline void wgmma_fence() {}
 // a warpgroup's MMAs are one collective operation: none of its threads is past a commit before all reach it
 // (a TMA ring's slot is released by one thread a warpgroup once its MMAs are done, so every thread of the
 // warpgroup has by then stopped waiting for the tile)
-inline void wgmma_commit() { if (!emu_blk->wgs.empty()) emu_blk->wgs[threadIdx.x >> 7]->arrive_and_wait(); }
+#ifdef EMU_LATE_READS
+inline void emu_wg_close() { emu_wg_groups.push_back(std::move(emu_wg_open)); emu_wg_open.clear(); }
+inline void wgmma_wait0() { emu_wg_retire(0); }
+inline void wgmma_wait1() { emu_wg_retire(1); }
+#else
+inline void emu_wg_close() {}
 inline void wgmma_wait0() {}
 inline void wgmma_wait1() {}
+#endif
+inline void wgmma_commit() { emu_wg_close(); if (!emu_blk->wgs.empty()) emu_blk->wgs[threadIdx.x >> 7]->arrive_and_wait(); }
 inline void fence_proxy_async() {}
 inline unsigned long long emu_wg_at(unsigned long long d, int r, int kb) {  // row r's byte kb along K
     const unsigned long long base = (d & 0x3FFF) << 4, lbo = ((d >> 16) & 0x3FFF) << 4, sbo = ((d >> 32) & 0x3FFF) << 4;
@@ -190,7 +215,9 @@ template <int N, int KS, class EL> inline void emu_wgmma_k(float* d, unsigned lo
                 d[i * 4 + h * 2 + e] += (float)s;
             }
 }
-template <int N> inline void emu_wgmma(float* d, unsigned long long da, unsigned long long db) { emu_wgmma_k<N, 8>(d, da, db, emu_wg_el); }
+template <int N> inline void emu_wgmma(float* d, unsigned long long da, unsigned long long db) {
+    EMU_WG_ISSUE((emu_wgmma_k<N, 8>(d, da, db, emu_wg_el)));
+}
 static unsigned emu_wg_a[1024][4];
 template <int N> inline void emu_wgmma_rs(float* d, const unsigned* a, unsigned long long db) {
     // A from registers: warp w' of the warpgroup holds rows 16w'.. in mma.m16n8k8's A layout
@@ -220,7 +247,7 @@ template <bool BF> inline float emu_wg_el16(unsigned long long d, int r, int k) 
     return BF ? emu_bf16(v) : emu_f16(v);
 }
 template <int N, bool BF> inline void emu_wgmma16(float* d, unsigned long long da, unsigned long long db) {
-    emu_wgmma_k<N, 16>(d, da, db, emu_wg_el16<BF>);
+    EMU_WG_ISSUE((emu_wgmma_k<N, 16>(d, da, db, emu_wg_el16<BF>)));
 }
 inline void wgmma_bf16_n64(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16<64, true>(d, a, b); }
 inline void wgmma_bf16_n128(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16<128, true>(d, a, b); }
@@ -294,12 +321,34 @@ inline void named_bar_sync(int id, int n) { emu_named_bar(id, n)->arrive_and_wai
 inline void named_bar_arrive(int id, int n) { (void)emu_named_bar(id, n)->arrive(); }
 template <int N> inline void regs_dec() {}
 template <int N> inline void regs_inc() {}
+// EMU_LATE_COPIES (`timing="late_copies"`): a cp.async lands when a wait retires its group, the latest the GPU may:
+// shared memory read before that wait still holds the poison
+#ifdef EMU_LATE_COPIES
+struct EmuCopy { float* dst; const float* src; int bytes, valid; };
+static thread_local std::vector<std::vector<EmuCopy>> emu_cp_groups;  // committed, oldest first
+static thread_local std::vector<EmuCopy> emu_cp_open;
+template <int BYTES> inline void cp_async(float* dst, const float* src, int valid_bytes) {
+    emu_cp_open.push_back({dst, src, BYTES, valid_bytes});
+}
+inline void cp_async_commit() { emu_cp_groups.push_back(std::move(emu_cp_open)); emu_cp_open.clear(); }
+template <int N> inline void cp_async_wait() {
+    while (emu_cp_groups.size() > (size_t)N) {
+        for (auto& c : emu_cp_groups.front()) { std::memset(c.dst, 0, c.bytes); std::memcpy(c.dst, c.src, c.valid); }
+        emu_cp_groups.erase(emu_cp_groups.begin());
+    }
+}
+#else
 template <int BYTES> inline void cp_async(float* dst, const float* src, int valid_bytes) {
     std::memset(dst, 0, BYTES); std::memcpy(dst, src, valid_bytes);
 }
 inline void cp_async_commit() {}
 template <int N> inline void cp_async_wait() {}
+#endif
 """
+
+
+TIMINGS = {"": [], "late_copies": ["-DEMU_LATE_COPIES"], "late_reads": ["-DEMU_LATE_READS"]}
+TIMING = os.environ.get("EGG_EMU_TIMING", "")
 
 
 def _ctype(t: torch.Tensor) -> str:
@@ -338,10 +387,16 @@ def run(src: str, kernel: str, grid: int, block: int, out_shape, inputs: list[to
 
 
 def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffers: dict[str, int | tuple[int, str]],
-                inputs: dict[str, torch.Tensor], result: str, workdir: Path) -> torch.Tensor:
+                inputs: dict[str, torch.Tensor], result: str, workdir: Path, timing: str | None = None) -> torch.Tensor:
     """Several launches in order over shared buffers (e.g. out, part, res; float32, or (size, C type) for a
     16-bit one) and the inputs: each step is (kernel, grid (x[, y[, z]]), block, argument names; a TMA map
-    as a tuple (name, dims, box, element offset[, element bytes])). Returns buffer `result` (flat, as float32)."""
+    as a tuple (name, dims, box, element offset[, element bytes])). Returns buffer `result` (flat, as float32).
+    `timing` (default $EGG_EMU_TIMING): "late_copies" lands each cp.async at the wait that retires it,
+    "late_reads" has each warpgroup MMA read shared memory at the wait that retires it; the latest the GPU may
+    do either, so a read before its copy's wait, or a slot refilled under an MMA in flight, changes the result."""
+    timing = TIMING if timing is None else timing
+    if timing not in TIMINGS:
+        raise ValueError(f"timing {timing!r}: one of {sorted(TIMINGS)}")
     names = list(buffers) + list(inputs)
     var = {n: f"emu_v_{n}" for n in names}  # driver variables never clash with the kernel's own names
     typed = {b: (n, "float") if isinstance(n, int) else n for b, n in buffers.items()}
@@ -407,7 +462,7 @@ int main(int argc, char** argv) {{
 """
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "p.cpp").write_text(CPU_PRELUDE + _cpu_source(src) + driver)
-    r = subprocess.run(["g++", "-O1", "-std=c++20", "-pthread", "-o", str(workdir / "p"), str(workdir / "p.cpp")],
+    r = subprocess.run(["g++", "-O1", "-std=c++20", "-pthread", *TIMINGS[timing], "-o", str(workdir / "p"), str(workdir / "p.cpp")],
                        capture_output=True, text=True)
     if r.returncode:
         raise RuntimeError(f"the CPU build of the program failed:\n{r.stderr[-3000:]}")
@@ -439,7 +494,7 @@ def _past_dynamic_check(kernel: str, size: int) -> str:
                 }}"""
 
 
-def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir: Path) -> torch.Tensor:
+def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir: Path, timing: str | None = None) -> torch.Tensor:
     """Run the launches of an expert module's host code (its `egg.empty` buffers and `egg.launch`
     calls, in order) on the CPU; `tensors` maps the host code's names (`x0`, `self.p1`) to values.
     Returns `out`, shaped."""
@@ -468,11 +523,11 @@ def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir
     steps = [(k, g, b, [(safe.get(a[0], a[0]), *a[1:]) if isinstance(a, tuple) else safe.get(a, a) for a in args], smem)
              for k, g, b, args, smem in steps]
     buffers = {v: (int(np.prod(s)), types[v]) if types[v] else int(np.prod(s)) for v, s in shapes.items()}
-    got = run_program(src, steps, buffers, {safe[n]: t.contiguous() for n, t in tensors.items()}, "out", workdir)
+    got = run_program(src, steps, buffers, {safe[n]: t.contiguous() for n, t in tensors.items()}, "out", workdir, timing)
     return got.reshape(shapes["out"])
 
 
-def assert_fp32_grade(task_path, g, pk, workdir: Path, factor: float = 16, compiled: bool = True) -> None:
+def assert_fp32_grade(task_path, g, pk, workdir: Path, factor: float = 16, compiled: bool = True, timing: str | None = None) -> None:
     """An emitted module compiles for sm_90a (`compiled`) and, on the emulator, its max error against a float64
     truth is within `factor` times eager fp32's (fp32 grade); skips the emulation where there is no g++."""
     import pytest
@@ -481,11 +536,11 @@ def assert_fp32_grade(task_path, g, pk, workdir: Path, factor: float = 16, compi
         assert compile_check(pk.cuda_source, pk.compile_options, "sm_90a").ok
     if not available():
         pytest.skip("no g++")
-    err, eager_err = run_module(task_path, g, pk, workdir)
+    err, eager_err = run_module(task_path, g, pk, workdir, timing=timing)
     assert err < factor * max(eager_err, 2 ** -24), (err, eager_err)
 
 
-def run_module(task_path, g, pk, workdir: Path, input_seed: int = 7, prepare=None) -> tuple[float, float]:
+def run_module(task_path, g, pk, workdir: Path, input_seed: int = 7, prepare=None, timing: str | None = None) -> tuple[float, float]:
     """An emitted module (its host code's launches) on one input set of the task, against a float64
     truth: (the module's max error, eager fp32's), both relative to the truth's largest magnitude.
     The reference runs in eval mode, as the verifier runs it; `prepare(model)` may set its state first."""
@@ -502,6 +557,6 @@ def run_module(task_path, g, pk, workdir: Path, input_seed: int = 7, prepare=Non
         state.update({n.target: tensor_attribute(model, n.target) for n in g.params if n.target not in state})
         truth = in_float64(copy_model(model))(*[x.double() if x.is_floating_point() else x for x in xs])
     tensors = {f"x{n.index}": xs[n.index] for n in g.inputs} | {f"self.p{n.index}": state[n.target] for n in g.params}
-    got = run_host(pk.cuda_source, pk.host_code, tensors, workdir).double()
+    got = run_host(pk.cuda_source, pk.host_code, tensors, workdir, timing).double()
     scale = truth.abs().max()
     return float((got - truth).abs().max() / scale), float((want.double() - truth).abs().max() / scale)

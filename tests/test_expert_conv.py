@@ -150,6 +150,32 @@ def test_the_emulator_stops_a_kernel_writing_past_its_dynamic_shared_memory(tmp_
         cpu_emulator.run_module(path, g, short, tmp_egg / "short")
 
 
+@pytest.mark.parametrize("drop, timing", [("cp_async_wait<0>();", "late_copies"), ("wgmma_wait1();", "late_reads")])
+def test_the_emulator_late_timings_catch_a_ring_missing_a_wait(tmp_egg, drop, timing):
+    """The emulator runs a cp.async and a warpgroup MMA at once by default, so a ring that reads a slot before its
+    copies' wait, or refills a slot under MMAs still in flight, still matches there. Landing copies at the wait
+    that retires them (late_copies) or having the MMAs read at theirs (late_reads), the latest the GPU may, shows
+    each: the wgmma ring (K 576, every slot reused) with the loop's wait taken out fails, as launched it does not."""
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    path = _task(tmp_egg, 2, 64, 16, 3, 1, 1, 1, 1, True, (1, 64, 6, 5), "self.conv(x)")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    params = {**agent._default(fam, g, plan, None), "BM": 64, "BN": 64, "stages": 3, "split": 1, "layout": "nhwc", "wgmma": True}
+    pk = agent.emit(g, fam, plan, params, load_profile("h200"))
+    err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "ok", timing=timing)
+    assert err < 2e-3, (err, eager_err)
+    loop = pk.cuda_source.index("for (int kt = 0;")
+    assert drop in pk.cuda_source[loop:]
+    broken = pk.model_copy(update={"cuda_source": pk.cuda_source[:loop] + pk.cuda_source[loop:].replace(drop, "", 1)})
+    err, _ = cpu_emulator.run_module(path, g, broken, tmp_egg / "same", timing="")
+    assert err < 2e-3, err  # at once, the missing wait does not show
+    err, _ = cpu_emulator.run_module(path, g, broken, tmp_egg / "late", timing=timing)
+    assert not err < 2e-3, err  # NaN or far off
+
+
 @pytest.mark.parametrize("spec", [
     (2, 8, 24, (3, 2), (2, 1), (1, 1), (1, 2), 2, True, (2, 8, 9, 7), "torch.relu(self.conv(x))"),  # 4 channels a group
     (3, 8, 12, 3, 2, 1, 1, 1, False, (1, 8, 5, 4, 6), "self.conv(x)"),  # K = 216: a tile past K; 12 channels < BN
