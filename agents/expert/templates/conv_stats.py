@@ -1,5 +1,6 @@
 """A convolution followed by a training-mode BatchNorm (the batch's mean and variance of each channel over the
-images and positions), a pointwise chain before and after: level 2 tasks 52 and 73 (conv, BatchNorm, a scale).
+images and positions), a pointwise chain before and after: level 2 task 73 (conv, BatchNorm, a scale; task 52's
+larger conv, which the TMA conv takes, is left to the program).
 
 As a program it is a conv writing y, a pass reading y for the mean, one for the variance, and one applying them:
 four passes over the largest tensor. Here the wgmma conv's epilogue stores y and takes each tile's statistics from
