@@ -159,7 +159,9 @@ inline unsigned long long wg_desc_sw128(const float* p) {
     return ((a & 0x3FFFF) >> 4) | (1ULL << 16) | ((unsigned long long)(1024 >> 4) << 32) | (1ULL << 62);
 }
 // EMU_LATE_READS (run_program's `timing="late_reads"`): a warpgroup MMA reading shared memory does so when a wait
-// retires its group, the latest the GPU may (wgmma is asynchronous): a slot refilled before then changes the result
+// retires its group, the latest the GPU may (wgmma is asynchronous): a slot refilled before then changes the result.
+// The MMA is the warpgroup's, so a group is retired for all its threads at once: none passes the wait before every
+// thread's share has read (a TMA ring's slot goes back from one thread after its wait)
 #ifdef EMU_LATE_READS
 static thread_local std::vector<std::vector<std::function<void()>>> emu_wg_groups;  // committed, oldest first
 static thread_local std::vector<std::function<void()>> emu_wg_open;
@@ -168,6 +170,7 @@ inline void emu_wg_retire(size_t keep) {
         for (auto& f : emu_wg_groups.front()) f();
         emu_wg_groups.erase(emu_wg_groups.begin());
     }
+    if (!emu_blk->wgs.empty()) emu_blk->wgs[threadIdx.x >> 7]->arrive_and_wait();
 }
 #define EMU_WG_ISSUE(call) emu_wg_open.push_back([=] { call; })
 #else
