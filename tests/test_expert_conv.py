@@ -129,20 +129,25 @@ def test_wgmma_conv_matches_a_float64_truth_on_the_cpu_emulator(tmp_egg, case):
     assert 4 * max(eager_err, 2 ** -24) < err < 2e-3, (err, eager_err)  # TF32, and every tap counted
 
 
+def _wgmma_ring(tmp_egg):
+    """The wgmma ring at K 576 (every slot reused) on a small conv: the task, its graph, its module."""
+    from hardware_profiles import load_profile
+    path = _task(tmp_egg, 2, 64, 16, 3, 1, 1, 1, 1, True, (1, 64, 6, 5), "self.conv(x)")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(path))
+    params = {**agent._default(fam, g, plan, None), "BM": 64, "BN": 64, "stages": 3, "split": 1, "layout": "nhwc", "wgmma": True}
+    return path, g, agent.emit(g, fam, plan, params, load_profile("h200"))
+
+
 def test_the_emulator_stops_a_kernel_writing_past_its_dynamic_shared_memory(tmp_egg):
     """On the GPU the bytes past a launch's dynamic shared memory are another block's; the emulator's buffer is larger,
     so it checks them after each block: the wgmma ring (K 576: every slot in use) launched a third short is stopped."""
     import re
     import subprocess
-    from hardware_profiles import load_profile
     from tests import cpu_emulator
     if not cpu_emulator.available():
         pytest.skip("no g++")
-    path = _task(tmp_egg, 2, 64, 16, 3, 1, 1, 1, 1, True, (1, 64, 6, 5), "self.conv(x)")
-    agent = ExpertAgent()
-    g, fam, plan = agent._plan(str(path))
-    params = {**agent._default(fam, g, plan, None), "BM": 64, "BN": 64, "stages": 3, "split": 1, "layout": "nhwc", "wgmma": True}
-    pk = agent.emit(g, fam, plan, params, load_profile("h200"))
+    path, g, pk = _wgmma_ring(tmp_egg)
     size = int(re.search(r"'egg_conv', .*shared_mem=(\d+)\)", pk.host_code).group(1))
     cpu_emulator.run_module(path, g, pk, tmp_egg / "ok")  # as launched: nothing past it
     short = pk.model_copy(update={"host_code": pk.host_code.replace(f"shared_mem={size})", f"shared_mem={size - size // 3})")})
@@ -156,15 +161,10 @@ def test_the_emulator_late_timings_catch_a_ring_missing_a_wait(tmp_egg, drop, ti
     copies' wait, or refills a slot under MMAs still in flight, still matches there. Landing copies at the wait
     that retires them (late_copies) or having the MMAs read at theirs (late_reads), the latest the GPU may, shows
     each: the wgmma ring (K 576, every slot reused) with the loop's wait taken out fails, as launched it does not."""
-    from hardware_profiles import load_profile
     from tests import cpu_emulator
     if not cpu_emulator.available():
         pytest.skip("no g++")
-    path = _task(tmp_egg, 2, 64, 16, 3, 1, 1, 1, 1, True, (1, 64, 6, 5), "self.conv(x)")
-    agent = ExpertAgent()
-    g, fam, plan = agent._plan(str(path))
-    params = {**agent._default(fam, g, plan, None), "BM": 64, "BN": 64, "stages": 3, "split": 1, "layout": "nhwc", "wgmma": True}
-    pk = agent.emit(g, fam, plan, params, load_profile("h200"))
+    path, g, pk = _wgmma_ring(tmp_egg)
     err, eager_err = cpu_emulator.run_module(path, g, pk, tmp_egg / "ok", timing=timing)
     assert err < 2e-3, (err, eager_err)
     loop = pk.cuda_source.index("for (int kt = 0;")

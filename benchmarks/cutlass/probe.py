@@ -15,22 +15,11 @@ import argparse
 import ctypes
 import functools
 import json
-import statistics
+import sys
+from pathlib import Path
 
-
-def _time(fn, reps: int) -> float:
-    import torch
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        ts.append(a.elapsed_time(b))
-    return statistics.median(ts)
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from kernel_probe import _time  # noqa: E402  (CUDA events, median)
 
 
 def main() -> None:
