@@ -3,13 +3,13 @@ time (median of REPS, CUDA events), error norm-wise against a float64 truth, and
 variant's Nsight Compute profile (its kernels' durations: a staged conv's staging kernels apart
 from its GEMM). Faster than a bench for learning where a family's time goes.
 
-  python3 benchmarks/kernel_probe.py TASK [--reps 20] [--ncu] [--kernels] [--no-compile] [--dump DIR] [--vary '{"layout": "nchw"}' ...]
+  python3 benchmarks/kernel_probe.py TASK [--reps 20] [--ncu] [--kernels] [--no-compile] [--dump DIR] [--first] [--vary '{"layout": "nchw"}' ...]
 
 --kernels lists the CUDA kernels eager, torch.compile and each variant launch and their times (torch.profiler): which
 conv algorithm cuDNN picked, what Inductor fused around it, which of a variant's kernels takes its time.
 
-Each --vary is merged into the expert's default parameters for the task's heavy kernel; none: the
-default alone."""
+Each --vary is merged into the expert's default parameters for the task's heavy kernel (with --first: into its first
+algorithm-design candidate's, what a bench times first); none: those alone."""
 from __future__ import annotations
 
 import argparse
@@ -62,6 +62,17 @@ def expert_design(task: str):
     return agent, g, fam, plan, agent._default(tfam, tg, tplan, None)
 
 
+def first_params(agent, task: str, prof) -> dict:
+    """The knobs of the expert's first algorithm-design candidate for `task` on `prof` (a bench's first candidate: for
+    a forward conv the TMA conv, which the template's defaults are not)."""
+    from agents import StageRequest
+    from state import DesignRecord
+    from tasks import load_task, task_spec
+    req = StageRequest(stage="algorithm_design", round=1, task=task_spec(load_task(task)), analysis=None, profile=prof,
+                       design=DesignRecord(), attempts=[], best=None, max_candidates=1)
+    return dict(agent.propose(req).kernels[0].params)
+
+
 def candidate(pk, cid: str):
     """The proposed kernel `pk` as the runtime's candidate record (as the design node makes it)."""
     from state import KernelCandidate
@@ -78,6 +89,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--ncu", action="store_true")
     ap.add_argument("--vary", action="append", default=[])
+    ap.add_argument("--first", action="store_true", help="vary the first candidate's knobs, not the template's defaults")
     ap.add_argument("--kernels", action="store_true", help="eager's and torch.compile's CUDA kernels (torch.profiler)")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (its warm-up takes tens of seconds)")
     ap.add_argument("--dump", help="a folder for each variant's candidate JSON (probe-I.json), which "
@@ -92,6 +104,8 @@ def main() -> None:
 
     agent, g, fam, plan, base = expert_design(a.task)
     prof = detect()
+    if a.first:
+        base = first_params(agent, a.task, prof)
     w = Worker()
     w.setup({"task": a.task})
     xs = w.task.make_inputs(7, "cuda")
