@@ -11,7 +11,6 @@ from hardware_profiles import load_profile
 from tasks import load_task
 from tests import cpu_emulator
 from tests.codegen_golden import KB
-from tests.support import stage_kernels
 
 TEMPLATE = """import torch
 import torch.nn as nn
@@ -73,11 +72,12 @@ def test_an_eval_batchnorm_or_another_reduction_is_not_this(tmp_egg):
 def test_kernelbench_conv_batchnorm_tasks_take_the_statistics_from_the_epilogue():
     """Task 73 (3 input channels) takes its statistics from the conv's epilogue; task 52 (64 -> 128 channels, a
     forward conv the TMA conv takes first) is the program of the TMA conv and the BatchNorm's passes."""
+    from tests.test_expert import request
     agent = ExpertAgent()
     assert agent._plan(str(KB / "level2" / "73_Conv2d_BatchNorm_Scaling.py"), load_profile("h200"))[1] == "conv_stats"
     g, fam, plan = agent._plan(str(KB / "level2" / "52_Conv2d_Activation_BatchNorm.py"), load_profile("h200"))
     assert fam == "program" and plan.stages()[0][1] == "conv"
-    first = next(iter(stage_kernels(agent, KB / "level2" / "52_Conv2d_Activation_BatchNorm.py", max_candidates=1)))
+    first = agent.propose(request(KB / "level2" / "52_Conv2d_Activation_BatchNorm.py")).kernels[0]  # algorithm design's
     assert first.params["tma"] and first.params["persist"] and "egg_conv_apply" not in first.kernel_names
 
 
