@@ -206,20 +206,20 @@ inline float emu_wg_el(unsigned long long d, int r, int k) {
     float v; std::memcpy(&v, emu_dyn_smem + emu_wg_at(d, r, 4 * k), 4);
     return emu_tf32_operand(__float_as_uint(v));
 }
-// D += A B^T over one k-step of KS elements, each read by EL (the D fragment as emu_wgmma_rs's)
-template <int N, int KS, class EL> inline void emu_wgmma_k(float* d, unsigned long long da, unsigned long long db, EL el) {
+// D += A B^T over one k-step of KS elements, A's read by EL, B's by ELB (the D fragment as emu_wgmma_rs's)
+template <int N, int KS, class EL, class ELB> inline void emu_wgmma_k(float* d, unsigned long long da, unsigned long long db, EL el, ELB elb) {
     const int lane = threadIdx.x & 31, w = (threadIdx.x >> 5) & 3, g = lane >> 2, t = lane & 3;
     for (int i = 0; i < N / 8; ++i)
         for (int h = 0; h < 2; ++h)
             for (int e = 0; e < 2; ++e) {
                 const int r = 16 * w + g + 8 * h, n = 8 * i + 2 * t + e;
                 double s = 0.0;
-                for (int k = 0; k < KS; ++k) s += (double)el(da, r, k) * (double)el(db, n, k);
+                for (int k = 0; k < KS; ++k) s += (double)el(da, r, k) * (double)elb(db, n, k);
                 d[i * 4 + h * 2 + e] += (float)s;
             }
 }
 template <int N> inline void emu_wgmma(float* d, unsigned long long da, unsigned long long db) {
-    EMU_WG_ISSUE((emu_wgmma_k<N, 8>(d, da, db, emu_wg_el)));
+    EMU_WG_ISSUE((emu_wgmma_k<N, 8>(d, da, db, emu_wg_el, emu_wg_el)));
 }
 static unsigned emu_wg_a[1024][4];
 template <int N> inline void emu_wgmma_rs(float* d, const unsigned* a, unsigned long long db) {
@@ -250,8 +250,32 @@ template <bool BF> inline float emu_wg_el16(unsigned long long d, int r, int k) 
     return BF ? emu_bf16(v) : emu_f16(v);
 }
 template <int N, bool BF> inline void emu_wgmma16(float* d, unsigned long long da, unsigned long long db) {
-    EMU_WG_ISSUE((emu_wgmma_k<N, 16>(d, da, db, emu_wg_el16<BF>)));
+    EMU_WG_ISSUE((emu_wgmma_k<N, 16>(d, da, db, emu_wg_el16<BF>, emu_wg_el16<BF>)));
 }
+// B MN-major (gemm_wgmma16.WGMMA16_TB_PRELUDES, the `_tb` MMAs): the PTX ISA's canonical MN-major 128-byte-swizzle
+// layout, ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)) in elements: 64 consecutive columns a 128-byte row, rows along K,
+// 8-row groups SBO apart, 64-column blocks LBO apart
+inline unsigned long long wg_desc_mn128(const float* p, unsigned lbo) {
+    const unsigned long long a = (unsigned long long)((const unsigned char*)p - emu_dyn_smem);
+    return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16) | ((unsigned long long)(1024 >> 4) << 32) | (1ULL << 62);
+}
+template <bool BF> inline float emu_wg_el16_mn(unsigned long long d, int n, int k) {
+    const unsigned long long base = (d & 0x3FFF) << 4, lbo = ((d >> 16) & 0x3FFF) << 4, sbo = ((d >> 32) & 0x3FFF) << 4;
+    if ((d >> 62) != 1) { fprintf(stderr, "an MN-major B descriptor without the 128-byte swizzle\n"); abort(); }
+    unsigned long long at = base + (n / 64) * lbo + (k / 8) * sbo + (k % 8) * 128 + (n % 64) * 2;
+    at ^= ((at >> 7) & 7) << 4;
+    unsigned short v; std::memcpy(&v, emu_dyn_smem + at, 2);
+    return BF ? emu_bf16(v) : emu_f16(v);
+}
+template <int N, bool BF> inline void emu_wgmma16_tb(float* d, unsigned long long da, unsigned long long db) {
+    EMU_WG_ISSUE((emu_wgmma_k<N, 16>(d, da, db, emu_wg_el16<BF>, emu_wg_el16_mn<BF>)));
+}
+inline void wgmma_bf16_n64_tb(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16_tb<64, true>(d, a, b); }
+inline void wgmma_bf16_n128_tb(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16_tb<128, true>(d, a, b); }
+inline void wgmma_bf16_n256_tb(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16_tb<256, true>(d, a, b); }
+inline void wgmma_f16_n64_tb(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16_tb<64, false>(d, a, b); }
+inline void wgmma_f16_n128_tb(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16_tb<128, false>(d, a, b); }
+inline void wgmma_f16_n256_tb(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16_tb<256, false>(d, a, b); }
 inline void wgmma_bf16_n64(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16<64, true>(d, a, b); }
 inline void wgmma_bf16_n128(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16<128, true>(d, a, b); }
 inline void wgmma_bf16_n256(float* d, unsigned long long a, unsigned long long b) { emu_wgmma16<256, true>(d, a, b); }
@@ -367,11 +391,11 @@ def available() -> bool:
 
 def _cpu_source(src: str) -> str:
     from agents.expert.templates.gemm_tf32 import NAMED_BAR_PRELUDE, TF32_PRELUDE, WGMMA_N32, WGMMA_PRELUDE
-    from agents.expert.templates.gemm_wgmma16 import TMA_PRELUDE, WGMMA16_PRELUDES
+    from agents.expert.templates.gemm_wgmma16 import TMA_PRELUDE, WGMMA16_PRELUDES, WGMMA16_TB_PRELUDES
     from agents.expert.codegen import CLUSTER_PRELUDE
     from agents.expert.templates.scan import BOOL_PRELUDE
     body = MATH_PRELUDE + src.replace(PRELUDE, "").replace(BOOL_PRELUDE, "").replace(WGMMA_PRELUDE, "").replace(TF32_PRELUDE, "")
-    for pre in WGMMA16_PRELUDES.values():
+    for pre in [*WGMMA16_TB_PRELUDES.values(), *WGMMA16_PRELUDES.values()]:
         body = body.replace(pre, "")
     body = body.replace(CLUSTER_PRELUDE, "").replace(TMA_PRELUDE, "").replace(WGMMA_N32, "").replace(NAMED_BAR_PRELUDE, "")
     body = body.replace("reinterpret_cast<const float4*>(", "emu_vec<const float4>(").replace("reinterpret_cast<float4*>(", "emu_vec<float4>(")

@@ -145,6 +145,12 @@ TMA_CASES = [  # the warp-specialised TMA ring: staged (B (K, N) transposed by t
     # (tiles of two entries), direct with partial tiles and K of 5 tiles on 3 slots
     ("torch.bmm(a, b)", (2, 130, 136), (2, 136, 70), "bfloat16", (64, 64, 3, False, True)),
     ("torch.relu(torch.matmul(a, b.T)) * 2.0", (200, 296), (150, 296), "bfloat16", (128, 64, 3, True, True)),
+    # B (K, N) read as it is (MN-major, 64-column boxes, the MMA's B transposed): N past the last whole box, K of 5
+    # tiles on 3 slots; a batch in fp16; persistent; an odd N (staged: pairs of columns stored apart)
+    ("torch.relu(torch.matmul(a, b)) * 2.0", (130, 296), (296, 136), "bfloat16", (128, 128, 3, True)),
+    ("torch.bmm(a, b)", (2, 65, 136), (2, 136, 72), "float16", (64, 256, 3, True)),
+    ("torch.matmul(a, b)", (200, 136), (136, 200), "bfloat16", (128, 64, 3, True, True)),
+    ("torch.matmul(a, b)", (70, 100), (100, 51), "bfloat16", (64, 64, 3, False)),
 ]
 
 
@@ -194,11 +200,13 @@ def test_tma_gemm_matches_float64_through_its_host_code(tmp_egg, expr, sa, sb, d
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
-@pytest.mark.parametrize("BM,direct", [(128, False), (128, True), (64, False)])
-def test_tma_gemm_compiles_for_sm90_without_spills(tmp_egg, BM, direct):
-    """8192^3 on 128x256 tiles and 4 stages: the consumers' 128 accumulators a thread within the registers
-    the producer gives up (setmaxnreg), no spill, no MMA wait injected by ptxas."""
-    _, g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b.T)" if direct else "torch.matmul(a, b)", (8192, 8192), (8192, 8192), "bfloat16")
+@pytest.mark.parametrize("BM,direct,expr", [(128, False, "torch.matmul(a, b)"), (128, True, "torch.matmul(a, b.T)"),
+                                             (128, True, "torch.matmul(a, b)"), (64, False, "torch.matmul(a, b)")])
+def test_tma_gemm_compiles_for_sm90_without_spills(tmp_egg, BM, direct, expr):
+    """8192^3 on 128x256 tiles and 4 stages (B K-contiguous, or (K, N) read MN-major): the consumers' 128
+    accumulators a thread within the registers the producer gives up (setmaxnreg), no spill, no MMA wait
+    injected by ptxas."""
+    _, g, plan = _graph_plan(tmp_egg, expr, (8192, 8192), (8192, 8192), "bfloat16")
     k = gemm.GemmKnobs(BM=BM, BN=256, stages=4, wgmma=True, tma=True, direct=direct)
     assert gemm_wgmma16.shared_bytes(plan, k) <= 227 * 1024
     src = gemm_wgmma16.render(g, plan, k)

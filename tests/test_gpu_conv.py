@@ -163,18 +163,19 @@ def test_tf32x3_from_split_planes_is_fp32_grade(tmp_egg, evaluator, expr, sa, sb
 @pytest.mark.parametrize("expr,sa,sb", [("torch.matmul(a, b)", (1030, 770), (770, 2060)),
                                         ("torch.relu(torch.matmul(a, b.T))", (2050, 1000), (3000, 1000)),
                                         ("torch.bmm(a, b)", (3, 300, 136), (3, 136, 520)),
-                                        ("torch.matmul(a, b.T)", (3, 300, 136), (520, 136))])
+                                        ("torch.matmul(a, b.T)", (3, 300, 136), (520, 136)),
+                                        ("torch.matmul(a, b)", (1030, 776), (776, 2056))])
 def test_tma_gemm_verifies(tmp_egg, evaluator, expr, sa, sb):
     """The warp-specialised bf16 GEMM (tiles by TMA from a producer warpgroup, mbarriers): staged and
-    straight from the tensors (the maps' bounds zero-fill the edges), one and two consumer warpgroups, and
-    persistent (a block an SM walking the tiles)."""
+    straight from the tensors (the maps' bounds zero-fill the edges; a (K, N) B read MN-major, the MMA's B
+    transposed), one and two consumer warpgroups, and persistent (a block an SM walking the tiles)."""
     from tests.test_expert_wgmma16 import TEMPLATE
     p = tmp_egg / "g16.py"
     p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb)), dt="bfloat16"))
     w = {"wgmma": True, "tma": True, "BM": 128, "direct": False}
     variants = [{**w, "BN": 256, "stages": 4}, {**w, "BN": 128, "stages": 5}, {**w, "BM": 64, "BN": 256, "stages": 4},
                 {**w, "BN": 128, "stages": 4, "persist": True}]
-    if "b.T" in expr:  # B (N, K): the tensors' own maps
+    if "b.T" in expr or sb[-1] % 8 == 0:  # B (N, K), or (K, N) with rows of 16-byte pieces: the tensors' own maps
         variants += [{**w, "BN": 256, "stages": 4, "direct": True}, {**w, "BM": 64, "BN": 128, "stages": 3, "direct": True},
                      {**w, "BN": 256, "stages": 4, "direct": True, "persist": True}]
     evs = evaluator.evaluate(str(p), _candidates(p, variants), None)

@@ -145,7 +145,7 @@ def wgmma16_design(plan) -> dict:
     """The 16-bit warpgroup MMA's first tile: 256 columns where the GEMM has them; tiles copied straight
     from the tensors where both are K-contiguous (the staging pass is a read and a write of both)."""
     d = {**WGMMA16, "BN": 256, "stages": 4} if plan.N >= 256 else dict(WGMMA16)
-    return {**d, "direct": True} if gemm_wgmma16.direct_ok(plan) else d
+    return {**d, "direct": True} if gemm_wgmma16.direct_ok(plan, d.get("tma", False)) else d
 
 
 def wgmma16_fits(plan, profile) -> bool:
@@ -801,13 +801,14 @@ class ExpertAgent:
                 # from the TMA ring (the first design): its persistent loop, then the cp.async ring; from the
                 # cp.async ring: TMA and its persistent loop
                 t = {**base, "tma": True, "stages": 4 if base.get("BN") == 256 else 5}
-                ring = {**base, "tma": False, "persist": False, "stages": 3 if base.get("BN") == 256 else 4}  # cp.async's
+                ring = {**base, "tma": False, "persist": False, "stages": 3 if base.get("BN") == 256 else 4,  # cp.async's
+                        "direct": base.get("direct", False) and gemm_wgmma16.direct_ok(plan)}  # (B (K, N) staged there)
                 tma = ([] if base.get("BM", 128) not in (64, 128) else
                        [{**base, "persist": True}, ring] if base.get("tma") and not base.get("persist") else
                        [ring] if base.get("tma") else [t, {**t, "persist": True}])  # then its persistent tile loop
                 out = ([{**base, **other}, {**base, "BM": 64}, {**base, "BM": 256, "stages": 3, "tma": False}] if st == "tiling" else
                        tma + [{**base, "lead": not base.get("lead", False)}] + [{**base, "stages": s} for s in (3, 5, 6) if s != base.get("stages")]
-                       + ([{**base, "direct": not base.get("direct", False)}] if gemm_wgmma16.direct_ok(plan) else [])
+                       + ([{**base, "direct": not base.get("direct", False)}] if gemm_wgmma16.direct_ok(plan, base.get("tma", False)) else [])
                        if st == "memory_optimization" else
                        [dict(MMA16)])
             elif st == "parallel_mapping" and base.get("planes"):  # the other kernels: mma.sync (staged stores
@@ -1228,7 +1229,9 @@ class ExpertAgent:
                        + (", each product swept over the warp tile in turn" if k.order == "term" and not k.wgmma else "") if path == "tf32x3" else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
             if path == "mma" and k.wgmma:  # wgmma k16 on tiles copied from the tensors (direct), or staged K-major first
-                how = ("both operands' tiles copied from the tensors into the 128-byte swizzle (K-contiguous, no staging pass)"
+                how = ("both operands' tiles copied from the tensors into the 128-byte swizzle (no staging pass"
+                       + (": B row-major (K, N) read MN-major, 64 columns a box, the MMA's B transposed)" if gemm_wgmma16.b_mn(plan, k)
+                          else ", both K-contiguous)")
                        if k.direct else "both operands staged K-major into whole 128-byte-swizzled tiles by a first kernel")
                 ring = (f"{k.stages}-stage TMA ring filled by a producer warpgroup (mbarriers, warp-specialised)"
                         + (", persistent: a block an SM walking the tiles, the next tile's loads under this one's epilogue"

@@ -539,13 +539,14 @@ def staged_fits(p: GemmPlan, k: GemmKnobs) -> bool:
 WGMMA_NS = (64, 128, 256)
 
 
-def _wgmma_fn(n: int, kind: str = "tf32") -> str:
+def _wgmma_fn(n: int, kind: str = "tf32", tb: bool = False) -> str:
     """`wgmma_<kind>_n<n>(d, da, db)`: both operands from shared memory; tf32 steps k8, the 16-bit kinds
-    (bf16, f16) k16 and take the two transpose immediates (0: K-major)."""
+    (bf16, f16) k16 and take the two transpose immediates (0: K-major); `tb` (`..._tb`, 16-bit only): B
+    MN-major (N contiguous: a row-major (K, N) B read as it is)."""
     regs = ", ".join(f"%{i}" for i in range(n // 2))
     outs = ", ".join(f'"+f"(d[{i}])' for i in range(n // 2))
-    ks, trans = ("k8", "") if kind == "tf32" else ("k16", ", 0, 0")
-    return (f"__device__ __forceinline__ void wgmma_{kind}_n{n}(float* d, unsigned long long da, unsigned long long db) {{\n"
+    ks, trans = ("k8", "") if kind == "tf32" else ("k16", f", 0, {int(tb)}")
+    return (f"__device__ __forceinline__ void wgmma_{kind}_n{n}{'_tb' if tb else ''}(float* d, unsigned long long da, unsigned long long db) {{\n"
             f'    asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{n // 2 + 2}, 0;\\n"\n'
             f'                 "wgmma.mma_async.sync.aligned.m64n{n}{ks}.f32.{kind}.{kind} {{{regs}}}, %{n // 2}, %{n // 2 + 1}, p, 1, 1{trans};\\n}}\\n"\n'
             f'                 : {outs}\n'
@@ -670,12 +671,17 @@ def tma_producer(S: int, NW: int, KT: str | int, nbytes: int, loads: list[str], 
 {"    regs_inc<232>();" + chr(10) if NW == 2 else ""}"""
 
 
+# B's descriptor at the k-step `kk` words into a slot's K-major tile (tma_mainloop's `b_desc`)
+B_K_MAJOR = "wg_desc_sw128(sB_s + {kk})"
+
+
 def _tma_tile(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, mma: str, c: str, a_rows: str,
-              before_wait: str = "") -> str:
+              before_wait: str = "", b_desc: str = B_K_MAJOR) -> str:
     """One tile's consumer loop (tma_mainloop's, tma_pingpong's): `d` zeroed, KT steps counted by `c` ("kt", or "it"
-    running on across tiles) each waiting for its slot, issuing `mma` on the slot's tiles (A from `a_rows` on) and
-    giving the slot before it back, then `before_wait`, the last MMAs waited for and `acc` as the stores read it."""
-    steps = "\n".join(f"        {mma}(d, wg_desc_sw128(sA_s + {kk}), wg_desc_sw128(sB_s + {kk}));" for kk in range(0, words, 8))
+    running on across tiles) each waiting for its slot, issuing `mma` on the slot's tiles (A from `a_rows` on, B
+    through `b_desc` formatted with the step's `kk`) and giving the slot before it back, then `before_wait`, the
+    last MMAs waited for and `acc` as the stores read it."""
+    steps = "\n".join(f"        {mma}(d, wg_desc_sw128(sA_s + {kk}), {b_desc.format(kk=kk)});" for kk in range(0, words, 8))
     return f"""    float d[{NI * 4}];
     #pragma unroll
     for (int q = 0; q < {NI * 4}; ++q) d[q] = 0.0f;
@@ -697,15 +703,15 @@ def _tma_tile(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, mma:
 
 
 def tma_mainloop(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, mma: str,
-                 tiles: tuple[str, str] | None = None, store: str = "") -> str:
+                 tiles: tuple[str, str] | None = None, store: str = "", b_desc: str = B_K_MAJOR) -> str:
     """The consumer warpgroups' loop of a one-MMA-chain TMA ring (the 16-bit GEMM, the conv): wait for step
     kt's tiles (A's rows of this warpgroup, `words` a row of 128 bytes, and B's), issue the MMA function
     `mma` on each 32-byte k-step of them (swizzled tiles) into `d`, keep one step's MMAs in flight and
     release the slot before it; then `acc` as the stores read it. `tiles`
     (tma_producer's): the block's tiles in turn, each's last slot released once its MMAs are done, then
-    `store` (its epilogue)."""
+    `store` (its epilogue). `b_desc`: B's descriptor at a k-step (_tma_tile's)."""
     c = "it" if tiles else "kt"
-    loop = _tma_tile(S, KT, EA, EB, words, NI, mma, c, f" + wg * {64 * words}")
+    loop = _tma_tile(S, KT, EA, EB, words, NI, mma, c, f" + wg * {64 * words}", b_desc=b_desc)
     if not tiles:
         return loop
     return (f"    int it = 0;\n    for (int tile = blockIdx.x; tile < {tiles[0]}; tile += gridDim.x) {{\n"

@@ -14,10 +14,10 @@ canonical layout, its swizzle, the loaders and the descriptors are the TF32 ones
 from __future__ import annotations
 
 from agents.expert import host
-from agents.expert.codegen import PRELUDE
+from agents.expert.codegen import CTYPE, PRELUDE
 from agents.expert.opgraph import Node, OpGraph, Unsupported
-from agents.expert.templates.gemm import GemmKnobs, GemmPlan, kernel_args
-from agents.expert.templates.gemm_tf32 import (TF32_PRELUDE, TMA_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, entry_base,
+from agents.expert.templates.gemm import GemmKnobs, GemmPlan, epilogue, kernel_args
+from agents.expert.templates.gemm_tf32 import (B_K_MAJOR, TF32_PRELUDE, TMA_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, entry_base,
                                                tma_barrier_bytes, tma_mainloop, tma_producer, tma_setup, wg_ring,
                                                WG_THREAD, _wg_store, _wgmma_fn, grouped_tile, output_store, plane_batches, tile_coords,
                                                whole_tile_loads, workspace_bases)
@@ -29,6 +29,19 @@ KIND = {"bfloat16": "bf16", "float16": "f16"}
 
 # the MMA functions a kind, one prelude each (the CPU emulator replaces them)
 WGMMA16_PRELUDES = {kind: "".join(_wgmma_fn(n, kind) for n in WGMMA_NS) for kind in KIND.values()}
+# B MN-major (a row-major (K, N) B copied by TMA as it is): its descriptor and the MMAs that read it so
+MN_DESC = r"""__device__ __forceinline__ unsigned long long wg_desc_mn128(const float* p, unsigned lbo) {
+    // MN-major in the 128-byte swizzle: rows of 64 N elements (128 bytes) along K, 8-row groups 1024 bytes
+    // apart (SBO), 64-column blocks `lbo` bytes apart (LBO), layout type 1
+    const unsigned long long a = (unsigned long long)__cvta_generic_to_shared(p);
+    return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16) | ((unsigned long long)(1024 >> 4) << 32) | (1ULL << 62);
+}
+"""
+WGMMA16_TB_PRELUDES = {kind: MN_DESC + "".join(_wgmma_fn(n, kind, tb=True) for n in WGMMA_NS) for kind in KIND.values()}
+# a thread's two adjacent output columns stored as one write (the wgmma D fragment holds them in e = 0, 1)
+PAIR_PRELUDE = "template <typename T> struct alignas(2 * sizeof(T)) egg_pair { T x, y; };\n"
+# a 64-column block of B MN-major: 64 rows of K by 128 bytes, in words
+MN_BLOCK = 64 * 2 * BKW // 2
 
 
 
@@ -47,19 +60,29 @@ def check(p: GemmPlan, k: GemmKnobs) -> None:
         raise Unsupported("wgmma tile shape (a ring of 3 stages or more: one step's MMAs stay in flight)")
     if p.a_layout != "mk":
         raise Unsupported("a transposed A on the 16-bit wgmma GEMM")
-    if k.direct and not direct_ok(p):
-        raise Unsupported("direct tiles need A (M, K) and B (N, K) with K a multiple of 8")
+    if k.direct and not direct_ok(p, k.tma):
+        raise Unsupported("direct tiles need A (M, K) with K a multiple of 8 and B (N, K), or with TMA B (K, N) with N a multiple of 8")
+    if b_mn(p, k) and k.BN % 64:
+        raise Unsupported("B read MN-major takes 64 columns a box: BN a multiple of 64")
     if k.tma and k.BM not in (64, 128):
         raise Unsupported("the TMA GEMM runs one or two consumer warpgroups (BM 64 or 128)")
     if k.persist and (not k.tma or -(-p.M // k.BM) * -(-p.N // k.BN) * p.batch >= 2 ** 31):
         raise Unsupported("a persistent tile loop on the TMA ring (fewer than 2^31 tiles)")
 
 
-def direct_ok(p: GemmPlan) -> bool:
-    """Both operands K-contiguous in 16-byte pieces (A (M, K), B (N, K): an nn.Linear's weight): the ring
+def direct_ok(p: GemmPlan, tma: bool = False) -> bool:
+    """Both operands K-contiguous in 16-byte pieces (A (M, K), B (N, K): an nn.Linear's weight), or with
+    `tma` B row-major (K, N) with rows of 16-byte pieces (read MN-major, the MMA's B transposed): the ring
     copies their tiles straight from the tensors into the swizzled layout, with no staging pass (a read
     and a write of both operands, and a launch)."""
-    return p.a_layout == "mk" and p.b_layout == "nk" and p.K % 8 == 0
+    if p.a_layout != "mk" or p.K % 8:
+        return False
+    return p.b_layout == "nk" or (tma and p.b_layout == "kn" and p.N % 8 == 0)
+
+
+def b_mn(p: GemmPlan, k: GemmKnobs) -> bool:
+    """B read MN-major: a (K, N) B copied by TMA as it is, 64 columns a box."""
+    return k.tma and k.direct and p.b_layout == "kn"
 
 
 def staged_node(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> Node:
@@ -149,12 +172,42 @@ def tensor_maps(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> list[host.TensorMap]:
     tensors themselves (`direct`; the map's bounds zero-fill the edges) or the staged workspace."""
     ba, bb = plane_batches(p)
     if k.direct:
-        return [host.TensorMap(p.a_src, (p.K, p.M, ba), (2 * BKW, k.BM, 1)),
-                host.TensorMap(p.b_src, (p.K, p.N, bb), (2 * BKW, k.BN, 1))]
+        b = (host.TensorMap(p.b_src, (p.N, p.K, bb), (64, 2 * BKW, 1)) if b_mn(p, k) else
+             host.TensorMap(p.b_src, (p.K, p.N, bb), (2 * BKW, k.BN, 1)))
+        return [host.TensorMap(p.a_src, (p.K, p.M, ba), (2 * BKW, k.BM, 1)), b]
     Mp, Np, Kp = padded(p, k)
     P = staged_node(g, p, k)
     return [host.TensorMap(P, (Kp, Mp, ba), (2 * BKW, k.BM, 1)),
             host.TensorMap(P, (Kp, Np, bb), (2 * BKW, k.BN, 1), ba * Mp * Kp)]
+
+
+def pair_store(g: OpGraph, p: GemmPlan, NI: int, rows: str) -> str:
+    """The warpgroup MMA's epilogue (the kernel's end but its closing brace): register (ni, h, e) of this thread is
+    row `rows` + g + 8h, column ni * 8 + 2t + e of the tile, the two e of a row adjacent columns, stored as one
+    write of both (an even N keeps each pair whole and aligned; an odd N stores them apart)."""
+    M, N, T = p.M, p.N, CTYPE[g.output.dtype]
+    epi, v = epilogue(g, p, "acc[0][ni][2 * h + e]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", " " * 20)
+    at = f"out + ((long long)bz * {M}LL + m) * {N}LL + nb"
+    write = (f"*reinterpret_cast<egg_pair<{T}>*>({at}) = egg_pair<{T}>{{from_f<{T}>(pv[0]), from_f<{T}>(pv[1])}};" if N % 2 == 0 else
+             f"{T}* o = {at};\n            o[0] = from_f<{T}>(pv[0]);\n            if (nb + 1 < {N}) o[1] = from_f<{T}>(pv[1]);")
+    return f"""    #pragma unroll
+    for (int ni = 0; ni < {NI}; ++ni)
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {{
+            const long long m = m0 + {rows} + g + 8 * h, nb = n0 + ni * 8 + 2 * t;
+            if (m >= {M} || nb >= {N}) continue;
+            float pv[2] = {{0.0f, 0.0f}};
+            #pragma unroll
+            for (int e = 0; e < 2; ++e) {{
+                const long long n = nb + e;
+                if (n < {N}) {{
+{epi}
+                    pv[e] = {v};
+                }}
+            }}
+            {write}
+        }}
+"""
 
 
 def render_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
@@ -171,13 +224,19 @@ def render_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     EA, EB = k.BM * BKW, k.BN * BKW
     ba, bb = plane_batches(p)
     KT = -(-p.K // (2 * BKW)) if k.direct else Kp // (2 * BKW)
-    store = output_store(g, p)[2]
     mt, nt = Mp // k.BM, Np // k.BN
-    wg_store = _wg_store(NI, p.M, p.N, store, "wg * 64 + wq * 16")
-    mma = f"wgmma_{kind}_n{k.BN}"
-    loads = [f"tma_load(sA + s * {EA}, &mA, kt * {2 * BKW}, (int)m0, {'bz' if ba > 1 else '0'}, full + s);",
-             f"tma_load(sB + s * {EB}, &mB, kt * {2 * BKW}, (int)n0, {'bz' if bb > 1 else '0'}, full + s);"]
-    head = f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{WGMMA16_PRELUDES[kind]}{TMA_PRELUDE}{"" if k.direct else _stage_source(g, p, k)}
+    wg_store = pair_store(g, p, NI, "wg * 64 + wq * 16") + "}\n"
+    mn = b_mn(p, k)
+    mma = f"wgmma_{kind}_n{k.BN}{'_tb' if mn else ''}"
+    zb = 'bz' if bb > 1 else '0'
+    loads = [f"tma_load(sA + s * {EA}, &mA, kt * {2 * BKW}, (int)m0, {'bz' if ba > 1 else '0'}, full + s);"] + (
+        # B MN-major: a box of 64 columns by the k-tile's 64 rows a block of the slot (B's rows 128 bytes, the swizzle's)
+        [f"tma_load(sB + s * {EB} + {c * MN_BLOCK}, &mB, (int)n0 + {64 * c}, kt * {2 * BKW}, {zb}, full + s);" for c in range(k.BN // 64)]
+        if mn else [f"tma_load(sB + s * {EB}, &mB, kt * {2 * BKW}, (int)n0, {zb}, full + s);"])
+    # a k-step of 16 is 32 bytes along A's rows, 16 rows of 128 bytes down B's MN-major blocks
+    b_desc = f"wg_desc_mn128(sB_s + {{kk}} * 64, {MN_BLOCK * 4})" if mn else B_K_MAJOR
+    mmas = WGMMA16_PRELUDES[kind] + (WGMMA16_TB_PRELUDES[kind] if mn else "")
+    head = f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{mmas}{TMA_PRELUDE}{PAIR_PRELUDE}{"" if k.direct else _stage_source(g, p, k)}
 extern "C" __global__ void __launch_bounds__({T}, 1) egg_gemm(const __grid_constant__ EggTmap mA, const __grid_constant__ EggTmap mB, {kernel_args(g, p)}) {{
     extern __shared__ __align__(1024) unsigned char smem[];
     float* sA = reinterpret_cast<float*>(smem);
@@ -187,9 +246,10 @@ extern "C" __global__ void __launch_bounds__({T}, 1) egg_gemm(const __grid_const
         n = mt * nt * p.batch
         tiles = (str(n), tile_coords(mt, nt, k, f"tile % {mt * nt}", f"tile / {mt * nt}", ""))
         return (head + WG_THREAD + tma_setup(S, NW, f"sB + {S * EB}") + tma_producer(S, NW, KT, (k.BM + k.BN) * BKW * 4, loads, tiles)
-                + tma_mainloop(S, KT, EA, EB, BKW, NI, mma, tiles, wg_store.rsplit("}", 1)[0]) + "}\n")
+                + tma_mainloop(S, KT, EA, EB, BKW, NI, mma, tiles, wg_store.rsplit("}", 1)[0], b_desc) + "}\n")
     producer = tma_producer(S, NW, KT, (k.BM + k.BN) * BKW * 4, loads)
-    return f"""{head}{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sB + {S * EB}")}{producer}{tma_mainloop(S, KT, EA, EB, BKW, NI, mma)}{wg_store}"""
+    return (f"""{head}{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sB + {S * EB}")}{producer}"""
+            + tma_mainloop(S, KT, EA, EB, BKW, NI, mma, b_desc=b_desc) + wg_store)
 
 
 def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
