@@ -307,8 +307,12 @@ inline void mbar_wait(unsigned long long* b, unsigned parity) {  // hundreds of 
     { std::lock_guard<std::mutex> l(emu_bar_mu); e = &emu_bars.at(b); }
     while (e->phase.load() == parity) std::this_thread::sleep_for(std::chrono::microseconds(200));
 }
+// a box into block `smem`'s shared memory at `off`, its bytes completing the barrier at `b` there
+inline void emu_tma_into(unsigned char* smem, long long off, const EggTmap* m, const long long* c, unsigned long long* b);
 inline void emu_tma(void* dst, const EggTmap* m, const long long* c, unsigned long long* b) {
-    const long long off = (const unsigned char*)dst - emu_dyn_smem;
+    emu_tma_into(emu_dyn_smem, (const unsigned char*)dst - emu_dyn_smem, m, c, b);
+}
+inline void emu_tma_into(unsigned char* smem, long long off, const EggTmap* m, const long long* c, unsigned long long* b) {
     if (off & 1023) { fprintf(stderr, "a 128-byte-swizzled TMA box off a 1024-byte boundary\n"); abort(); }
     long long bytes = 0, row = 0;  // the box's rows (everything past its first dim) in order, dim 1 fastest
     for (int i4 = 0; i4 < m->box[4]; ++i4) for (int i3 = 0; i3 < m->box[3]; ++i3) for (int i2 = 0; i2 < m->box[2]; ++i2)
@@ -323,13 +327,24 @@ inline void emu_tma(void* dst, const EggTmap* m, const long long* c, unsigned lo
             if (in && gk >= 0 && gk < m->dims[0]) std::memcpy(&v, m->base + (g * m->dims[0] + gk) * m->elem, m->elem);
             long long at = off + row * m->box[0] * m->elem + m->elem * e;
             at ^= ((at >> 7) & 7) << 4;
-            std::memcpy(emu_dyn_smem + at, &v, m->elem);
+            std::memcpy(smem + at, &v, m->elem);
         }
     }
     std::lock_guard<std::mutex> l(emu_bar_mu); auto& eb = emu_bars.at(b); eb.tx -= bytes; emu_bar_done(eb);
 }
 inline void tma_load(void* dst, const EggTmap* m, int c0, int c1, int c2, unsigned long long* b) {
     const long long c[5] = {c0, c1, c2, 0, 0}; emu_tma(dst, m, c, b); }
+// the cluster's (gemm_tf32.MCAST_PRELUDE): the box into each block of `mask` at dst's offset, completing each one's
+// barrier at b's offset; an arrival on block `rank`'s barrier at b's offset
+inline unsigned long long* emu_peer_bar(unsigned long long* b, unsigned r) {
+    return reinterpret_cast<unsigned long long*>(emu_cluster[r].smem + ((unsigned char*)b - emu_dyn_smem)); }
+inline void tma_load_mc(void* dst, const EggTmap* m, int c0, int c1, int c2, unsigned long long* b, unsigned short mask) {
+    const long long c[5] = {c0, c1, c2, 0, 0};
+    for (unsigned r = 0; r < 16; ++r)
+        if (mask >> r & 1) emu_tma_into(emu_cluster[r].smem, (unsigned char*)dst - emu_dyn_smem, m, c, emu_peer_bar(b, r));
+}
+inline void mbar_arrive_cluster(unsigned long long* b, unsigned rank) { mbar_arrive(emu_peer_bar(b, rank)); }
+inline void mbar_wait_cluster(unsigned long long* b, unsigned parity) { mbar_wait(b, parity); }
 inline void tma_load4(void* dst, const EggTmap* m, int c0, int c1, int c2, int c3, unsigned long long* b) {
     const long long c[5] = {c0, c1, c2, c3, 0}; emu_tma(dst, m, c, b); }
 inline void tma_load5(void* dst, const EggTmap* m, int c0, int c1, int c2, int c3, int c4, unsigned long long* b) {
@@ -390,14 +405,14 @@ def available() -> bool:
 
 
 def _cpu_source(src: str) -> str:
-    from agents.expert.templates.gemm_tf32 import NAMED_BAR_PRELUDE, TF32_PRELUDE, WGMMA_N32, WGMMA_PRELUDE
+    from agents.expert.templates.gemm_tf32 import MCAST_PRELUDE, NAMED_BAR_PRELUDE, TF32_PRELUDE, WGMMA_N32, WGMMA_PRELUDE
     from agents.expert.templates.gemm_wgmma16 import TMA_PRELUDE, WGMMA16_PRELUDES, WGMMA16_TB_PRELUDES
     from agents.expert.codegen import CLUSTER_PRELUDE
     from agents.expert.templates.scan import BOOL_PRELUDE
     body = MATH_PRELUDE + src.replace(PRELUDE, "").replace(BOOL_PRELUDE, "").replace(WGMMA_PRELUDE, "").replace(TF32_PRELUDE, "")
     for pre in [*WGMMA16_TB_PRELUDES.values(), *WGMMA16_PRELUDES.values()]:
         body = body.replace(pre, "")
-    body = body.replace(CLUSTER_PRELUDE, "").replace(TMA_PRELUDE, "").replace(WGMMA_N32, "").replace(NAMED_BAR_PRELUDE, "")
+    body = body.replace(CLUSTER_PRELUDE, "").replace(MCAST_PRELUDE, "").replace(TMA_PRELUDE, "").replace(WGMMA_N32, "").replace(NAMED_BAR_PRELUDE, "")
     body = body.replace("reinterpret_cast<const float4*>(", "emu_vec<const float4>(").replace("reinterpret_cast<float4*>(", "emu_vec<float4>(")
     # dynamic shared memory becomes one static buffer (blocks run one at a time)
     return re.sub(r"extern __shared__ (?:__align__\(\d+\) )?(\w+(?: \w+)*?) (\w+)\[\];",
@@ -447,7 +462,7 @@ def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffer
                             f"{{{', '.join(map(str, dims))}}}, {{{', '.join(map(str, box))}}}, {elem}}};")
         args = [f"emu_m{j}" if isinstance(a, tuple) else var[a] for j, a in enumerate(args)]
         g = tuple(grid) + (1,) * (3 - len(grid))
-        cm = re.search(rf"__cluster_dims__\((\d+),[^)]*\)\s*(?:__launch_bounds__\(\d+\)\s*)?{kernel}\(", src)
+        cm = re.search(rf"__cluster_dims__\((\d+),[^)]*\)\s*(?:__launch_bounds__\([^)]*\)\s*)?{kernel}\(", src)
         C = int(cm.group(1)) if cm else 1
         if g[0] % C:
             raise ValueError(f"{kernel}: grid {g[0]} is not a whole number of clusters of {C}")

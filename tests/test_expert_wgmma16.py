@@ -151,6 +151,11 @@ TMA_CASES = [  # the warp-specialised TMA ring: staged (B (K, N) transposed by t
     ("torch.bmm(a, b)", (2, 65, 136), (2, 136, 72), "float16", (64, 256, 3, True)),
     ("torch.matmul(a, b)", (200, 136), (136, 200), "bfloat16", (128, 64, 3, True, True)),
     ("torch.matmul(a, b)", (70, 100), (100, 51), "bfloat16", (64, 64, 3, False)),
+    # B multicast over clusters of two row tiles (each block copies half of B's k-tile into both rings): MN-major,
+    # K-major from the tensors (a batch on A, partial row tiles), staged (boxes of 32 rows)
+    ("torch.relu(torch.matmul(a, b)) * 2.0", (256, 296), (296, 136), "bfloat16", (128, 128, 3, True, False, True)),
+    ("torch.matmul(a, b.T)", (2, 120, 136), (200, 136), "float16", (64, 128, 3, True, False, True)),
+    ("torch.bmm(a, b)", (2, 100, 136), (2, 136, 70), "bfloat16", (64, 64, 3, False, False, True)),
 ]
 
 
@@ -165,13 +170,14 @@ def test_tma_gemm_matches_float64_through_its_host_code(tmp_egg, expr, sa, sb, d
     if not cpu_emulator.available():
         pytest.skip("no g++")
     p, g, plan = _graph_plan(tmp_egg, expr, sa, sb, dt)
-    BM, BN, S, direct, persist = (*knobs, False)[:5]
-    k = gemm.GemmKnobs(BM=BM, BN=BN, stages=S, wgmma=True, tma=True, direct=direct, persist=persist)
+    BM, BN, S, direct, persist, mcast = (*knobs, False, False)[:6]
+    k = gemm.GemmKnobs(BM=BM, BN=BN, stages=S, wgmma=True, tma=True, direct=direct, persist=persist, mcast=mcast)
     src = gemm_wgmma16.render(g, plan, k)
     assert ("egg_gemm_stage" in src) != direct and "cp.async.bulk.tensor.3d" in src and k.threads(True) == 2 * BM + 128
     maps = gemm_wgmma16.tensor_maps(g, plan, k)
     if persist:
         assert gemm_wgmma16.grid(plan, k, 2) == (2, 1, 1) and "tile += gridDim.x" in src
+    assert ("__cluster_dims__(2, 1, 1)" in src) == ("tma_load_mc(" in src) == mcast
     main = host.Launch("egg_gemm", gemm_wgmma16.grid(plan, k, 2), (k.threads(True),), gemm.arg_order(g, plan),
                        gemm_wgmma16.shared_bytes(plan, k), maps=maps)
     steps = [(main, None)]
@@ -192,7 +198,8 @@ def test_tma_gemm_matches_float64_through_its_host_code(tmp_egg, expr, sa, sb, d
     err, eager_err = (got - truth).abs().max() / scale, (want.double() - truth).abs().max() / scale
     assert err < 2 * max(eager_err, 2 ** -9), (err, eager_err)
     # B's box at A's rows (a wrong map coordinate) is far off: the check can fail
-    bad = src.replace("tma_load(sB + s * ", "tma_load(sB + s * 0 * ").replace("&mB, kt * 64, (int)n0", "&mB, kt * 64, (int)m0")
+    bad = (src.replace("tma_load(sB + s * ", "tma_load(sB + s * 0 * ").replace("tma_load_mc(sB + s * ", "tma_load_mc(sB + s * 0 * ")
+           .replace("&mB, kt * 64, (int)n0", "&mB, kt * 64, (int)m0"))
     assert bad != src
     got1 = cpu_emulator.run_host(bad, code, {"x0": a, "x1": b}, tmp_egg / "emu1").double()
     off = (got1 - truth).abs().max() / scale
@@ -200,14 +207,15 @@ def test_tma_gemm_matches_float64_through_its_host_code(tmp_egg, expr, sa, sb, d
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
-@pytest.mark.parametrize("BM,direct,expr", [(128, False, "torch.matmul(a, b)"), (128, True, "torch.matmul(a, b.T)"),
-                                             (128, True, "torch.matmul(a, b)"), (64, False, "torch.matmul(a, b)")])
-def test_tma_gemm_compiles_for_sm90_without_spills(tmp_egg, BM, direct, expr):
-    """8192^3 on 128x256 tiles and 4 stages (B K-contiguous, or (K, N) read MN-major): the consumers' 128
-    accumulators a thread within the registers the producer gives up (setmaxnreg), no spill, no MMA wait
-    injected by ptxas."""
+@pytest.mark.parametrize("BM,direct,expr,mcast", [(128, False, "torch.matmul(a, b)", False), (128, True, "torch.matmul(a, b.T)", False),
+                                                   (128, True, "torch.matmul(a, b)", False), (64, False, "torch.matmul(a, b)", False),
+                                                   (128, True, "torch.matmul(a, b)", True), (128, True, "torch.matmul(a, b.T)", True)])
+def test_tma_gemm_compiles_for_sm90_without_spills(tmp_egg, BM, direct, expr, mcast):
+    """8192^3 on 128x256 tiles and 4 stages (B K-contiguous, or (K, N) read MN-major; B multicast over clusters
+    of two): the consumers' 128 accumulators a thread within the registers the producer gives up (setmaxnreg),
+    no spill, no MMA wait injected by ptxas."""
     _, g, plan = _graph_plan(tmp_egg, expr, (8192, 8192), (8192, 8192), "bfloat16")
-    k = gemm.GemmKnobs(BM=BM, BN=256, stages=4, wgmma=True, tma=True, direct=direct)
+    k = gemm.GemmKnobs(BM=BM, BN=256, stages=4, wgmma=True, tma=True, direct=direct, mcast=mcast)
     assert gemm_wgmma16.shared_bytes(plan, k) <= 227 * 1024
     src = gemm_wgmma16.render(g, plan, k)
     assert ("regs_inc<232>();" in src) == (BM == 128)

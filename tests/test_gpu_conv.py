@@ -164,11 +164,13 @@ def test_tf32x3_from_split_planes_is_fp32_grade(tmp_egg, evaluator, expr, sa, sb
                                         ("torch.relu(torch.matmul(a, b.T))", (2050, 1000), (3000, 1000)),
                                         ("torch.bmm(a, b)", (3, 300, 136), (3, 136, 520)),
                                         ("torch.matmul(a, b.T)", (3, 300, 136), (520, 136)),
-                                        ("torch.matmul(a, b)", (1030, 776), (776, 2056))])
+                                        ("torch.matmul(a, b)", (1000, 776), (776, 2056)),
+                                        ("torch.matmul(a, b.T)", (3, 250, 136), (520, 136))])
 def test_tma_gemm_verifies(tmp_egg, evaluator, expr, sa, sb):
     """The warp-specialised bf16 GEMM (tiles by TMA from a producer warpgroup, mbarriers): staged and
     straight from the tensors (the maps' bounds zero-fill the edges; a (K, N) B read MN-major, the MMA's B
-    transposed), one and two consumer warpgroups, and persistent (a block an SM walking the tiles)."""
+    transposed), one and two consumer warpgroups, persistent (a block an SM walking the tiles), and B multicast
+    over clusters of two blocks."""
     from tests.test_expert_wgmma16 import TEMPLATE
     p = tmp_egg / "g16.py"
     p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb)), dt="bfloat16"))
@@ -178,6 +180,10 @@ def test_tma_gemm_verifies(tmp_egg, evaluator, expr, sa, sb):
     if "b.T" in expr or sb[-1] % 8 == 0:  # B (N, K), or (K, N) with rows of 16-byte pieces: the tensors' own maps
         variants += [{**w, "BN": 256, "stages": 4, "direct": True}, {**w, "BM": 64, "BN": 128, "stages": 3, "direct": True},
                      {**w, "BN": 256, "stages": 4, "direct": True, "persist": True}]
+    if -(-sa[-2] // 128) % 2 == 0:  # B multicast over clusters of two row tiles (an even number of them)
+        variants += [{**w, "BN": 256, "stages": 4, "mcast": True}, {**w, "BN": 128, "stages": 5, "mcast": True}]
+        if "b.T" in expr or sb[-1] % 8 == 0:
+            variants += [{**w, "BN": 256, "stages": 4, "direct": True, "mcast": True}]
     evs = evaluator.evaluate(str(p), _candidates(p, variants), None)
     assert [e.verdict.value for e in evs] == ["correct"] * len(variants), [(e.candidate_id, e.reason) for e in evs]
 

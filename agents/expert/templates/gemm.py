@@ -55,6 +55,8 @@ class GemmKnobs:
     lead: bool = False  # warpgroup-MMA rings: tiles S - 1 ahead (a second barrier a step) instead of S - 2
     tma: bool = False  # warpgroup MMA (16-bit GEMM, planes, conv): tiles by TMA from a producer warpgroup, mbarriers
     persist: bool = False  # tma (16-bit GEMM, conv): a block an SM walks the tiles, the next tile's loads under this one's epilogue
+    mcast: bool = False  # tma 16-bit GEMM: blocks in clusters of two (row tiles side by side) share B's k-tile, each copying
+    # half of it into both rings by TMA multicast (a third less L2 traffic a block)
     pingpong: bool = False  # tma conv, persistent, BM 128: its two consumer warpgroups take 64-row tiles in turn, one's
     # epilogue under the other's MMAs
     bsplit: bool = False  # planes: B read raw into the ring and split in shared memory (only A's planes in memory)

@@ -625,17 +625,36 @@ template <int N> __device__ __forceinline__ void regs_inc() { asm volatile("setm
 """
 
 
-def tma_setup(S: int, NW: int, after: str) -> str:
+# a thread-block cluster's TMA ring (gemm_wgmma16 `mcast`; tests/cpu_emulator.py gives C++ versions): a box copied
+# into every block of `mask` at the same offset, each block's barrier at that offset completing its bytes; a slot
+# released to block `rank` of the cluster; the wait that acquires such releases (they come from other blocks)
+MCAST_PRELUDE = r"""__device__ __forceinline__ void tma_load_mc(void* dst, const EggTmap* m, int k, int row, int batch, unsigned long long* b,
+                                            unsigned short mask) {
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, %3, %4}], [%5], %6;\n"
+                 :: "r"(smem_u32(dst)), "l"(reinterpret_cast<unsigned long long>(m)), "r"(k), "r"(row), "r"(batch), "r"(smem_u32(b)),
+                    "h"(mask) : "memory"); }
+__device__ __forceinline__ void mbar_arrive_cluster(unsigned long long* b, unsigned rank) {
+    asm volatile("{\n.reg .b32 ra;\nmapa.shared::cluster.u32 ra, %0, %1;\nmbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n"
+                 :: "r"(smem_u32(b)), "r"(rank) : "memory"); }
+__device__ __forceinline__ void mbar_wait_cluster(unsigned long long* b, unsigned parity) {
+    asm volatile("{\n.reg .pred p;\nEGG_WAIT_C:\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%0], %1;\n@!p bra EGG_WAIT_C;\n}\n"
+                 :: "r"(smem_u32(b)), "r"(parity) : "memory"); }
+"""
+
+
+def tma_setup(S: int, NW: int, after: str, peers: int = 1) -> str:
     """A TMA ring's barriers, after the ring's tiles (`after`: where they end): `full` (the producer's
     arrival with the bytes, then the bytes) and `empty` (one arrival a consumer warpgroup) a slot, set up by
-    one thread before the block's only barrier."""
+    one thread before the block's only barrier. `peers` (a cluster multicasting into each block's ring): a
+    slot is empty once every block's consumers are done with it (the producers write into each other's
+    slots), and no block starts before every block's barriers are set up."""
     return f"""    unsigned long long* full = reinterpret_cast<unsigned long long*>({after});
     unsigned long long* empty = full + {S};
     if (tid == 0) {{
-        for (int s = 0; s < {S}; ++s) {{ mbar_init(full + s, 1); mbar_init(empty + s, {NW}); }}
+        for (int s = 0; s < {S}; ++s) {{ mbar_init(full + s, 1); mbar_init(empty + s, {NW * peers}); }}
         mbar_init_fence();
     }}
-    __syncthreads();
+    {"cluster_sync();  // the cluster's barriers set up before any block copies into another's ring" if peers > 1 else "__syncthreads();"}
 """
 
 
@@ -644,18 +663,21 @@ def tma_barrier_bytes(S: int) -> int:
     return 16 * S
 
 
-def tma_producer(S: int, NW: int, KT: str | int, nbytes: int, loads: list[str], tiles: tuple[str, str] | None = None) -> str:
+def tma_producer(S: int, NW: int, KT: str | int, nbytes: int, loads: list[str], tiles: tuple[str, str] | None = None,
+                 peers: int = 1) -> str:
     """The producer warpgroup (the last, `wg == NW`): one thread fills slot kt % S with k-tile kt by the
     `loads` (TMA, each naming `s`, `kt` and `full + s`) once the slot's tile of S steps before is consumed;
     the rest of the warpgroup leaves, and with two consumer warpgroups its registers go to them.
     `tiles` (persistent: the tile count, the statements, unindented, decoding `tile` into its coordinates): the block's tiles
     in turn, the ring's steps counted across them (`it`), so the next tile's loads run under this one's
-    epilogue."""
+    epilogue. `peers` (tma_setup's): the slot's release acquired at the cluster's scope (the other blocks'
+    consumers arrive on it), and the warpgroup waits at the cluster's last barrier before it leaves."""
     c = "it" if tiles else "kt"
     body = "\n".join(f"                {ln}" for ln in loads)
+    wait = "mbar_wait_cluster" if peers > 1 else "mbar_wait"
     ring = f"""            for (int kt = 0; kt < {KT}; ++kt{', ++it' if tiles else ''}) {{
                 const int s = {c} % {S};
-                if ({c} >= {S}) mbar_wait(empty + s, (({c} / {S}) - 1) & 1);  // the slot's tile of S steps ago consumed
+                if ({c} >= {S}) {wait}(empty + s, (({c} / {S}) - 1) & 1);  // the slot's tile of S steps ago consumed
                 mbar_expect(full + s, {nbytes});
 {body}
             }}
@@ -666,7 +688,7 @@ def tma_producer(S: int, NW: int, KT: str | int, nbytes: int, loads: list[str], 
     return f"""    if (wg == {NW}) {{  // the producer warpgroup
 {"        regs_dec<40>();  // the producer's registers go to the consumers' accumulators" + chr(10) if NW == 2 else ""}        if (tid == {NW * 128}) {{
 {ring}        }}
-        return;
+{"        cluster_sync();  // the consumers' (tma_mainloop's `peers`)" + chr(10) if peers > 1 else ""}        return;
     }}
 {"    regs_inc<232>();" + chr(10) if NW == 2 else ""}"""
 
@@ -676,7 +698,7 @@ B_K_MAJOR = "wg_desc_sw128(sB_s + {kk})"
 
 
 def _tma_tile(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, mma: str, c: str, a_rows: str,
-              before_wait: str = "", b_desc: str = B_K_MAJOR) -> str:
+              before_wait: str = "", b_desc: str = B_K_MAJOR, peers: int = 1) -> str:
     """One tile's consumer loop (tma_mainloop's, tma_pingpong's): `d` zeroed, KT steps counted by `c` ("kt", or "it"
     running on across tiles) each waiting for its slot, issuing `mma` on the slot's tiles (A from `a_rows` on, B
     through `b_desc` formatted with the step's `kk`) and giving the slot before it back, then `before_wait`, the
@@ -694,7 +716,7 @@ def _tma_tile(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, mma:
 {steps}
         wgmma_commit();
         wgmma_wait1();
-{tma_consumer_release(S, c, first="kt")}    }}
+{tma_consumer_release(S, c, first="kt", peers=peers)}    }}
 {before_wait}    wgmma_wait0();
     float acc[1][{NI}][4];
     #pragma unroll
@@ -703,15 +725,16 @@ def _tma_tile(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, mma:
 
 
 def tma_mainloop(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, mma: str,
-                 tiles: tuple[str, str] | None = None, store: str = "", b_desc: str = B_K_MAJOR) -> str:
+                 tiles: tuple[str, str] | None = None, store: str = "", b_desc: str = B_K_MAJOR, peers: int = 1) -> str:
     """The consumer warpgroups' loop of a one-MMA-chain TMA ring (the 16-bit GEMM, the conv): wait for step
     kt's tiles (A's rows of this warpgroup, `words` a row of 128 bytes, and B's), issue the MMA function
     `mma` on each 32-byte k-step of them (swizzled tiles) into `d`, keep one step's MMAs in flight and
     release the slot before it; then `acc` as the stores read it. `tiles`
     (tma_producer's): the block's tiles in turn, each's last slot released once its MMAs are done, then
-    `store` (its epilogue). `b_desc`: B's descriptor at a k-step (_tma_tile's)."""
+    `store` (its epilogue). `b_desc`: B's descriptor at a k-step (_tma_tile's); `peers` (tma_setup's): each slot
+    released to every block of the cluster (tma_consumer_release's)."""
     c = "it" if tiles else "kt"
-    loop = _tma_tile(S, KT, EA, EB, words, NI, mma, c, f" + wg * {64 * words}", b_desc=b_desc)
+    loop = _tma_tile(S, KT, EA, EB, words, NI, mma, c, f" + wg * {64 * words}", b_desc=b_desc, peers=peers)
     if not tiles:
         return loop
     return (f"    int it = 0;\n    for (int tile = blockIdx.x; tile < {tiles[0]}; tile += gridDim.x) {{\n"
@@ -752,10 +775,14 @@ def _indent(code: str, n: int) -> str:
     return textwrap.indent(code, " " * n, lambda _: True)
 
 
-def tma_consumer_release(S: int, kt: str, indent: str = "        ", first: str | None = None) -> str:
+def tma_consumer_release(S: int, kt: str, indent: str = "        ", first: str | None = None, peers: int = 1) -> str:
     """After a wait that leaves step `kt`'s MMAs at most in flight: step kt - 1's slot back to the producer
     (one thread a warpgroup; every thread of it has passed that tile's wait, the MMAs being collective).
-    `first`: the step within the tile (none released before a tile's first; default `kt` itself)."""
+    `first`: the step within the tile (none released before a tile's first; default `kt` itself). `peers`: to
+    every block of the cluster (thread r of the warpgroup arrives on block r's barrier)."""
+    if peers > 1:
+        return (f"{indent}if ({first or kt} > 0 && (tid & 127) < {peers}) "
+                f"mbar_arrive_cluster(empty + ({kt} - 1) % {S}, tid & 127);\n")
     return f"{indent}if ({first or kt} > 0 && (tid & 127) == 0) mbar_arrive(empty + ({kt} - 1) % {S});\n"
 
 

@@ -14,10 +14,10 @@ canonical layout, its swizzle, the loaders and the descriptors are the TF32 ones
 from __future__ import annotations
 
 from agents.expert import host
-from agents.expert.codegen import CTYPE, PRELUDE
+from agents.expert.codegen import CLUSTER_PRELUDE, CTYPE, PRELUDE
 from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.gemm import GemmKnobs, GemmPlan, epilogue, kernel_args
-from agents.expert.templates.gemm_tf32 import (B_K_MAJOR, TF32_PRELUDE, TMA_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, entry_base,
+from agents.expert.templates.gemm_tf32 import (B_K_MAJOR, MCAST_PRELUDE, TF32_PRELUDE, TMA_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, entry_base,
                                                tma_barrier_bytes, tma_mainloop, tma_producer, tma_setup, wg_ring,
                                                WG_THREAD, _wg_store, _wgmma_fn, grouped_tile, output_store, plane_batches, tile_coords,
                                                whole_tile_loads, workspace_bases)
@@ -40,6 +40,7 @@ MN_DESC = r"""__device__ __forceinline__ unsigned long long wg_desc_mn128(const 
 WGMMA16_TB_PRELUDES = {kind: MN_DESC + "".join(_wgmma_fn(n, kind, tb=True) for n in WGMMA_NS) for kind in KIND.values()}
 # a thread's two adjacent output columns stored as one write (the wgmma D fragment holds them in e = 0, 1)
 PAIR_PRELUDE = "template <typename T> struct alignas(2 * sizeof(T)) egg_pair { T x, y; };\n"
+MAPS_ARGS = "const __grid_constant__ EggTmap mA, const __grid_constant__ EggTmap mB"
 # a 64-column block of B MN-major: 64 rows of K by 128 bytes, in words
 MN_BLOCK = 64 * 2 * BKW // 2
 
@@ -66,6 +67,9 @@ def check(p: GemmPlan, k: GemmKnobs) -> None:
         raise Unsupported("B read MN-major takes 64 columns a box: BN a multiple of 64")
     if k.tma and k.BM not in (64, 128):
         raise Unsupported("the TMA GEMM runs one or two consumer warpgroups (BM 64 or 128)")
+    if k.mcast and (not k.tma or k.persist or -(-p.M // k.BM) % 2 or b_mn(p, k) and k.BN % 128):
+        raise Unsupported("B multicast over clusters of two row tiles: the TMA ring, not persistent, an even number of row "
+                          "tiles (B MN-major: an even number of 64-column boxes)")
     if k.persist and (not k.tma or -(-p.M // k.BM) * -(-p.N // k.BN) * p.batch >= 2 ** 31):
         raise Unsupported("a persistent tile loop on the TMA ring (fewer than 2^31 tiles)")
 
@@ -169,16 +173,18 @@ extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_gemm_stage(float
 
 def tensor_maps(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> list[host.TensorMap]:
     """`tma`: the maps of A's and B's tiles, (K, rows, batches) each, boxes of 64 x BM (BN) x 1: the
-    tensors themselves (`direct`; the map's bounds zero-fill the edges) or the staged workspace."""
+    tensors themselves (`direct`; the map's bounds zero-fill the edges; B (K, N) in boxes of 64 columns by 64
+    rows of K) or the staged workspace. `mcast`: B's K-major box half the tile's rows (a block copies half)."""
     ba, bb = plane_batches(p)
+    bn = k.BN // 2 if k.mcast else k.BN
     if k.direct:
         b = (host.TensorMap(p.b_src, (p.N, p.K, bb), (64, 2 * BKW, 1)) if b_mn(p, k) else
-             host.TensorMap(p.b_src, (p.K, p.N, bb), (2 * BKW, k.BN, 1)))
+             host.TensorMap(p.b_src, (p.K, p.N, bb), (2 * BKW, bn, 1)))
         return [host.TensorMap(p.a_src, (p.K, p.M, ba), (2 * BKW, k.BM, 1)), b]
     Mp, Np, Kp = padded(p, k)
     P = staged_node(g, p, k)
     return [host.TensorMap(P, (Kp, Mp, ba), (2 * BKW, k.BM, 1)),
-            host.TensorMap(P, (Kp, Np, bb), (2 * BKW, k.BN, 1), ba * Mp * Kp)]
+            host.TensorMap(P, (Kp, Np, bb), (2 * BKW, bn, 1), ba * Mp * Kp)]
 
 
 def pair_store(g: OpGraph, p: GemmPlan, NI: int, rows: str) -> str:
@@ -216,40 +222,51 @@ def render_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     bytes; BM / 64 consumer warpgroups wait on it, issue the tile's MMAs and, once the step after has
     issued its own (one step's MMAs in flight), release the slot through its `empty` barrier. No thread
     computes an address or waits on a block-wide barrier in the loop (the cp.async ring's every thread
-    did both); the producer gives its registers to the consumers (setmaxnreg)."""
+    did both); the producer gives its registers to the consumers (setmaxnreg). `mcast`: blocks in clusters
+    of two on neighbouring row tiles of one column tile, block r copying half r of B's k-tile into both
+    rings (TMA multicast; each `full` barrier still counts the whole tile's bytes), a slot going back to the
+    producers once both blocks' consumers are done with it."""
     Mp, Np, Kp = padded(p, k)
     kind = KIND[p.dtype]
     NW, S, NI = k.BM // 64, k.stages, k.BN // 8
+    C = 2 if k.mcast else 1
     T = k.threads(True)
     EA, EB = k.BM * BKW, k.BN * BKW
     ba, bb = plane_batches(p)
     KT = -(-p.K // (2 * BKW)) if k.direct else Kp // (2 * BKW)
     mt, nt = Mp // k.BM, Np // k.BN
-    wg_store = pair_store(g, p, NI, "wg * 64 + wq * 16") + "}\n"
+    wg_store = pair_store(g, p, NI, "wg * 64 + wq * 16") + (
+        "    cluster_sync();  // no block leaves while the other may still release a slot to it\n" if C > 1 else "") + "}\n"
     mn = b_mn(p, k)
     mma = f"wgmma_{kind}_n{k.BN}{'_tb' if mn else ''}"
     zb = 'bz' if bb > 1 else '0'
-    loads = [f"tma_load(sA + s * {EA}, &mA, kt * {2 * BKW}, (int)m0, {'bz' if ba > 1 else '0'}, full + s);"] + (
-        # B MN-major: a box of 64 columns by the k-tile's 64 rows a block of the slot (B's rows 128 bytes, the swizzle's)
-        [f"tma_load(sB + s * {EB} + {c * MN_BLOCK}, &mB, (int)n0 + {64 * c}, kt * {2 * BKW}, {zb}, full + s);" for c in range(k.BN // 64)]
-        if mn else [f"tma_load(sB + s * {EB}, &mB, kt * {2 * BKW}, (int)n0, {zb}, full + s);"])
+    if C > 1:  # half of B's k-tile a block, into both blocks' slots (boxes 2j + r MN-major; rows r * BN / 2 on K-major)
+        half = k.BN // 2
+        b_loads = ([f"tma_load_mc(sB + s * {EB} + (2 * {j} + crank) * {MN_BLOCK}, &mB, (int)n0 + 64 * (2 * {j} + crank), "
+                    f"kt * {2 * BKW}, {zb}, full + s, 3);" for j in range(k.BN // 128)] if mn else
+                   [f"tma_load_mc(sB + s * {EB} + crank * {half * BKW}, &mB, kt * {2 * BKW}, (int)n0 + crank * {half}, {zb}, full + s, 3);"])
+    else:  # B MN-major: a box of 64 columns by the k-tile's 64 rows a block of the slot (B's rows 128 bytes, the swizzle's)
+        b_loads = ([f"tma_load(sB + s * {EB} + {c * MN_BLOCK}, &mB, (int)n0 + {64 * c}, kt * {2 * BKW}, {zb}, full + s);"
+                    for c in range(k.BN // 64)] if mn else [f"tma_load(sB + s * {EB}, &mB, kt * {2 * BKW}, (int)n0, {zb}, full + s);"])
+    loads = [f"tma_load(sA + s * {EA}, &mA, kt * {2 * BKW}, (int)m0, {'bz' if ba > 1 else '0'}, full + s);"] + b_loads
     # a k-step of 16 is 32 bytes along A's rows, 16 rows of 128 bytes down B's MN-major blocks
     b_desc = f"wg_desc_mn128(sB_s + {{kk}} * 64, {MN_BLOCK * 4})" if mn else B_K_MAJOR
     mmas = WGMMA16_PRELUDES[kind] + (WGMMA16_TB_PRELUDES[kind] if mn else "")
-    head = f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{mmas}{TMA_PRELUDE}{PAIR_PRELUDE}{"" if k.direct else _stage_source(g, p, k)}
-extern "C" __global__ void __launch_bounds__({T}, 1) egg_gemm(const __grid_constant__ EggTmap mA, const __grid_constant__ EggTmap mB, {kernel_args(g, p)}) {{
+    cluster = CLUSTER_PRELUDE + MCAST_PRELUDE if C > 1 else ""
+    head = f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{mmas}{TMA_PRELUDE}{cluster}{PAIR_PRELUDE}{"" if k.direct else _stage_source(g, p, k)}
+extern "C" __global__ void {"__cluster_dims__(2, 1, 1) " if C > 1 else ""}__launch_bounds__({T}, 1) egg_gemm({MAPS_ARGS}, {kernel_args(g, p)}) {{
     extern __shared__ __align__(1024) unsigned char smem[];
     float* sA = reinterpret_cast<float*>(smem);
     float* sB = sA + {S * EA};
-"""
+{"    const unsigned crank = cluster_rank();  // this block's half of B" + chr(10) if C > 1 else ""}"""
     if k.persist:  # the block's tiles in turn (tile_coords decodes each, in grouped order within its batch entry)
         n = mt * nt * p.batch
         tiles = (str(n), tile_coords(mt, nt, k, f"tile % {mt * nt}", f"tile / {mt * nt}", ""))
         return (head + WG_THREAD + tma_setup(S, NW, f"sB + {S * EB}") + tma_producer(S, NW, KT, (k.BM + k.BN) * BKW * 4, loads, tiles)
                 + tma_mainloop(S, KT, EA, EB, BKW, NI, mma, tiles, wg_store.rsplit("}", 1)[0], b_desc) + "}\n")
-    producer = tma_producer(S, NW, KT, (k.BM + k.BN) * BKW * 4, loads)
-    return (f"""{head}{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sB + {S * EB}")}{producer}"""
-            + tma_mainloop(S, KT, EA, EB, BKW, NI, mma, b_desc=b_desc) + wg_store)
+    producer = tma_producer(S, NW, KT, (k.BM + k.BN) * BKW * 4, loads, peers=C)
+    return (f"""{head}{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sB + {S * EB}", C)}{producer}"""
+            + tma_mainloop(S, KT, EA, EB, BKW, NI, mma, b_desc=b_desc, peers=C) + wg_store)
 
 
 def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
