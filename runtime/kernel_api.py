@@ -57,12 +57,12 @@ class KernelAPI:
     def empty_like(self, t: torch.Tensor, dtype=None) -> torch.Tensor:
         return self.empty(t.shape, dtype or t.dtype, t.device)
 
-    def tmap(self, t: torch.Tensor, dims, box, offset: int = 0, elem: int = 2):
+    def tmap(self, t: torch.Tensor, dims, box, offset: int = 0, elem: int = 2, strides=None):
         """A TMA tensor map of `t`'s `elem`-byte elements (2 or 4) from element `offset` on, as a tensor of `dims`
-        (innermost first, contiguous) read in boxes of `box` into shared memory in the 128-byte swizzle,
-        zeros past the edges: a kernel's `const __grid_constant__ EggTmap` parameter. Encoded by the
-        driver once per (address, shape) and kept (a fresh input is a new address: a few microseconds)."""
-        key = (t.data_ptr() + elem * offset, tuple(dims), tuple(box), elem)
+        (innermost first, contiguous, or dims 1.. `strides` bytes apart) read in boxes of `box` into shared memory
+        in the 128-byte swizzle, zeros past the edges: a kernel's `const __grid_constant__ EggTmap` parameter.
+        Encoded by the driver once per (address, shape) and kept (a fresh input is a new address: a few microseconds)."""
+        key = (t.data_ptr() + elem * offset, tuple(dims), tuple(box), elem, tuple(strides) if strides else None)
         m = self._maps.get(key)
         if m is None:
             if len(self._maps) > 256:  # the verifier's fresh inputs: keep the cache small
@@ -155,10 +155,11 @@ TMAP = np.dtype([("v", np.uint64, (16,))])  # CUtensorMap: 128 opaque bytes (64-
 _encode = []
 
 
-def encode_tmap(ptr: int, dims, box, elem: int = 2):
+def encode_tmap(ptr: int, dims, box, elem: int = 2, strides=None):
     """cuTensorMapEncodeTiled through ctypes on the driver (no package beyond numpy): a tensor of
-    `elem`-byte elements (2 or 4) of `dims` (innermost first, contiguous) at `ptr`, boxes of `box`, the
-    128-byte swizzle, zero fill. A numpy structured scalar, which CuPy passes to a kernel by value."""
+    `elem`-byte elements (2 or 4) of `dims` (innermost first, contiguous, or dims 1.. `strides` bytes apart,
+    multiples of 16) at `ptr`, boxes of `box`, the 128-byte swizzle, zero fill. A numpy structured scalar,
+    which CuPy passes to a kernel by value."""
     import ctypes
     r = len(dims)
     if elem not in (2, 4):
@@ -166,14 +167,17 @@ def encode_tmap(ptr: int, dims, box, elem: int = 2):
     if ptr % 16 or (elem * dims[0]) % 16 or box[0] * elem > 128 or max(box) > 256 or len(box) != r or not 1 < r <= 5:
         raise ValueError(f"a tensor map needs a 16-byte-aligned address and rows, boxes of at most 128 bytes by 256: "
                          f"address {ptr:#x}, dims {dims}, box {box}")
+    if strides is None:
+        strides, at = [], elem
+        for d in dims[:-1]:
+            at *= d
+            strides.append(at)
+    elif len(strides) != r - 1 or any(x % 16 for x in strides):
+        raise ValueError(f"a tensor map's strides: {r - 1} multiples of 16 bytes, not {strides}")
     if not _encode:
         fn = ctypes.CDLL("libcuda.so.1").cuTensorMapEncodeTiled
         fn.restype = ctypes.c_int
         _encode.append(fn)
-    strides, at = [], elem
-    for d in dims[:-1]:
-        at *= d
-        strides.append(at)
     m = (ctypes.c_uint64 * 16)()
     u64, u32 = ctypes.c_uint64, ctypes.c_uint32
     # UINT16 or UINT32 (the swizzle and zero fill do not care whether the bits are bf16, fp16 or fp32), no

@@ -156,6 +156,10 @@ TMA_CASES = [  # the warp-specialised TMA ring: staged (B (K, N) transposed by t
     ("torch.relu(torch.matmul(a, b)) * 2.0", (256, 296), (296, 136), "bfloat16", (128, 128, 3, True, False, True)),
     ("torch.matmul(a, b.T)", (2, 120, 136), (200, 136), "float16", (64, 128, 3, True, False, True)),
     ("torch.bmm(a, b)", (2, 100, 136), (2, 136, 70), "bfloat16", (64, 64, 3, False, False, True)),
+    # B MN-major in one 4-d box a k-tile (its 64-column blocks a dim 128 bytes apart): N past the last whole tile (the
+    # box's blocks past N / 64 zero), K of 5 tiles on 3 slots; a batch on B
+    ("torch.relu(torch.matmul(a, b)) * 2.0", (130, 296), (296, 192), "bfloat16", (128, 128, 3, True, False, False, True)),
+    ("torch.bmm(a, b)", (2, 65, 136), (2, 136, 128), "float16", (64, 256, 3, True, False, False, True)),
 ]
 
 
@@ -170,14 +174,15 @@ def test_tma_gemm_matches_float64_through_its_host_code(tmp_egg, expr, sa, sb, d
     if not cpu_emulator.available():
         pytest.skip("no g++")
     p, g, plan = _graph_plan(tmp_egg, expr, sa, sb, dt)
-    BM, BN, S, direct, persist, mcast = (*knobs, False, False)[:6]
-    k = gemm.GemmKnobs(BM=BM, BN=BN, stages=S, wgmma=True, tma=True, direct=direct, persist=persist, mcast=mcast)
+    BM, BN, S, direct, persist, mcast, bchunks = (*knobs, False, False, False)[:7]
+    k = gemm.GemmKnobs(BM=BM, BN=BN, stages=S, wgmma=True, tma=True, direct=direct, persist=persist, mcast=mcast, bchunks=bchunks)
     src = gemm_wgmma16.render(g, plan, k)
     assert ("egg_gemm_stage" in src) != direct and "cp.async.bulk.tensor.3d" in src and k.threads(True) == 2 * BM + 128
     maps = gemm_wgmma16.tensor_maps(g, plan, k)
     if persist:
         assert gemm_wgmma16.grid(plan, k, 2) == (2, 1, 1) and "tile += gridDim.x" in src
     assert ("__cluster_dims__(2, 1, 1)" in src) == ("tma_load_mc(" in src) == mcast
+    assert ("tma_load4(sB" in src) == bchunks
     main = host.Launch("egg_gemm", gemm_wgmma16.grid(plan, k, 2), (k.threads(True),), gemm.arg_order(g, plan),
                        gemm_wgmma16.shared_bytes(plan, k), maps=maps)
     steps = [(main, None)]
@@ -199,6 +204,7 @@ def test_tma_gemm_matches_float64_through_its_host_code(tmp_egg, expr, sa, sb, d
     assert err < 2 * max(eager_err, 2 ** -9), (err, eager_err)
     # B's box at A's rows (a wrong map coordinate) is far off: the check can fail
     bad = (src.replace("tma_load(sB + s * ", "tma_load(sB + s * 0 * ").replace("tma_load_mc(sB + s * ", "tma_load_mc(sB + s * 0 * ")
+           .replace("tma_load4(sB + s * ", "tma_load4(sB + s * 0 * ")
            .replace("&mB, kt * 64, (int)n0", "&mB, kt * 64, (int)m0"))
     assert bad != src
     got1 = cpu_emulator.run_host(bad, code, {"x0": a, "x1": b}, tmp_egg / "emu1").double()

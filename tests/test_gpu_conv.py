@@ -164,7 +164,7 @@ def test_tf32x3_from_split_planes_is_fp32_grade(tmp_egg, evaluator, expr, sa, sb
                                         ("torch.relu(torch.matmul(a, b.T))", (2050, 1000), (3000, 1000)),
                                         ("torch.bmm(a, b)", (3, 300, 136), (3, 136, 520)),
                                         ("torch.matmul(a, b.T)", (3, 300, 136), (520, 136)),
-                                        ("torch.matmul(a, b)", (1000, 776), (776, 2056)),
+                                        ("torch.matmul(a, b)", (1000, 776), (776, 2056)), ("torch.matmul(a, b)", (1000, 776), (776, 1984)),
                                         ("torch.matmul(a, b.T)", (3, 250, 136), (520, 136))])
 def test_tma_gemm_verifies(tmp_egg, evaluator, expr, sa, sb):
     """The warp-specialised bf16 GEMM (tiles by TMA from a producer warpgroup, mbarriers): staged and
@@ -180,6 +180,9 @@ def test_tma_gemm_verifies(tmp_egg, evaluator, expr, sa, sb):
     if "b.T" in expr or sb[-1] % 8 == 0:  # B (N, K), or (K, N) with rows of 16-byte pieces: the tensors' own maps
         variants += [{**w, "BN": 256, "stages": 4, "direct": True}, {**w, "BM": 64, "BN": 128, "stages": 3, "direct": True},
                      {**w, "BN": 256, "stages": 4, "direct": True, "persist": True}]
+    if "b.T" not in expr and sb[-1] % 64 == 0:  # B (K, N) in one 4-d box a k-tile (its 64-column blocks a dim)
+        variants += [{**w, "BN": 256, "stages": 4, "direct": True, "bchunks": True},
+                     {**w, "BN": 256, "stages": 4, "direct": True, "bchunks": True, "persist": True}]
     if -(-sa[-2] // 128) % 2 == 0:  # B multicast over clusters of two row tiles (an even number of them)
         variants += [{**w, "BN": 256, "stages": 4, "mcast": True}, {**w, "BN": 128, "stages": 5, "mcast": True}]
         if "b.T" in expr or sb[-1] % 8 == 0:

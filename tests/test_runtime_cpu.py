@@ -122,7 +122,7 @@ def test_the_compile_cache_takes_the_same_result_from_parallel_writers(tmp_path,
 
 def test_a_tensor_map_that_tma_cannot_take_is_refused_before_the_driver():
     """egg.tmap's checks (no GPU needed): the address and rows 16-byte aligned, a box row of at most 128
-    bytes (the swizzle's), no box dim past 256."""
+    bytes (the swizzle's), no box dim past 256, explicit strides one a dim past the first and multiples of 16."""
     from runtime.kernel_api import encode_tmap
     with pytest.raises(ValueError, match="16-byte-aligned"):
         encode_tmap(0x1008, (64, 128, 1), (64, 128, 1))  # address off 16 bytes
@@ -130,6 +130,10 @@ def test_a_tensor_map_that_tma_cannot_take_is_refused_before_the_driver():
         encode_tmap(0x1000, (36, 128, 1), (64, 128, 1))  # rows of 72 bytes
     with pytest.raises(ValueError, match="16-byte-aligned"):
         encode_tmap(0x1000, (64, 512, 1), (64, 512, 1))  # a box of 512 rows
+    with pytest.raises(ValueError, match="strides"):
+        encode_tmap(0x1000, (64, 128, 4), (64, 64, 4), strides=(256, 136))  # a stride off 16 bytes
+    with pytest.raises(ValueError, match="strides"):
+        encode_tmap(0x1000, (64, 128, 4), (64, 64, 4), strides=(256,))  # one stride short
 
 
 def test_exported_modules_compile_for_the_devices_own_target(monkeypatch):

@@ -16,6 +16,7 @@ class TensorMap:
     box: tuple
     offset: int = 0
     elem: int = 2
+    strides: tuple | None = None  # bytes between consecutive entries of dims 1..; None: contiguous
 
 
 @dataclass
@@ -30,7 +31,8 @@ class Launch:
 
 
 def _args(launch: Launch, out: str, names: dict[str, str]) -> str:
-    maps = [f"egg.tmap({names[m.node.name]}, {tuple(m.dims)!r}, {tuple(m.box)!r}, {m.offset}{'' if m.elem == 2 else f', {m.elem}'})"
+    maps = [f"egg.tmap({names[m.node.name]}, {tuple(m.dims)!r}, {tuple(m.box)!r}, {m.offset}"
+            + (f", {m.elem}, {tuple(m.strides)!r})" if m.strides else f"{'' if m.elem == 2 else f', {m.elem}'})")
             for m in launch.maps]
     return ", ".join(maps + [out] + [names[t.name] for t in launch.tensors])
 

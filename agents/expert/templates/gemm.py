@@ -55,6 +55,8 @@ class GemmKnobs:
     lead: bool = False  # warpgroup-MMA rings: tiles S - 1 ahead (a second barrier a step) instead of S - 2
     tma: bool = False  # warpgroup MMA (16-bit GEMM, planes, conv): tiles by TMA from a producer warpgroup, mbarriers
     persist: bool = False  # tma (16-bit GEMM, conv): a block an SM walks the tiles, the next tile's loads under this one's epilogue
+    bchunks: bool = False  # tma 16-bit GEMM, B (K, N) read MN-major, N a multiple of 64: its 64-column blocks a dim of the
+    # map, a k-tile of B one 4-d box (one copy, not BN / 64)
     mcast: bool = False  # tma 16-bit GEMM: blocks in clusters of two (row tiles side by side) share B's k-tile, each copying
     # half of it into both rings by TMA multicast (a third less L2 traffic a block)
     pingpong: bool = False  # tma conv, persistent, BM 128: its two consumer warpgroups take 64-row tiles in turn, one's

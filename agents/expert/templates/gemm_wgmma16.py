@@ -89,6 +89,11 @@ def b_mn(p: GemmPlan, k: GemmKnobs) -> bool:
     return k.tma and k.direct and p.b_layout == "kn"
 
 
+def b_chunks(p: GemmPlan, k: GemmKnobs) -> bool:
+    """B MN-major in one 4-d box a k-tile: (64 columns, K, N / 64 blocks, batch), the blocks 128 bytes apart."""
+    return b_mn(p, k) and k.bchunks and p.N % 64 == 0 and not k.mcast
+
+
 def staged_node(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> Node:
     """The staged operands' workspace, in words: A (batches, Mp, Kp) then B (batches, Np, Kp), 16-bit."""
     Mp, Np, Kp = padded(p, k)
@@ -178,7 +183,8 @@ def tensor_maps(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> list[host.TensorMap]:
     ba, bb = plane_batches(p)
     bn = k.BN // 2 if k.mcast else k.BN
     if k.direct:
-        b = (host.TensorMap(p.b_src, (p.N, p.K, bb), (64, 2 * BKW, 1)) if b_mn(p, k) else
+        b = (host.TensorMap(p.b_src, (64, p.K, p.N // 64, bb), (64, 2 * BKW, k.BN // 64, 1), strides=(2 * p.N, 128, 2 * p.K * p.N))
+             if b_chunks(p, k) else host.TensorMap(p.b_src, (p.N, p.K, bb), (64, 2 * BKW, 1)) if b_mn(p, k) else
              host.TensorMap(p.b_src, (p.K, p.N, bb), (2 * BKW, bn, 1)))
         return [host.TensorMap(p.a_src, (p.K, p.M, ba), (2 * BKW, k.BM, 1)), b]
     Mp, Np, Kp = padded(p, k)
@@ -245,6 +251,8 @@ def render_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
         b_loads = ([f"tma_load_mc(sB + s * {EB} + (2 * {j} + crank) * {MN_BLOCK}, &mB, (int)n0 + 64 * (2 * {j} + crank), "
                     f"kt * {2 * BKW}, {zb}, full + s, 3);" for j in range(k.BN // 128)] if mn else
                    [f"tma_load_mc(sB + s * {EB} + crank * {half * BKW}, &mB, kt * {2 * BKW}, (int)n0 + crank * {half}, {zb}, full + s, 3);"])
+    elif b_chunks(p, k):  # the k-tile's BN / 64 blocks in one box, block after block
+        b_loads = [f"tma_load4(sB + s * {EB}, &mB, 0, kt * {2 * BKW}, (int)(n0 / 64), {zb}, full + s);"]
     else:  # B MN-major: a box of 64 columns by the k-tile's 64 rows a block of the slot (B's rows 128 bytes, the swizzle's)
         b_loads = ([f"tma_load(sB + s * {EB} + {c * MN_BLOCK}, &mB, (int)n0 + {64 * c}, kt * {2 * BKW}, {zb}, full + s);"
                     for c in range(k.BN // 64)] if mn else [f"tma_load(sB + s * {EB}, &mB, kt * {2 * BKW}, (int)n0, {zb}, full + s);"])
