@@ -140,7 +140,8 @@ def test_tf32x3_wgmma_gemm_is_fp32_grade(tmp_egg, evaluator, expr, sa, sb):
 
 @pytest.mark.parametrize("expr,sa,sb", [("torch.matmul(a, b)", (300, 517), (517, 260)),
                                         ("torch.relu(torch.matmul(a, b.T)) * 2.0", (130, 64), (200, 64)),
-                                        ("torch.matmul(a, b)", (4096, 4096), (4096, 4096))])
+                                        ("torch.matmul(a, b)", (4096, 4096), (4096, 4096)),
+                                        ("torch.matmul(a, b)", (300, 40), (40, 261))])  # short K, an odd N
 def test_tf32x3_from_split_planes_is_fp32_grade(tmp_egg, evaluator, expr, sa, sb):
     """3xTF32 on the warpgroup MMA from operands split once into planes (two kernels: the split, then
     the GEMM on four canonical tiles a stage), each fold, under the float64 rule at fp32 grade; at 4096^3
@@ -152,7 +153,8 @@ def test_tf32x3_from_split_planes_is_fp32_grade(tmp_egg, evaluator, expr, sa, sb
     variants = [{**planes, "BN": 128, "fold": 4}, {**planes, "BN": 64, "stages": 4, "fold": 8},
                 {**planes, "BN": 128, "fold": 1}, {**planes, "BN": 128, "fold": 4, "BK": 32, "swz": True, "lead": True},
                 {**planes, "BN": 128, "fold": 4, "BK": 32, "swz": True, "tma": True},  # the planes by TMA
-                {**planes, "BM": 64, "BN": 64, "stages": 4, "fold": 2, "BK": 32, "swz": True, "tma": True}]
+                {**planes, "BM": 64, "BN": 64, "stages": 4, "fold": 2, "BK": 32, "swz": True, "tma": True},
+                {**planes, "BN": 128, "fold": 1, "BK": 32, "swz": True, "tma": True}]  # a fold of one k-tile (short K)
     if "b.T" in expr:  # B (N, K): split in the ring, tiles S - 2 and S - 1 ahead
         sw = {**planes, "BN": 128, "BK": 32, "swz": True, "bsplit": True}
         variants += [sw, {**sw, "lead": True}]

@@ -352,6 +352,39 @@ def _wg_store(NI: int, M: int, N: int, store: str, rows: str) -> str:
 """
 
 
+# a thread's two adjacent output columns stored as one write (the wgmma D fragment holds them in e = 0, 1)
+PAIR_PRELUDE = "template <typename T> struct alignas(2 * sizeof(T)) egg_pair { T x, y; };\n"
+
+
+def pair_store(g: OpGraph, p: GemmPlan, NI: int, rows: str) -> str:
+    """The warpgroup MMA's epilogue (the kernel's end but its closing brace): register (ni, h, e) of this thread is
+    row `rows` + g + 8h, column ni * 8 + 2t + e of the tile, the two e of a row adjacent columns, stored as one
+    write of both (an even N keeps each pair whole and aligned; an odd N stores them apart)."""
+    M, N, T = p.M, p.N, CTYPE[g.output.dtype]
+    epi, v = epilogue(g, p, "acc[0][ni][2 * h + e]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", " " * 20)
+    at = f"out + ((long long)bz * {M}LL + m) * {N}LL + nb"
+    write = (f"*reinterpret_cast<egg_pair<{T}>*>({at}) = egg_pair<{T}>{{from_f<{T}>(pv[0]), from_f<{T}>(pv[1])}};" if N % 2 == 0 else
+             f"{T}* o = {at};\n            o[0] = from_f<{T}>(pv[0]);\n            if (nb + 1 < {N}) o[1] = from_f<{T}>(pv[1]);")
+    return f"""    #pragma unroll
+    for (int ni = 0; ni < {NI}; ++ni)
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {{
+            const long long m = m0 + {rows} + g + 8 * h, nb = n0 + ni * 8 + 2 * t;
+            if (m >= {M} || nb >= {N}) continue;
+            float pv[2] = {{0.0f, 0.0f}};
+            #pragma unroll
+            for (int e = 0; e < 2; ++e) {{
+                const long long n = nb + e;
+                if (n < {N}) {{
+{epi}
+                    pv[e] = {v};
+                }}
+            }}
+            {write}
+        }}
+"""
+
+
 def _xyz_tiles(k: GemmKnobs, zs: str = "const int bz = blockIdx.z;", note: bool = True) -> str:
     """The block's tile in launch order: M tiles on x, N tiles on y, `zs` (bz's definition) from z."""
     return ("    // M tiles on x (up to 2^31 - 1 blocks: a convolution's output pixels pass 65535 tiles), N tiles on y\n" if note else "") + \
@@ -1284,7 +1317,7 @@ def _render_planes_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str
              f"tma_load(sBh + s * {EB}, &mB, kt * {bk}, (int)n0, {zb}, full + s);",
              f"tma_load(sBl + s * {EB}, &mB, kt * {bk}, (int)n0, {bb} + {zb}, full + s);"]
     producer = tma_producer(S, NW, Kp // bk, 2 * (k.BM + k.BN) * bk * 4, loads)
-    return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{TMA_PRELUDE}{_split_source(g, p, k)}
+    return f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{TMA_PRELUDE}{PAIR_PRELUDE}{_split_source(g, p, k)}
 extern "C" __global__ void __launch_bounds__({T}, 1) egg_gemm(const __grid_constant__ EggTmap mA, const __grid_constant__ EggTmap mB, {kernel_args(g, p)}) {{
     extern __shared__ __align__(1024) unsigned char smem[];
     float* sAh = reinterpret_cast<float*>(smem);
@@ -1313,4 +1346,5 @@ extern "C" __global__ void __launch_bounds__({T}, 1) egg_gemm(const __grid_const
 {tma_consumer_release(S, f"(kg + {F - 1})", "        ")}        #pragma unroll
         for (int q = 0; q < {NI * 4}; ++q) {{ acc[0][q / 4][q % 4] += part[q]; part[q] = 0.0f; }}
     }}
-{_wg_store(NI, p.M, p.N, store, "wg * 64 + wq * 16")}"""
+{pair_store(g, p, NI, "wg * 64 + wq * 16")}}}
+"""

@@ -14,12 +14,12 @@ canonical layout, its swizzle, the loaders and the descriptors are the TF32 ones
 from __future__ import annotations
 
 from agents.expert import host
-from agents.expert.codegen import CLUSTER_PRELUDE, CTYPE, PRELUDE
+from agents.expert.codegen import CLUSTER_PRELUDE, PRELUDE
 from agents.expert.opgraph import Node, OpGraph, Unsupported
-from agents.expert.templates.gemm import GemmKnobs, GemmPlan, epilogue, kernel_args
-from agents.expert.templates.gemm_tf32 import (B_K_MAJOR, MCAST_PRELUDE, TF32_PRELUDE, TMA_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, entry_base,
+from agents.expert.templates.gemm import GemmKnobs, GemmPlan, kernel_args
+from agents.expert.templates.gemm_tf32 import (B_K_MAJOR, MCAST_PRELUDE, PAIR_PRELUDE, TF32_PRELUDE, TMA_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, entry_base,
                                                tma_barrier_bytes, tma_mainloop, tma_producer, tma_setup, wg_ring,
-                                               WG_THREAD, _wg_store, _wgmma_fn, grouped_tile, output_store, plane_batches, tile_coords,
+                                               WG_THREAD, _wg_store, _wgmma_fn, pair_store, grouped_tile, output_store, plane_batches, tile_coords,
                                                whole_tile_loads, workspace_bases)
 
 BKW = 32  # a tile's K in words: 64 elements, one 128-byte swizzle row
@@ -38,8 +38,6 @@ MN_DESC = r"""__device__ __forceinline__ unsigned long long wg_desc_mn128(const 
 }
 """
 WGMMA16_TB_PRELUDES = {kind: MN_DESC + "".join(_wgmma_fn(n, kind, tb=True) for n in WGMMA_NS) for kind in KIND.values()}
-# a thread's two adjacent output columns stored as one write (the wgmma D fragment holds them in e = 0, 1)
-PAIR_PRELUDE = "template <typename T> struct alignas(2 * sizeof(T)) egg_pair { T x, y; };\n"
 MAPS_ARGS = "const __grid_constant__ EggTmap mA, const __grid_constant__ EggTmap mB"
 # a 64-column block of B MN-major: 64 rows of K by 128 bytes, in words
 MN_BLOCK = 64 * 2 * BKW // 2
@@ -191,35 +189,6 @@ def tensor_maps(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> list[host.TensorMap]:
     P = staged_node(g, p, k)
     return [host.TensorMap(P, (Kp, Mp, ba), (2 * BKW, k.BM, 1)),
             host.TensorMap(P, (Kp, Np, bb), (2 * BKW, bn, 1), ba * Mp * Kp)]
-
-
-def pair_store(g: OpGraph, p: GemmPlan, NI: int, rows: str) -> str:
-    """The warpgroup MMA's epilogue (the kernel's end but its closing brace): register (ni, h, e) of this thread is
-    row `rows` + g + 8h, column ni * 8 + 2t + e of the tile, the two e of a row adjacent columns, stored as one
-    write of both (an even N keeps each pair whole and aligned; an odd N stores them apart)."""
-    M, N, T = p.M, p.N, CTYPE[g.output.dtype]
-    epi, v = epilogue(g, p, "acc[0][ni][2 * h + e]", f"(((long long)bz * {M}LL + m) * {N}LL + n)", " " * 20)
-    at = f"out + ((long long)bz * {M}LL + m) * {N}LL + nb"
-    write = (f"*reinterpret_cast<egg_pair<{T}>*>({at}) = egg_pair<{T}>{{from_f<{T}>(pv[0]), from_f<{T}>(pv[1])}};" if N % 2 == 0 else
-             f"{T}* o = {at};\n            o[0] = from_f<{T}>(pv[0]);\n            if (nb + 1 < {N}) o[1] = from_f<{T}>(pv[1]);")
-    return f"""    #pragma unroll
-    for (int ni = 0; ni < {NI}; ++ni)
-        #pragma unroll
-        for (int h = 0; h < 2; ++h) {{
-            const long long m = m0 + {rows} + g + 8 * h, nb = n0 + ni * 8 + 2 * t;
-            if (m >= {M} || nb >= {N}) continue;
-            float pv[2] = {{0.0f, 0.0f}};
-            #pragma unroll
-            for (int e = 0; e < 2; ++e) {{
-                const long long n = nb + e;
-                if (n < {N}) {{
-{epi}
-                    pv[e] = {v};
-                }}
-            }}
-            {write}
-        }}
-"""
 
 
 def render_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
