@@ -76,6 +76,25 @@ SHORT_K = 64
 SHORT_K_TILE = {"BM": 64, "BN": 64, "WM": 2, "WN": 2, "stages": 2}
 
 
+# From two k-tiles of 32 (K >= 64) the planes GEMM's warpgroup MMAs beat mma.sync's staged stores where the output
+# bounds the time: KernelBench 7 (32768^2 x 64) 2.95 ms against 3.93 (eager 4.06), but not at one k-tile
+# (task 9, K = 32: 2.51 against 2.27) on the H100 (2026-12-06, benchmarks/NOTES.md): the whole K in one fold
+SHORT_PLANES_K = 64
+
+
+def short_planes(plan) -> dict | None:
+    """The planes GEMM for a store-bound fp32 GEMM of SHORT_PLANES_K <= K (<= STORE_BOUND_K), both sides at least
+    a 256-wide: its whole K one fold (no k-tile of zeros past K); None where the planes do not take it."""
+    if plan.K < SHORT_PLANES_K or min(plan.M, plan.N) < 256:
+        return None
+    d = {**PLANES, "fold": -(-plan.K // PLANES["BK"])}
+    try:
+        gemm_tf32.planes_check(plan, gemm.GemmKnobs.of(d))
+    except Unsupported:
+        return None
+    return d
+
+
 def split_k(plan, params: dict, sms: int) -> int:
     """K ranges for a 3xTF32 GEMM whose output tiles fill less than one wave of the GPU (KernelBench
     level 1 task 6: M = N = 256, K = 2^19 is 4 tiles of 128x128 for 132 SMs): enough ranges to fill
@@ -931,8 +950,10 @@ class ExpertAgent:
             sk = split_k(plan, d, prof.sms if prof is not None else DEFAULT_SMS)
             if sk > 1:
                 return {**d, "splitk": sk}
-            if plan.K <= STORE_BOUND_K and g.output.dtype == "float32":  # bound by its stores: stage them
-                return {**d, "ostage": True, **(SHORT_K_TILE if plan.K <= SHORT_K else {})}
+            if plan.K <= STORE_BOUND_K and g.output.dtype == "float32":  # bound by its stores
+                if wgmma_ok(prof) and (sp := short_planes(plan)):
+                    return sp
+                return {**d, "ostage": True, **(SHORT_K_TILE if plan.K <= SHORT_K else {})}  # staged stores
             if wgmma_ok(prof) and planes_pay(plan, d):
                 return planes_design(plan)
             if wgmma_ok(prof) and bsplit_pays(plan, d):
