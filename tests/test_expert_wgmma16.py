@@ -160,6 +160,10 @@ TMA_CASES = [  # the warp-specialised TMA ring: staged (B (K, N) transposed by t
     # box's blocks past N / 64 zero), K of 5 tiles on 3 slots; a batch on B
     ("torch.relu(torch.matmul(a, b)) * 2.0", (130, 296), (296, 192), "bfloat16", (128, 128, 3, True, False, False, True)),
     ("torch.bmm(a, b)", (2, 65, 136), (2, 136, 128), "float16", (64, 256, 3, True, False, False, True)),
+    # ping-pong (persistent, the two consumer warpgroups taking 64-row tiles in turn, named barriers between them):
+    # B MN-major with partial tiles and K of 5 tiles on 3 slots; staged with a batch
+    ("torch.relu(torch.matmul(a, b)) * 2.0", (200, 296), (296, 136), "bfloat16", (128, 64, 3, True, True, False, False, True)),
+    ("torch.bmm(a, b)", (2, 130, 136), (2, 136, 70), "bfloat16", (128, 64, 3, False, True, False, False, True)),
 ]
 
 
@@ -174,8 +178,9 @@ def test_tma_gemm_matches_float64_through_its_host_code(tmp_egg, expr, sa, sb, d
     if not cpu_emulator.available():
         pytest.skip("no g++")
     p, g, plan = _graph_plan(tmp_egg, expr, sa, sb, dt)
-    BM, BN, S, direct, persist, mcast, bchunks = (*knobs, False, False, False)[:7]
-    k = gemm.GemmKnobs(BM=BM, BN=BN, stages=S, wgmma=True, tma=True, direct=direct, persist=persist, mcast=mcast, bchunks=bchunks)
+    BM, BN, S, direct, persist, mcast, bchunks, pingpong = (*knobs, False, False, False, False)[:8]
+    k = gemm.GemmKnobs(BM=BM, BN=BN, stages=S, wgmma=True, tma=True, direct=direct, persist=persist, mcast=mcast, bchunks=bchunks,
+                       pingpong=pingpong)
     src = gemm_wgmma16.render(g, plan, k)
     assert ("egg_gemm_stage" in src) != direct and "cp.async.bulk.tensor.3d" in src and k.threads(True) == 2 * BM + 128
     maps = gemm_wgmma16.tensor_maps(g, plan, k)
@@ -183,6 +188,7 @@ def test_tma_gemm_matches_float64_through_its_host_code(tmp_egg, expr, sa, sb, d
         assert gemm_wgmma16.grid(plan, k, 2) == (2, 1, 1) and "tile += gridDim.x" in src
     assert ("__cluster_dims__(2, 1, 1)" in src) == ("tma_load_mc(" in src) == mcast
     assert ("tma_load4(sB" in src) == bchunks
+    assert ("named_bar_sync(1 + wg, 256)" in src) == pingpong
     main = host.Launch("egg_gemm", gemm_wgmma16.grid(plan, k, 2), (k.threads(True),), gemm.arg_order(g, plan),
                        gemm_wgmma16.shared_bytes(plan, k), maps=maps)
     steps = [(main, None)]

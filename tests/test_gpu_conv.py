@@ -171,17 +171,18 @@ def test_tf32x3_from_split_planes_is_fp32_grade(tmp_egg, evaluator, expr, sa, sb
 def test_tma_gemm_verifies(tmp_egg, evaluator, expr, sa, sb):
     """The warp-specialised bf16 GEMM (tiles by TMA from a producer warpgroup, mbarriers): staged and
     straight from the tensors (the maps' bounds zero-fill the edges; a (K, N) B read MN-major, the MMA's B
-    transposed), one and two consumer warpgroups, persistent (a block an SM walking the tiles), and B multicast
-    over clusters of two blocks."""
+    transposed), one and two consumer warpgroups, persistent (a block an SM walking the tiles; ping-pong), and B
+    multicast over clusters of two blocks."""
     from tests.test_expert_wgmma16 import TEMPLATE
     p = tmp_egg / "g16.py"
     p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb)), dt="bfloat16"))
     w = {"wgmma": True, "tma": True, "BM": 128, "direct": False}
     variants = [{**w, "BN": 256, "stages": 4}, {**w, "BN": 128, "stages": 5}, {**w, "BM": 64, "BN": 256, "stages": 4},
-                {**w, "BN": 128, "stages": 4, "persist": True}]
+                {**w, "BN": 128, "stages": 4, "persist": True}, {**w, "BN": 256, "stages": 5, "persist": True, "pingpong": True}]
     if "b.T" in expr or sb[-1] % 8 == 0:  # B (N, K), or (K, N) with rows of 16-byte pieces: the tensors' own maps
         variants += [{**w, "BN": 256, "stages": 4, "direct": True}, {**w, "BM": 64, "BN": 128, "stages": 3, "direct": True},
-                     {**w, "BN": 256, "stages": 4, "direct": True, "persist": True}]
+                     {**w, "BN": 256, "stages": 4, "direct": True, "persist": True},
+                     {**w, "BN": 256, "stages": 5, "direct": True, "persist": True, "pingpong": True}]
     if "b.T" not in expr and sb[-1] % 64 == 0:  # B (K, N) in one 4-d box a k-tile (its 64-column blocks a dim)
         variants += [{**w, "BN": 256, "stages": 4, "direct": True, "bchunks": True},
                      {**w, "BN": 256, "stages": 4, "direct": True, "bchunks": True, "persist": True}]

@@ -1256,7 +1256,9 @@ class ExpertAgent:
                        if k.direct else "both operands staged K-major into whole 128-byte-swizzled tiles by a first kernel")
                 ring = (f"{k.stages}-stage TMA ring filled by a producer warpgroup (mbarriers, warp-specialised)"
                         + (", persistent: a block an SM walking the tiles, the next tile's loads under this one's epilogue"
-                           if k.persist else "") if k.tma else
+                           if k.persist else "")
+                        + (", ping-pong: the two consumer warpgroups take 64-row tiles in turn, one's epilogue under the other's MMAs"
+                           if k.pingpong else "") if k.tma else
                         f"{k.stages}-stage cp.async ring{f', tiles {k.stages - 1} ahead' if k.lead else ''}")
                 desc = (f"GEMM {plan.dtype} wgmma (fp32 accumulation) tile {k.BM}x{k.BN}, {k.BM // 64} warpgroup(s), "
                         f"{ring}, {how}, 4 MMAs of k16 a tile")

@@ -784,7 +784,7 @@ __device__ __forceinline__ void named_bar_arrive(int id, int n) { asm volatile("
 
 
 def tma_pingpong(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, mma: str, tiles: tuple[str, str],
-                 store: str) -> str:
+                 store: str, b_desc: str = B_K_MAJOR) -> str:
     """The consumers of a persistent TMA ring (tma_producer's `tiles`, two consumer warpgroups) in ping-pong: the
     block's tiles (each a 64-row A tile, EA floats a slot) taken by the warpgroups in turn, so one's epilogue runs
     under the other's MMAs (CUTLASS's sm90 "pingpong" schedule; cooperative, both warpgroups on one tile, serialise
@@ -793,7 +793,7 @@ def tma_pingpong(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, m
     on are the next phase of each (an mbarrier's parity tells only one phase from the next) and the two
     warpgroups' MMAs never interleave. A slot goes back to the producer from its one consumer (`empty` counts 1)."""
     after = f"    if (tile + gridDim.x < {tiles[0]}) named_bar_arrive(1 + (wg ^ 1), 256);  // the next tile's turn: the other's\n"
-    loop = _indent(_tma_tile(S, KT, EA, EB, words, NI, mma, "it", "", after), 4)
+    loop = _indent(_tma_tile(S, KT, EA, EB, words, NI, mma, "it", "", after, b_desc), 4)
     return f"""    int i = wg;  // this warpgroup's turns: every other tile of the block's
     for (long long tile = blockIdx.x + (long long)wg * gridDim.x; tile < {tiles[0]}; tile += 2LL * gridDim.x, i += 2) {{
 {_indent(tiles[1], 8)}        if (i > 0) named_bar_sync(1 + wg, 256);  // the other warpgroup's tile i - 1 has issued its MMAs

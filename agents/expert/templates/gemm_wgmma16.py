@@ -13,12 +13,15 @@ canonical layout, its swizzle, the loaders and the descriptors are the TF32 ones
 """
 from __future__ import annotations
 
+import dataclasses
+
 from agents.expert import host
 from agents.expert.codegen import CLUSTER_PRELUDE, PRELUDE
 from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.gemm import GemmKnobs, GemmPlan, kernel_args
-from agents.expert.templates.gemm_tf32 import (B_K_MAJOR, MCAST_PRELUDE, PAIR_PRELUDE, TF32_PRELUDE, TMA_PRELUDE, WGMMA_NS, WGMMA_PRELUDE, Operand, entry_base,
-                                               tma_barrier_bytes, tma_mainloop, tma_producer, tma_setup, wg_ring,
+from agents.expert.templates.gemm_tf32 import (B_K_MAJOR, MCAST_PRELUDE, NAMED_BAR_PRELUDE, PAIR_PRELUDE, TF32_PRELUDE, TMA_PRELUDE,
+                                               WGMMA_NS, WGMMA_PRELUDE, Operand, entry_base,
+                                               tma_barrier_bytes, tma_mainloop, tma_pingpong, tma_producer, tma_setup, wg_ring,
                                                WG_THREAD, _wg_store, _wgmma_fn, pair_store, grouped_tile, output_store, plane_batches, tile_coords,
                                                whole_tile_loads, workspace_bases)
 
@@ -68,6 +71,8 @@ def check(p: GemmPlan, k: GemmKnobs) -> None:
     if k.mcast and (not k.tma or k.persist or -(-p.M // k.BM) % 2 or b_mn(p, k) and k.BN % 128):
         raise Unsupported("B multicast over clusters of two row tiles: the TMA ring, not persistent, an even number of row "
                           "tiles (B MN-major: an even number of 64-column boxes)")
+    if k.pingpong and not (k.persist and k.BM == 128 and not k.mcast):
+        raise Unsupported("ping-pong: the persistent TMA ring's two consumer warpgroups (BM 128) taking 64-row tiles in turn")
     if k.persist and (not k.tma or -(-p.M // k.BM) * -(-p.N // k.BN) * p.batch >= 2 ** 31):
         raise Unsupported("a persistent tile loop on the TMA ring (fewer than 2^31 tiles)")
 
@@ -105,9 +110,14 @@ def stage_grid(p: GemmPlan, k: GemmKnobs) -> tuple[int, int]:
     return ((Mp // 32 + Np // 32) * (Kp // 64), max(plane_batches(p)))
 
 
+def a_rows(k: GemmKnobs) -> int:
+    """A's rows a ring slot holds: the tile's BM, or with `pingpong` a consumer warpgroup's 64 (its own tile)."""
+    return 64 if k.pingpong else k.BM
+
+
 def shared_bytes(p: GemmPlan, k: GemmKnobs) -> int:
     """The ring (and with `tma` its two barriers a stage)."""
-    return k.stages * (k.BM + k.BN) * BKW * 4 + (tma_barrier_bytes(k.stages) if k.tma else 0)
+    return k.stages * (a_rows(k) + k.BN) * BKW * 4 + (tma_barrier_bytes(k.stages) if k.tma else 0)
 
 
 def grid(p: GemmPlan, k: GemmKnobs, sms: int = 132) -> tuple[int, int, int]:
@@ -184,10 +194,10 @@ def tensor_maps(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> list[host.TensorMap]:
         b = (host.TensorMap(p.b_src, (64, p.K, p.N // 64, bb), (64, 2 * BKW, k.BN // 64, 1), strides=(2 * p.N, 128, 2 * p.K * p.N))
              if b_chunks(p, k) else host.TensorMap(p.b_src, (p.N, p.K, bb), (64, 2 * BKW, 1)) if b_mn(p, k) else
              host.TensorMap(p.b_src, (p.K, p.N, bb), (2 * BKW, bn, 1)))
-        return [host.TensorMap(p.a_src, (p.K, p.M, ba), (2 * BKW, k.BM, 1)), b]
+        return [host.TensorMap(p.a_src, (p.K, p.M, ba), (2 * BKW, a_rows(k), 1)), b]
     Mp, Np, Kp = padded(p, k)
     P = staged_node(g, p, k)
-    return [host.TensorMap(P, (Kp, Mp, ba), (2 * BKW, k.BM, 1)),
+    return [host.TensorMap(P, (Kp, Mp, ba), (2 * BKW, a_rows(k), 1)),
             host.TensorMap(P, (Kp, Np, bb), (2 * BKW, bn, 1), ba * Mp * Kp)]
 
 
@@ -206,7 +216,7 @@ def render_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     NW, S, NI = k.BM // 64, k.stages, k.BN // 8
     C = 2 if k.mcast else 1
     T = k.threads(True)
-    EA, EB = k.BM * BKW, k.BN * BKW
+    EA, EB = a_rows(k) * BKW, k.BN * BKW
     ba, bb = plane_batches(p)
     KT = -(-p.K // (2 * BKW)) if k.direct else Kp // (2 * BKW)
     mt, nt = Mp // k.BM, Np // k.BN
@@ -236,6 +246,13 @@ extern "C" __global__ void {"__cluster_dims__(2, 1, 1) " if C > 1 else ""}__laun
     float* sA = reinterpret_cast<float*>(smem);
     float* sB = sA + {S * EA};
 {"    const unsigned crank = cluster_rank();  // this block's half of B" + chr(10) if C > 1 else ""}"""
+    if k.pingpong:  # the block's 64-row tiles, the consumer warpgroups taking them in turn (gemm_tf32.tma_pingpong)
+        mt = Mp // 64
+        n = mt * nt * p.batch
+        tiles = (str(n), tile_coords(mt, nt, dataclasses.replace(k, BM=64), f"tile % {mt * nt}", f"tile / {mt * nt}", ""))
+        return (head.replace(TMA_PRELUDE, TMA_PRELUDE + NAMED_BAR_PRELUDE) + WG_THREAD + tma_setup(S, 1, f"sB + {S * EB}")
+                + tma_producer(S, NW, KT, (64 + k.BN) * BKW * 4, loads, tiles)
+                + tma_pingpong(S, KT, EA, EB, BKW, NI, mma, tiles, pair_store(g, p, NI, "wq * 16"), b_desc) + "}\n")
     if k.persist:  # the block's tiles in turn (tile_coords decodes each, in grouped order within its batch entry)
         n = mt * nt * p.batch
         tiles = (str(n), tile_coords(mt, nt, k, f"tile % {mt * nt}", f"tile / {mt * nt}", ""))
