@@ -382,7 +382,8 @@ def gemm_path(plan, params: dict) -> str:
 UNIT_CHARS = 150_000  # a program's source past this is cut into compilation units of about this size
 MAX_UNITS = 16  # (compiled in parallel: DenseNet-201's 2.2 MB took NVRTC 52 s on one core)
 PRELUDES = (PRELUDE, WGMMA_PRELUDE, TF32_PRELUDE, BOOL_PRELUDE, CLUSTER_PRELUDE, gemm_wgmma16.TMA_PRELUDE, gemm_tf32.WGMMA_N32,
-            *gemm_wgmma16.WGMMA16_PRELUDES.values())
+            gemm_tf32.PAIR_PRELUDE, gemm_tf32.MCAST_PRELUDE, gemm_tf32.NAMED_BAR_PRELUDE,
+            *gemm_wgmma16.WGMMA16_PRELUDES.values(), *gemm_wgmma16.WGMMA16_TB_PRELUDES.values())
 
 
 def join_units(srcs: list[str]) -> str:
