@@ -826,7 +826,7 @@ class ExpertAgent:
                 tma = ([] if base.get("BM", 128) not in (64, 128) else
                        [{**base, "persist": True}, ring] if base.get("tma") and not base.get("persist") else
                        [ring] if base.get("tma") else [t, {**t, "persist": True}])  # then its persistent tile loop
-                out = ([{**base, **other}, {**base, "BM": 64}, {**base, "BM": 256, "stages": 3, "tma": False}] if st == "tiling" else
+                out = ([{**base, **other}, {**base, "BM": 64}, {**ring, "BM": 256, "stages": 3}] if st == "tiling" else
                        tma + [{**base, "lead": not base.get("lead", False)}] + [{**base, "stages": s} for s in (3, 5, 6) if s != base.get("stages")]
                        + ([{**base, "direct": not base.get("direct", False)}] if gemm_wgmma16.direct_ok(plan, base.get("tma", False)) else [])
                        if st == "memory_optimization" else
@@ -1259,7 +1259,9 @@ class ExpertAgent:
                         + (", persistent: a block an SM walking the tiles, the next tile's loads under this one's epilogue"
                            if k.persist else "")
                         + (", ping-pong: the two consumer warpgroups take 64-row tiles in turn, one's epilogue under the other's MMAs"
-                           if k.pingpong else "") if k.tma else
+                           if k.pingpong else "")
+                        + (", B's k-tile multicast over clusters of two row tiles (each block copies half)" if k.mcast else "")
+                        + (", B's k-tile one 4-d box" if gemm_wgmma16.b_chunks(plan, k) else "") if k.tma else
                         f"{k.stages}-stage cp.async ring{f', tiles {k.stages - 1} ahead' if k.lead else ''}")
                 desc = (f"GEMM {plan.dtype} wgmma (fp32 accumulation) tile {k.BM}x{k.BN}, {k.BM // 64} warpgroup(s), "
                         f"{ring}, {how}, 4 MMAs of k16 a tile")
