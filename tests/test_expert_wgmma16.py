@@ -273,3 +273,31 @@ def test_the_tma_ring_is_the_first_design_and_memory_optimization_offers_its_alt
     g, fam, plan = agent._plan(str(p))
     err, eager_err = cpu_emulator.run_module(p, g, agent.emit(g, fam, plan, tma.params, load_profile("h200")), tmp_egg / "emu")
     assert err < 2 * max(eager_err, 2 ** -9), (err, eager_err)
+
+
+def test_mn_major_b_reads_through_its_descriptor(tmp_egg):
+    """B (K, N) read MN-major: the emulator's wgmma reads B's 64-column blocks LBO bytes apart, as the descriptor says
+    (the PTX ISA's canonical MN-major layout), so a descriptor with another block stride is far off the truth, while the
+    kernel as generated matches float64."""
+    from agents.expert import host
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    sa, sb = (130, 136), (136, 200)
+    p, g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b)", sa, sb, "bfloat16")
+    k = gemm.GemmKnobs(BM=128, BN=128, stages=3, wgmma=True, tma=True, direct=True)
+    src = gemm_wgmma16.render(g, plan, k)
+    assert "wgmma_bf16_n128_tb(" in src and "egg_gemm_stage" not in src
+    main = host.Launch("egg_gemm", gemm_wgmma16.grid(plan, k), (k.threads(True),), gemm.arg_order(g, plan),
+                       gemm_wgmma16.shared_bytes(plan, k), maps=gemm_wgmma16.tensor_maps(g, plan, k))
+    code = host.module_source_program(g, [(main, g.output)])
+    torch.manual_seed(4)
+    a, b = torch.randn(*sa, dtype=torch.bfloat16), torch.randn(*sb, dtype=torch.bfloat16)
+    truth = a.double() @ b.double()
+    errs = []
+    for lbo in (gemm_wgmma16.MN_BLOCK * 4, gemm_wgmma16.MN_BLOCK * 2):
+        s = src.replace(f"* 64, {gemm_wgmma16.MN_BLOCK * 4})", f"* 64, {lbo})")
+        assert (s == src) == (lbo == gemm_wgmma16.MN_BLOCK * 4)
+        got = cpu_emulator.run_host(s, code, {"x0": a, "x1": b}, tmp_egg / f"emu{lbo}").double()
+        errs.append(float((got - truth).abs().max() / truth.abs().max()))
+    assert errs[0] < 2 ** -7 and not errs[1] < 10 * errs[0], errs
