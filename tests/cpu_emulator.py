@@ -290,7 +290,7 @@ inline void wgmma_tf32_n256(float* d, unsigned long long a, unsigned long long b
 // the box at once into the 128-byte swizzle (zeros outside the tensor) and completes its bytes on the barrier;
 // a barrier counts arrivals and bytes, and its phase flips when both are in (waits spin on the phase)
 struct EggTmap { const unsigned char* base; long long dims[5]; int box[5]; int elem; long long strides[5]; };  // unused dims 1;
-// strides: bytes between entries of dims 1.. (all 0: contiguous)
+// strides: bytes between entries of each dim (run_program fills a contiguous map's)
 struct EmuBar { long long pending, expected, tx; std::atomic<unsigned> phase; };
 static std::mutex emu_bar_mu;
 static std::map<const void*, EmuBar> emu_bars;  // a barrier's node stays put: waiters read its phase unlocked
@@ -320,15 +320,12 @@ inline void emu_tma_into(unsigned char* smem, long long off, const EggTmap* m, c
     for (int i1 = 0; i1 < m->box[1]; ++i1, ++row) {
         const long long at_[5] = {0, c[1] + i1, c[2] + i2, c[3] + i3, c[4] + i4};
         bool in = true;
-        long long g = 0, gb = 0;  // the row's first element (contiguous), or its byte offset (strided)
-        for (int d = 4; d >= 1; --d) {
-            in = in && at_[d] >= 0 && at_[d] < m->dims[d]; g = g * m->dims[d] + at_[d]; gb += at_[d] * m->strides[d]; }
-        const bool strided = m->strides[1] != 0;
+        long long gb = 0;  // the row's first byte
+        for (int d = 4; d >= 1; --d) { in = in && at_[d] >= 0 && at_[d] < m->dims[d]; gb += at_[d] * m->strides[d]; }
         for (int e = 0; e < m->box[0]; ++e, bytes += m->elem) {
             const long long gk = c[0] + e;
             unsigned v = 0;
-            if (in && gk >= 0 && gk < m->dims[0])
-                std::memcpy(&v, m->base + (strided ? gb + gk * m->elem : (g * m->dims[0] + gk) * m->elem), m->elem);
+            if (in && gk >= 0 && gk < m->dims[0]) std::memcpy(&v, m->base + gb + gk * m->elem, m->elem);
             long long at = off + row * m->box[0] * m->elem + m->elem * e;
             at ^= ((at >> 7) & 7) << 4;
             std::memcpy(smem + at, &v, m->elem);
@@ -462,7 +459,7 @@ def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffer
             if isinstance(a, tuple):
                 buf, dims, box, off, elem, strides = (*a, 2, None)[:6] if len(a) < 5 else (*a, None)[:6]
                 dims, box = (*dims, 1, 1, 1, 1)[:5], (*box, 1, 1, 1, 1)[:5]
-                st = (0, *(strides or ()), 0, 0, 0, 0)[:5]
+                st = (elem, *(strides or np.cumprod([elem, *dims[:4]])[1:].tolist()), 0, 0, 0, 0)[:5]
                 maps.append(f"    EggTmap emu_m{j}{{reinterpret_cast<const unsigned char*>({var[buf]}) + {off} * {elem}LL, "
                             f"{{{', '.join(map(str, dims))}}}, {{{', '.join(map(str, box))}}}, {elem}, {{{', '.join(map(str, st))}}}}};")
         args = [f"emu_m{j}" if isinstance(a, tuple) else var[a] for j, a in enumerate(args)]

@@ -1268,7 +1268,7 @@ def render_planes(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
     blocks walk the output in groups of GROUP_M row tiles, so a wave's tiles share their planes in L2."""
     planes_check(p, k)
     if k.tma:
-        return _render_planes_tma(g, p, k, store)
+        return _render_planes_tma(g, p, k)
     Mp, Np, Kp = padded(p, k)
     T, S, NI, F, bk = k.threads(True), k.stages, k.BN // 8, k.fold, k.BK
     EA, EB = k.BM * bk, k.BN * bk
@@ -1299,7 +1299,7 @@ extern "C" __global__ void __launch_bounds__({T}) egg_gemm({args[0]}, const floa
 {fast_head}{head}{fold_loop(F, NI, k.lead, wait, top, bottom, tiles, steps)}{_wg_store(NI, p.M, p.N, store, "wg * 64 + wq * 16")}"""
 
 
-def _render_planes_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs, store: str) -> str:
+def _render_planes_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     """The split kernel, then `egg_gemm(mA, mB, <the GEMM's arguments>)` warp-specialised on the planes: a
     producer warpgroup copies a k-tile's four swizzled tiles (A's and B's high and low planes) by TMA into a
     ring slot (the 16-bit GEMM's ring: tma_setup, tma_producer); the consumers sum folds of F k-tiles as

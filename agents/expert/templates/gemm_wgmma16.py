@@ -42,8 +42,8 @@ MN_DESC = r"""__device__ __forceinline__ unsigned long long wg_desc_mn128(const 
 """
 WGMMA16_TB_PRELUDES = {kind: MN_DESC + "".join(_wgmma_fn(n, kind, tb=True) for n in WGMMA_NS) for kind in KIND.values()}
 MAPS_ARGS = "const __grid_constant__ EggTmap mA, const __grid_constant__ EggTmap mB"
-# a 64-column block of B MN-major: 64 rows of K by 128 bytes, in words
-MN_BLOCK = 64 * 2 * BKW // 2
+# a 64-column block of B MN-major: 64 rows of K by 128 bytes (BKW words), in words
+MN_BLOCK = 64 * BKW
 
 
 
@@ -220,8 +220,8 @@ def render_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     ba, bb = plane_batches(p)
     KT = -(-p.K // (2 * BKW)) if k.direct else Kp // (2 * BKW)
     mt, nt = Mp // k.BM, Np // k.BN
-    wg_store = pair_store(g, p, NI, "wg * 64 + wq * 16") + (
-        "    cluster_sync();  // no block leaves while the other may still release a slot to it\n" if C > 1 else "") + "}\n"
+    store = pair_store(g, p, NI, "wg * 64 + wq * 16")
+    nbytes = (EA + EB) * 4  # a slot's A and B tiles
     mn = b_mn(p, k)
     mma = f"wgmma_{kind}_n{k.BN}{'_tb' if mn else ''}"
     zb = 'bz' if bb > 1 else '0'
@@ -240,7 +240,8 @@ def render_tma(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
     b_desc = f"wg_desc_mn128(sB_s + {{kk}} * 64, {MN_BLOCK * 4})" if mn else B_K_MAJOR
     mmas = WGMMA16_PRELUDES[kind] + (WGMMA16_TB_PRELUDES[kind] if mn else "")
     cluster = CLUSTER_PRELUDE + MCAST_PRELUDE if C > 1 else ""
-    head = f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{mmas}{TMA_PRELUDE}{cluster}{PAIR_PRELUDE}{"" if k.direct else _stage_source(g, p, k)}
+    named = NAMED_BAR_PRELUDE if k.pingpong else ""
+    head = f"""{PRELUDE}{TF32_PRELUDE}{WGMMA_PRELUDE}{mmas}{TMA_PRELUDE}{named}{cluster}{PAIR_PRELUDE}{"" if k.direct else _stage_source(g, p, k)}
 extern "C" __global__ void {"__cluster_dims__(2, 1, 1) " if C > 1 else ""}__launch_bounds__({T}, 1) egg_gemm({MAPS_ARGS}, {kernel_args(g, p)}) {{
     extern __shared__ __align__(1024) unsigned char smem[];
     float* sA = reinterpret_cast<float*>(smem);
@@ -250,17 +251,16 @@ extern "C" __global__ void {"__cluster_dims__(2, 1, 1) " if C > 1 else ""}__laun
         mt = Mp // 64
         n = mt * nt * p.batch
         tiles = (str(n), tile_coords(mt, nt, dataclasses.replace(k, BM=64), f"tile % {mt * nt}", f"tile / {mt * nt}", ""))
-        return (head.replace(TMA_PRELUDE, TMA_PRELUDE + NAMED_BAR_PRELUDE) + WG_THREAD + tma_setup(S, 1, f"sB + {S * EB}")
-                + tma_producer(S, NW, KT, (64 + k.BN) * BKW * 4, loads, tiles)
+        return (head + WG_THREAD + tma_setup(S, 1, f"sB + {S * EB}") + tma_producer(S, NW, KT, nbytes, loads, tiles)
                 + tma_pingpong(S, KT, EA, EB, BKW, NI, mma, tiles, pair_store(g, p, NI, "wq * 16"), b_desc) + "}\n")
     if k.persist:  # the block's tiles in turn (tile_coords decodes each, in grouped order within its batch entry)
         n = mt * nt * p.batch
         tiles = (str(n), tile_coords(mt, nt, k, f"tile % {mt * nt}", f"tile / {mt * nt}", ""))
-        return (head + WG_THREAD + tma_setup(S, NW, f"sB + {S * EB}") + tma_producer(S, NW, KT, (k.BM + k.BN) * BKW * 4, loads, tiles)
-                + tma_mainloop(S, KT, EA, EB, BKW, NI, mma, tiles, wg_store.rsplit("}", 1)[0], b_desc) + "}\n")
-    producer = tma_producer(S, NW, KT, (k.BM + k.BN) * BKW * 4, loads, peers=C)
-    return (f"""{head}{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sB + {S * EB}", C)}{producer}"""
-            + tma_mainloop(S, KT, EA, EB, BKW, NI, mma, b_desc=b_desc, peers=C) + wg_store)
+        return (head + WG_THREAD + tma_setup(S, NW, f"sB + {S * EB}") + tma_producer(S, NW, KT, nbytes, loads, tiles)
+                + tma_mainloop(S, KT, EA, EB, BKW, NI, mma, tiles, store, b_desc) + "}\n")
+    leave = "    cluster_sync();  // no block leaves while the other may still release a slot to it\n" if C > 1 else ""
+    return (f"""{head}{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sB + {S * EB}", C)}{tma_producer(S, NW, KT, nbytes, loads, peers=C)}"""
+            + tma_mainloop(S, KT, EA, EB, BKW, NI, mma, b_desc=b_desc, peers=C) + store + leave + "}\n")
 
 
 def render(g: OpGraph, p: GemmPlan, k: GemmKnobs) -> str:
