@@ -115,6 +115,10 @@ def markdown(res: BenchResults) -> str:
         lines += ["", "## Error vs float64 (worst trial), candidate and eager; memory peak over eager's", "",
                   "| task | candidate | eager | peak / eager |", "|---|---|---|---|"]
         lines += [f"| {r.task} | {r.cand_err:.2e} | {r.eager_err:.2e} | {_f(r.peak_ratio, 2)} |" for r in errs]
+    prof = [r for r in res.results if r.correct and r.profile]
+    if prof:  # what the verification node's Nsight Compute run said of each best candidate
+        lines += ["", "## Profile of the best candidate (Nsight Compute)", "", "| task | profile |", "|---|---|"]
+        lines += [f"| {r.task} | {r.profile} |" for r in prof]
     lines += ["", "## Best time after each stage (ms)", "", "| task | " + " | ".join(STAGES) + " |",
               "|---|" + "---|" * len(STAGES)]
     for r in res.results:

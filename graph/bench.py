@@ -59,6 +59,10 @@ def result_of(key: str, tid: str, st: RunState) -> TaskResult:
     tr.stage_best_ms = {d.stage: d.best_ms for d in st.design.decisions}
     if ok and best and best.correctness and (w := best.correctness.worst):
         tr.cand_err, tr.eager_err = w.cand_norm, w.eager_norm
+    if ok and st.design.best_id:
+        tr.design = st.candidate(st.design.best_id).description or None
+        kp = st.kernel_profile(st.design.best_id)
+        tr.profile = kp.summary() if kp is not None and kp.available else None
     if ok and best and best.peak_bytes and best.eager_peak_bytes:
         tr.peak_ratio = round(best.peak_bytes / best.eager_peak_bytes, 2)
     if not tr.family and a:

@@ -23,6 +23,8 @@ class TaskResult(BaseModel):
     cand_err: float | None = None  # worst norm-wise error vs float64 over the trials (float64 rule)
     eager_err: float | None = None  # eager's own on the same trials
     peak_ratio: float | None = None  # the evaluation's device-memory peak over eager's own
+    design: str | None = None  # the best candidate's description (its algorithm, tile, pipeline)
+    profile: str | None = None  # its Nsight Compute summary where a stage profiled it (None with --no-profile or no ncu)
     stage_best_ms: dict[str, float | None] = Field(default_factory=dict)
     kernel_path: str | None = None
     wall_s: float | None = None  # this session's wall time on the task (None when it came from a checkpoint)

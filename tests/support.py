@@ -18,7 +18,8 @@ def kernel(**params) -> ProposedKernel:
     """`regions=N`: a program of N kernels (k0..kN-1)."""
     n = int(params.get("regions", 1))
     names = ["k"] if n == 1 else [f"k{i}" for i in range(n)]
-    return ProposedKernel(cuda_source=SRC, host_code="class ModelNew: pass", kernel_names=names, params=params)
+    return ProposedKernel(cuda_source=SRC, host_code="class ModelNew: pass", kernel_names=names, params=params,
+                          description=f"scripted kernel {params}")
 
 
 class ScriptedAgent:

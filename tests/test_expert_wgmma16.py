@@ -156,6 +156,10 @@ TMA_CASES = [  # the warp-specialised TMA ring: staged (B (K, N) transposed by t
     ("torch.relu(torch.matmul(a, b)) * 2.0", (256, 296), (296, 136), "bfloat16", (128, 128, 3, True, False, True)),
     ("torch.matmul(a, b.T)", (2, 120, 136), (200, 136), "float16", (64, 128, 3, True, False, True)),
     ("torch.bmm(a, b)", (2, 100, 136), (2, 136, 70), "bfloat16", (64, 64, 3, False, False, True)),
+    # persistent and multicast: a cluster's two blocks walk neighbouring row tiles of one column tile in step (4 pairs on one
+    # cluster; a batch of partial tiles staged)
+    ("torch.relu(torch.matmul(a, b)) * 2.0", (256, 296), (296, 136), "bfloat16", (64, 128, 3, True, True, True)),
+    ("torch.bmm(a, b)", (2, 100, 136), (2, 136, 70), "bfloat16", (64, 64, 3, False, True, True)),
     # B MN-major in one 4-d box a k-tile (its 64-column blocks a dim 128 bytes apart): N past the last whole tile (the
     # box's blocks past N / 64 zero), K of 5 tiles on 3 slots; a batch on B
     ("torch.relu(torch.matmul(a, b)) * 2.0", (130, 296), (296, 192), "bfloat16", (128, 128, 3, True, False, False, True)),

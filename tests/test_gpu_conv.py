@@ -172,7 +172,7 @@ def test_tma_gemm_verifies(tmp_egg, evaluator, expr, sa, sb):
     """The warp-specialised bf16 GEMM (tiles by TMA from a producer warpgroup, mbarriers): staged and
     straight from the tensors (the maps' bounds zero-fill the edges; a (K, N) B read MN-major, the MMA's B
     transposed), one and two consumer warpgroups, persistent (a block an SM walking the tiles; ping-pong), and B
-    multicast over clusters of two blocks."""
+    multicast over clusters of two blocks (persistent too)."""
     from tests.test_expert_wgmma16 import TEMPLATE
     p = tmp_egg / "g16.py"
     p.write_text(TEMPLATE.format(expr=expr, sa=", ".join(map(str, sa)), sb=", ".join(map(str, sb)), dt="bfloat16"))
@@ -189,7 +189,8 @@ def test_tma_gemm_verifies(tmp_egg, evaluator, expr, sa, sb):
     if -(-sa[-2] // 128) % 2 == 0:  # B multicast over clusters of two row tiles (an even number of them)
         variants += [{**w, "BN": 256, "stages": 4, "mcast": True}, {**w, "BN": 128, "stages": 5, "mcast": True}]
         if "b.T" in expr or sb[-1] % 8 == 0:
-            variants += [{**w, "BN": 256, "stages": 4, "direct": True, "mcast": True}]
+            variants += [{**w, "BN": 256, "stages": 4, "direct": True, "mcast": True},
+                         {**w, "BN": 256, "stages": 4, "direct": True, "mcast": True, "persist": True}]
     evs = evaluator.evaluate(str(p), _candidates(p, variants), None)
     assert [e.verdict.value for e in evs] == ["correct"] * len(variants), [(e.candidate_id, e.reason) for e in evs]
 

@@ -177,3 +177,20 @@ def test_a_programs_profile_takes_its_heaviest_kernels():
     from runtime.profiler import ncu_command
     cmd = ncu_command("ncu", ["k9", "k8"], ["python"])
     assert "regex:^(k9|k8)$" in cmd and cmd[cmd.index("--launch-count") + 1] == "8"
+
+
+def test_a_bench_reports_each_best_candidates_design_and_profile(tmp_path):
+    """`egg bench` keeps the verified best candidate's description and its Nsight Compute summary per task (the
+    issue's GEMM table), and leaves the profile out where the bench ran with --no-profile."""
+    from graph.bench import bench
+    from tests.test_bench import make_suite
+    suite = make_suite(tmp_path, n=1)
+    res = bench([str(suite)], out_dir=str(tmp_path / "out"), agent_obj=ScriptedAgent(SCRIPT),
+                evaluator_obj=ProfilingEvaluator(), profile="h200")
+    r = res.results[0]
+    assert r.status == "verified" and r.profile.startswith("k: memory-limited") and r.design
+    md = (tmp_path / "out" / "results.md").read_text()
+    assert "## Profile of the best candidate" in md and f"| {r.task} | k: memory-limited" in md
+    off = bench([str(suite)], out_dir=str(tmp_path / "off"), agent_obj=ScriptedAgent(SCRIPT),
+                evaluator_obj=ProfilingEvaluator(), profile="h200", kernel_profile=False)
+    assert off.results[0].profile is None and "## Profile of the best" not in (tmp_path / "off" / "results.md").read_text()

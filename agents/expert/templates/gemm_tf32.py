@@ -772,7 +772,8 @@ def tma_mainloop(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, m
         return loop
     return (f"    int it = 0;\n    for (int tile = blockIdx.x; tile < {tiles[0]}; tile += gridDim.x) {{\n"
             + _indent(tiles[1], 8) + _indent(loop, 4)
-            + f"        if ((tid & 127) == 0) mbar_arrive(empty + (it - 1) % {S});  // the tile's last slot\n"
+            + (f"        if ((tid & 127) < {peers}) mbar_arrive_cluster(empty + (it - 1) % {S}, tid & 127);  // the tile's last slot\n"
+               if peers > 1 else f"        if ((tid & 127) == 0) mbar_arrive(empty + (it - 1) % {S});  // the tile's last slot\n")
             + _indent(store, 4) + "    }\n")
 
 

@@ -68,8 +68,8 @@ def check(p: GemmPlan, k: GemmKnobs) -> None:
         raise Unsupported("B read MN-major takes 64 columns a box: BN a multiple of 64")
     if k.tma and k.BM not in (64, 128):
         raise Unsupported("the TMA GEMM runs one or two consumer warpgroups (BM 64 or 128)")
-    if k.mcast and (not k.tma or k.persist or -(-p.M // k.BM) % 2 or b_mn(p, k) and k.BN % 128):
-        raise Unsupported("B multicast over clusters of two row tiles: the TMA ring, not persistent, an even number of row "
+    if k.mcast and (not k.tma or k.pingpong or -(-p.M // k.BM) % 2 or b_mn(p, k) and k.BN % 128):
+        raise Unsupported("B multicast over clusters of two row tiles: the TMA ring (not ping-pong), an even number of row "
                           "tiles (B MN-major: an even number of 64-column boxes)")
     if k.pingpong and not (k.persist and k.BM == 128 and not k.mcast):
         raise Unsupported("ping-pong: the persistent TMA ring's two consumer warpgroups (BM 128) taking 64-row tiles in turn")
@@ -121,10 +121,11 @@ def shared_bytes(p: GemmPlan, k: GemmKnobs) -> int:
 
 
 def grid(p: GemmPlan, k: GemmKnobs, sms: int = 132) -> tuple[int, int, int]:
-    """Row tiles on x, column tiles on y, the batch on z; `persist`: a block an SM (at most one a tile)."""
+    """Row tiles on x, column tiles on y, the batch on z; `persist`: a block an SM (at most one a tile), with
+    `mcast` an even number of them (clusters of two)."""
     mt, nt = -(-p.M // k.BM), -(-p.N // k.BN)
     if k.persist:
-        return (min(mt * nt * p.batch, sms), 1, 1)
+        return (min(mt * nt * p.batch, sms) // (2 if k.mcast else 1) * (2 if k.mcast else 1), 1, 1)
     if nt > 65535:
         raise Unsupported("more than 65535 column tiles")
     return (mt, nt, p.batch)
@@ -253,12 +254,14 @@ extern "C" __global__ void {"__cluster_dims__(2, 1, 1) " if C > 1 else ""}__laun
         tiles = (str(n), tile_coords(mt, nt, dataclasses.replace(k, BM=64), f"tile % {mt * nt}", f"tile / {mt * nt}", ""))
         return (head + WG_THREAD + tma_setup(S, 1, f"sB + {S * EB}") + tma_producer(S, NW, KT, nbytes, loads, tiles)
                 + tma_pingpong(S, KT, EA, EB, BKW, NI, mma, tiles, pair_store(g, p, NI, "wq * 16"), b_desc) + "}\n")
-    if k.persist:  # the block's tiles in turn (tile_coords decodes each, in grouped order within its batch entry)
+    leave = "    cluster_sync();  // no block leaves while the other may still release a slot to it\n" if C > 1 else ""
+    if k.persist:  # the block's tiles in turn (tile_coords decodes each, in grouped order within its batch entry); `mcast`:
+        # a cluster's two blocks (x 2c and 2c + 1, an even grid) take tiles 2j and 2j + 1, neighbouring row tiles of one
+        # column tile (mt even: so are GROUP_M's groups), and as many of them, so their rings run in step
         n = mt * nt * p.batch
         tiles = (str(n), tile_coords(mt, nt, k, f"tile % {mt * nt}", f"tile / {mt * nt}", ""))
-        return (head + WG_THREAD + tma_setup(S, NW, f"sB + {S * EB}") + tma_producer(S, NW, KT, nbytes, loads, tiles)
-                + tma_mainloop(S, KT, EA, EB, BKW, NI, mma, tiles, store, b_desc) + "}\n")
-    leave = "    cluster_sync();  // no block leaves while the other may still release a slot to it\n" if C > 1 else ""
+        return (head + WG_THREAD + tma_setup(S, NW, f"sB + {S * EB}", C) + tma_producer(S, NW, KT, nbytes, loads, tiles, C)
+                + tma_mainloop(S, KT, EA, EB, BKW, NI, mma, tiles, store, b_desc, C) + leave + "}\n")
     return (f"""{head}{grouped_tile(mt, nt, k)}{tma_setup(S, NW, f"sB + {S * EB}", C)}{tma_producer(S, NW, KT, nbytes, loads, peers=C)}"""
             + tma_mainloop(S, KT, EA, EB, BKW, NI, mma, b_desc=b_desc, peers=C) + store + leave + "}\n")
 
