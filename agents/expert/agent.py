@@ -1245,9 +1245,9 @@ class ExpertAgent:
             desc = (f"GEMM {what} tile {k.BM}x{k.BN}"
                     + (f", warps {k.WM}x{k.WN}, {k.stages} stage(s), pad {k.pad}{', ldmatrix' if k.ldm else ''}" if path == "mma" else
                        (f", wgmma, {k.BM // 64} warpgroup(s)" if k.wgmma else f", warps {k.WM}x{k.WN}")
-                       + f", {k.stages}-stage cp.async ring{', ldmatrix' if k.ldm else ''}"
+                       + f", {k.stages}-stage {'TMA' if k.planes and k.tma else 'cp.async'} ring{', ldmatrix' if k.ldm else ''}"
                        + (f", tiles {k.stages - 1} ahead" if k.wgmma and k.lead else "")
-                       + (", output tile stored through shared memory, 16 bytes a thread" if k.ostage else "")
+                       + (", output tile stored through shared memory, 16 bytes a thread" if k.ostage and not k.wgmma else "")
                        + (", each product swept over the warp tile in turn" if k.order == "term" and not k.wgmma else "") if path == "tf32x3" else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
             if path == "mma" and k.wgmma:  # wgmma k16 on tiles copied from the tensors (direct), or staged K-major first
