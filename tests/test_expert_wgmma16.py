@@ -223,15 +223,19 @@ def test_tma_gemm_matches_float64_through_its_host_code(tmp_egg, expr, sa, sb, d
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
-@pytest.mark.parametrize("BM,direct,expr,mcast", [(128, False, "torch.matmul(a, b)", False), (128, True, "torch.matmul(a, b.T)", False),
-                                                   (128, True, "torch.matmul(a, b)", False), (64, False, "torch.matmul(a, b)", False),
-                                                   (128, True, "torch.matmul(a, b)", True), (128, True, "torch.matmul(a, b.T)", True)])
-def test_tma_gemm_compiles_for_sm90_without_spills(tmp_egg, BM, direct, expr, mcast):
+@pytest.mark.parametrize("BM,direct,expr,mcast,persist", [(128, False, "torch.matmul(a, b)", False, False),
+                                                           (128, True, "torch.matmul(a, b.T)", False, False),
+                                                           (128, True, "torch.matmul(a, b)", False, False), (64, False, "torch.matmul(a, b)", False, False),
+                                                           (128, True, "torch.matmul(a, b)", True, False), (128, True, "torch.matmul(a, b.T)", True, False),
+                                                           (128, True, "torch.matmul(a, b)", True, True)])
+def test_tma_gemm_compiles_for_sm90_without_spills(tmp_egg, BM, direct, expr, mcast, persist):
     """8192^3 on 128x256 tiles and 4 stages (B K-contiguous, or (K, N) read MN-major; B multicast over clusters
-    of two): the consumers' 128 accumulators a thread within the registers the producer gives up (setmaxnreg),
-    no spill, no MMA wait injected by ptxas."""
+    of two, on the persistent tile loop too): the consumers' 128 accumulators a thread within the registers the
+    producer gives up (setmaxnreg), no spill, no MMA wait injected by ptxas."""
     _, g, plan = _graph_plan(tmp_egg, expr, (8192, 8192), (8192, 8192), "bfloat16")
-    k = gemm.GemmKnobs(BM=BM, BN=256, stages=4, wgmma=True, tma=True, direct=direct, mcast=mcast)
+    k = gemm.GemmKnobs(BM=BM, BN=256, stages=4, wgmma=True, tma=True, direct=direct, mcast=mcast, persist=persist)
+    if persist:  # a block an SM, whole clusters of two (an odd SM count leaves one out)
+        assert gemm_wgmma16.grid(plan, k, 133) == ((132, 1, 1) if mcast else (133, 1, 1))
     assert gemm_wgmma16.shared_bytes(plan, k) <= 227 * 1024
     src = gemm_wgmma16.render(g, plan, k)
     assert ("regs_inc<232>();" in src) == (BM == 128)
