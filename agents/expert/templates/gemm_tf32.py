@@ -772,8 +772,7 @@ def tma_mainloop(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, m
         return loop
     return (f"    int it = 0;\n    for (int tile = blockIdx.x; tile < {tiles[0]}; tile += gridDim.x) {{\n"
             + _indent(tiles[1], 8) + _indent(loop, 4)
-            + (f"        if ((tid & 127) < {peers}) mbar_arrive_cluster(empty + (it - 1) % {S}, tid & 127);  // the tile's last slot\n"
-               if peers > 1 else f"        if ((tid & 127) == 0) mbar_arrive(empty + (it - 1) % {S});  // the tile's last slot\n")
+            + tma_consumer_release(S, "it", first="", peers=peers, note="  // the tile's last slot")
             + _indent(store, 4) + "    }\n")
 
 
@@ -799,8 +798,7 @@ def tma_pingpong(S: int, KT: int | str, EA: int, EB: int, words: int, NI: int, m
     for (long long tile = blockIdx.x + (long long)wg * gridDim.x; tile < {tiles[0]}; tile += 2LL * gridDim.x, i += 2) {{
 {_indent(tiles[1], 8)}        if (i > 0) named_bar_sync(1 + wg, 256);  // the other warpgroup's tile i - 1 has issued its MMAs
         int it = i * {KT};
-{loop}        if ((tid & 127) == 0) mbar_arrive(empty + (it - 1) % {S});  // the tile's last slot
-{_indent(store, 4)}    }}
+{loop}{tma_consumer_release(S, "it", first="", note="  // the tile's last slot")}{_indent(store, 4)}    }}
 """
 
 
@@ -809,15 +807,17 @@ def _indent(code: str, n: int) -> str:
     return textwrap.indent(code, " " * n, lambda _: True)
 
 
-def tma_consumer_release(S: int, kt: str, indent: str = "        ", first: str | None = None, peers: int = 1) -> str:
+def tma_consumer_release(S: int, kt: str, indent: str = "        ", first: str | None = None, peers: int = 1,
+                         note: str = "") -> str:
     """After a wait that leaves step `kt`'s MMAs at most in flight: step kt - 1's slot back to the producer
     (one thread a warpgroup; every thread of it has passed that tile's wait, the MMAs being collective).
-    `first`: the step within the tile (none released before a tile's first; default `kt` itself). `peers`: to
-    every block of the cluster (thread r of the warpgroup arrives on block r's barrier)."""
+    `first`: the step within the tile (none released before a tile's first; default `kt` itself; "": no test, a
+    tile's last slot after its MMAs are done). `peers`: to every block of the cluster (thread r of the warpgroup
+    arrives on block r's barrier). `note`: a comment after the statement."""
+    test = "" if first == "" else f"{first or kt} > 0 && "
     if peers > 1:
-        return (f"{indent}if ({first or kt} > 0 && (tid & 127) < {peers}) "
-                f"mbar_arrive_cluster(empty + ({kt} - 1) % {S}, tid & 127);\n")
-    return f"{indent}if ({first or kt} > 0 && (tid & 127) == 0) mbar_arrive(empty + ({kt} - 1) % {S});\n"
+        return f"{indent}if ({test}(tid & 127) < {peers}) mbar_arrive_cluster(empty + ({kt} - 1) % {S}, tid & 127);{note}\n"
+    return f"{indent}if ({test}(tid & 127) == 0) mbar_arrive(empty + ({kt} - 1) % {S});{note}\n"
 
 
 def fold_of(KT: int, fold: int) -> int:

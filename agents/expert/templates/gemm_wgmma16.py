@@ -125,7 +125,8 @@ def grid(p: GemmPlan, k: GemmKnobs, sms: int = 132) -> tuple[int, int, int]:
     `mcast` an even number of them (clusters of two)."""
     mt, nt = -(-p.M // k.BM), -(-p.N // k.BN)
     if k.persist:
-        return (min(mt * nt * p.batch, sms) // (2 if k.mcast else 1) * (2 if k.mcast else 1), 1, 1)
+        c = 2 if k.mcast else 1
+        return (min(mt * nt * p.batch, sms) // c * c, 1, 1)
     if nt > 65535:
         raise Unsupported("more than 65535 column tiles")
     return (mt, nt, p.batch)
