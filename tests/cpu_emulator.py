@@ -303,9 +303,21 @@ inline void mbar_arrive(unsigned long long* b) {
     std::lock_guard<std::mutex> l(emu_bar_mu); auto& e = emu_bars.at(b); --e.pending; emu_bar_done(e); }
 inline void mbar_expect(unsigned long long* b, unsigned bytes) {
     std::lock_guard<std::mutex> l(emu_bar_mu); auto& e = emu_bars.at(b); e.tx += bytes; --e.pending; emu_bar_done(e); }
+// bulk copies (rowwise.BULK_PRELUDE) not yet landed: with EMU_LATE_COPIES a copy lands when its barrier is first
+// waited on, the latest the GPU may, so a read of its bytes that does not wait sees what was there before
+struct EmuBulk { void* dst; const void* src; unsigned bytes; };
+static std::map<const void*, std::vector<EmuBulk>> emu_bulk_pending;  // by barrier, under emu_bar_mu
+inline void emu_bulk_land(const void* b) {  // with emu_bar_mu held
+    auto it = emu_bulk_pending.find(b);
+    if (it == emu_bulk_pending.end()) return;
+    auto& eb = emu_bars.at(b);
+    for (auto& c : it->second) { std::memcpy(c.dst, c.src, c.bytes); eb.tx -= c.bytes; }
+    emu_bulk_pending.erase(it);
+    emu_bar_done(eb);
+}
 inline void mbar_wait(unsigned long long* b, unsigned parity) {  // hundreds of waiting threads on two cores: sleep, not spin
     EmuBar* e;
-    { std::lock_guard<std::mutex> l(emu_bar_mu); e = &emu_bars.at(b); }
+    { std::lock_guard<std::mutex> l(emu_bar_mu); emu_bulk_land(b); e = &emu_bars.at(b); }
     while (e->phase.load() == parity) std::this_thread::sleep_for(std::chrono::microseconds(200));
 }
 // a box into block `smem`'s shared memory at `off`, its bytes completing the barrier at `b` there
@@ -332,6 +344,15 @@ inline void emu_tma_into(unsigned char* smem, long long off, const EggTmap* m, c
         }
     }
     std::lock_guard<std::mutex> l(emu_bar_mu); auto& eb = emu_bars.at(b); eb.tx -= bytes; emu_bar_done(eb);
+}
+// a bulk copy (rowwise.BULK_PRELUDE): its bytes complete barrier b's transaction; at once, or (EMU_LATE_COPIES) at the
+// first wait on b
+inline void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* b) {
+    std::lock_guard<std::mutex> l(emu_bar_mu);
+    emu_bulk_pending[b].push_back({dst, src, bytes});
+#ifndef EMU_LATE_COPIES
+    emu_bulk_land(b);
+#endif
 }
 inline void tma_load(void* dst, const EggTmap* m, int c0, int c1, int c2, unsigned long long* b) {
     const long long c[5] = {c0, c1, c2, 0, 0}; emu_tma(dst, m, c, b); }
@@ -409,11 +430,13 @@ def _cpu_source(src: str) -> str:
     from agents.expert.templates.gemm_tf32 import MCAST_PRELUDE, NAMED_BAR_PRELUDE, TF32_PRELUDE, WGMMA_N32, WGMMA_PRELUDE
     from agents.expert.templates.gemm_wgmma16 import TMA_PRELUDE, WGMMA16_PRELUDES, WGMMA16_TB_PRELUDES
     from agents.expert.codegen import CLUSTER_PRELUDE
+    from agents.expert.templates.rowwise import BULK_PRELUDE
     from agents.expert.templates.scan import BOOL_PRELUDE
     body = MATH_PRELUDE + src.replace(PRELUDE, "").replace(BOOL_PRELUDE, "").replace(WGMMA_PRELUDE, "").replace(TF32_PRELUDE, "")
     for pre in [*WGMMA16_TB_PRELUDES.values(), *WGMMA16_PRELUDES.values()]:
         body = body.replace(pre, "")
     body = body.replace(CLUSTER_PRELUDE, "").replace(MCAST_PRELUDE, "").replace(TMA_PRELUDE, "").replace(WGMMA_N32, "").replace(NAMED_BAR_PRELUDE, "")
+    body = body.replace(BULK_PRELUDE, "")
     body = body.replace("reinterpret_cast<const float4*>(", "emu_vec<const float4>(").replace("reinterpret_cast<float4*>(", "emu_vec<float4>(")
     # dynamic shared memory becomes one static buffer (blocks run one at a time)
     return re.sub(r"extern __shared__ (?:__align__\(\d+\) )?(\w+(?: \w+)*?) (\w+)\[\];",

@@ -272,3 +272,26 @@ def test_batch_statistics_from_the_conv_epilogue_verify(tmp_egg, evaluator, case
     as the hardware computes them."""
     from tests.test_expert_conv_stats import _path
     _epilogue_family_verifies(evaluator, _path(tmp_egg, *case), "conv_stats")
+
+
+@pytest.mark.parametrize("module,expr,shape", [
+    ("nn.Identity()", "torch.softmax(x, dim=1)", "64, 393216"),  # KernelBench 23's rows, 64 of them
+    ("nn.InstanceNorm2d(4)", "self.norm(x)", "16, 4, 512, 512"),  # KernelBench 34's rows (1 MB), a Welford triple
+    ("nn.Identity()", "x / torch.sum(torch.abs(x), dim=1, keepdim=True)", "300, 100004"),  # a plain sum, a short last slice
+])
+def test_cluster_rows_on_a_ring_verify(tmp_egg, evaluator, module, expr, shape):
+    """Rows cached across a cluster, their slices copied by bulk copies in chunks refilled with the next row's (online
+    and plain passes), beside the cluster staged by the threads: verified under the float64 rule."""
+    from tests.test_expert_norms import TEMPLATE
+    p = tmp_egg / "rows.py"
+    p.write_text(TEMPLATE.format(module=module, expr=expr, shape=shape))
+    agent = ExpertAgent()
+    _, _, plan = agent._plan(str(p))
+    from agents.expert.agent import row_cluster
+    from hardware_profiles.profile import detect
+    C = row_cluster(plan, detect())
+    assert C
+    w = {"mapping": "block", "block": 1024, "cache": "cluster", "cluster": C, "waves": 1}
+    variants = [{**w, "ring": True}, {**w, "ring": True, "online": False, "welford": False}, {**w, "ring": True, "waves": 2}, w]
+    evs = evaluator.evaluate(str(p), _candidates(p, variants), None)
+    assert [e.verdict.value for e in evs] == ["correct"] * len(variants), [(e.candidate_id, e.reason) for e in evs]

@@ -813,6 +813,10 @@ class ExpertAgent:
                     out.append({**base, "cache": "none", "vec": 1 if base.get("vec", 1) == 4 else 4})
                 if (C := row_cluster(plan, req.profile)) and base.get("cache") != "cluster":  # the row across a cluster
                     out.insert(0, {**base, "mapping": "block", "block": 1024, "cache": "cluster", "cluster": C, "waves": 1})
+                    if rowwise.ring_ok(plan):  # first on the ring of bulk copies (the next row's loads under this one's stores)
+                        out.insert(0, {**out[0], "ring": True})
+                elif base.get("cache") == "cluster" and rowwise.ring_ok(plan):  # the slices by the ring of copies, or not
+                    out.insert(0, {**base, "ring": not base.get("ring", False)})
         else:
             path = gemm_path(plan, base)
             tk = "gemm_tf32" if path == "tf32x3" else "gemm_tc"
@@ -1198,7 +1202,7 @@ class ExpertAgent:
             k = rowwise.RowKnobs(mapping=params["mapping"], block=params["block"], cache=params["cache"],
                                  waves=params["waves"], welford=params.get("welford", True),
                                  online=params.get("online", True), cluster=params.get("cluster", 0),
-                                 vec=params.get("vec", 1))
+                                 vec=params.get("vec", 1), ring=params.get("ring", False))
             if k.cache == "cluster" and not clusters(profile):
                 raise Unsupported(f"thread-block clusters on {profile.name}")
             if k.cache != "none" and not row_cacheable(plan):
@@ -1220,6 +1224,9 @@ class ExpertAgent:
             if k.cache == "cluster":
                 desc = (f"row program, a cluster of {k.cluster} blocks of {k.block} per row, each holding a slice of the "
                         f"row in shared memory (read once), partial results exchanged through distributed shared memory")
+                if k.ring:
+                    desc += (", the slice copied in chunks by bulk asynchronous copies, each chunk refilled with the next "
+                             "row's as the output pass finishes with it")
         else:
             path = gemm_path(plan, params)
             k = gemm.GemmKnobs.of(params)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from agents.expert.codegen import CLUSTER_PRELUDE, CTYPE, PRELUDE, Emitter
 from agents.expert.opgraph import (Node, OpGraph, Unsupported, block_holds_segmented, check_elementwise_after, dim_runs,
                                    segmented_row, unview)
+from agents.expert.templates.gemm_tf32 import TMA_PRELUDE
 
 
 @dataclass
@@ -43,6 +44,9 @@ class RowKnobs:
     welford: bool = True  # a mean and the centred sum of squares after it in one pass (Welford/Chan)
     online: bool = True  # a max and the sum of exp(v - max) after it in one pass (online softmax)
     vec: int = 1  # 4: the main input read 16 bytes a thread (a contiguous fp32 row, no cache)
+    ring: bool = False  # cluster only: the slice copied by bulk asynchronous copies in chunks of 4 x block floats, the
+    # first pass waiting chunk by chunk and the output pass refilling each chunk with the next row's as it finishes
+    # with it (loads of the next row under this row's stores: a block an SM otherwise leaves memory idle between them)
 
 
 THREAD_REGS = 64  # the longest row a thread keeps in registers (a strided row: a norm over channels)
@@ -259,8 +263,23 @@ def _slice(p: RowPlan, C: int) -> int:
     return -(-per // 4) * 4  # a block's share of the row, whole 16-byte chunks
 
 
-def _cluster_floats(p: RowPlan, C: int) -> int:
-    return _slice(p, C) + (4 if _peeled(p) else 0) + 5 * 32 + 3 * C * max(1, len(p.reductions))
+def _cluster_floats(p: RowPlan, C: int, block: int = 0) -> int:
+    """The cluster row's shared memory in floats; `block` (a ring's): with its chunks' barriers (two floats each)."""
+    ring = 2 * _chunks(p, C, block) if block else 0
+    return _slice(p, C) + (4 if _peeled(p) else 0) + 5 * 32 + 3 * C * max(1, len(p.reductions)) + ring
+
+
+def _chunks(p: RowPlan, C: int, block: int) -> int:
+    """A ring's chunks a slice: 4 floats a thread each (one 16-byte read a thread a chunk)."""
+    return -(-_slice(p, C) // (4 * block))
+
+
+# a contiguous run of global memory into shared memory by the copy engine, its bytes completing barrier b's
+# transaction (with TMA_PRELUDE's barriers; tests/cpu_emulator.py gives a C++ version)
+BULK_PRELUDE = r"""__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* b) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+                 :: "r"(smem_u32(dst)), "l"(src), "r"(bytes), "r"(smem_u32(b)) : "memory"); }
+"""
 
 
 def cluster_reason(p: RowPlan) -> str | None:
@@ -277,6 +296,14 @@ def _cluster_check(p: RowPlan, k: RowKnobs) -> None:
         raise Unsupported("a row cached across a cluster needs a block per row over a contiguous row of one input")
     if why := cluster_reason(p):
         raise Unsupported(why)
+    if k.ring and not ring_ok(p):
+        raise Unsupported("a ring of bulk copies needs fp32 rows of whole 16-byte pieces and a full-size output")
+
+
+def ring_ok(p: RowPlan) -> bool:
+    """Whether a cluster's slices can come by a ring of bulk copies: fp32 rows of whole 16-byte pieces (so every
+    chunk is), and an output pass over the row (where each chunk is handed to the next row's copy)."""
+    return _float4_row(p) and p.full_output
 
 
 def _cluster_merge(kind: str, ri: int, C: int, vals: list[str], op: str = "") -> list[str]:
@@ -333,10 +360,27 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
             return f"to_f({t.name}[{idx}])"
         return load
 
-    def row_loop(body_lines: list[str], tail: tuple[str, ...] = (), scalar: list[str] | None = None) -> list[str]:
+    ring_waited: list[bool] = []  # a ring's first pass over the row emitted (it waits for the copies)
+
+    def row_loop(body_lines: list[str], tail: tuple[str, ...] = (), scalar: list[str] | None = None,
+                 refill: bool = False) -> list[str]:
         """The loop over a row's elements; unrolled over register slots when the row lives in registers.
         `scalar`: the body for a peeled row's odd elements (default: `body_lines` reading the main input
-        element by element)."""
+        element by element). `refill`: the row's last pass over a ring (its chunks go to the next row's copies)."""
+        if cache == "cluster" and k.ring:  # a chunk at a time: one 16-byte read a thread, the row's first pass waiting
+            # for each chunk's copy, the output pass handing each chunk back for the next row's copy
+            wait = ["            mbar_wait(cbar + ch, ph);"] if not ring_waited else []
+            ring_waited.append(True)
+            hand = (["            __syncthreads();  // every thread done with this chunk: the next row's copy may land there",
+                     f"            if (threadIdx.x == 0 && row + {rstep} < {rows}LL) fill(ch, row + {rstep});"] if refill else [])
+            return (["        for (int ch = 0; ch < nch; ++ch) {"] + wait +
+                    [f"            const long long r4 = r0 + (long long)ch * {4 * k.block} + 4LL * threadIdx.x;",
+                     "            if (r4 < r1) {",
+                     "            const float4 sv4 = *reinterpret_cast<const float4*>(srow + (r4 - r0));",
+                     "            const float sv[4] = {sv4.x, sv4.y, sv4.z, sv4.w};",
+                     "            #pragma unroll",
+                     "            for (int u = 0; u < 4; ++u) {",
+                     "            const long long r = r4 + u;"] + body_lines + ["            }", *tail, "            }"] + hand + ["        }"])
         if cache == "cluster" and c4:  # this block's slice of the row, 16 bytes of shared memory a read
             return (["        for (long long r4 = r0 + 4LL * threadIdx.x; r4 < r1; r4 += 4LL * blockDim.x) {",
                      "            const float4 sv4 = *reinterpret_cast<const float4*>(srow + (r4 - r0));",
@@ -480,7 +524,7 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                f"            out[i] = {v.replace('mv[u]', f'to_f({p.main.name}[i])')};"]
         parts.append("\n".join(["        float4 ov4;"] + row_loop(
             [f"            long long i = {idx};", ob, f"            (&ov4.x)[u] = {v};"],
-            (f"            *reinterpret_cast<float4*>(out + o * {p.R}LL + r4) = ov4;",), one)))
+            (f"            *reinterpret_cast<float4*>(out + o * {p.R}LL + r4) = ov4;",), one, refill=True)))
     elif p.full_output:
         em = Emitter(loader(False), special, prefix="o_")
         v = em.value(out, "i")
@@ -530,15 +574,31 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                   f"    (void)sred2; (void)swc; (void)swm; (void)swq;\n"
                   f"    const unsigned rank = cluster_rank();\n"
                   f"    const long long r0 = (long long)rank * {Rc}, r1 = min({p.R}LL, r0 + {Rc});\n")
-        stage = _stage(p, Rc, peel)
-        return f"""{PRELUDE}{CLUSTER_PRELUDE}
+        if k.ring:  # the chunks' barriers after the exchange slots; the first row's copies before the loop
+            CH, x = 4 * k.block, p.main.name
+            shared += (f"    unsigned long long* cbar = reinterpret_cast<unsigned long long*>(cx + {3 * C * max(1, len(p.reductions))});\n"
+                       f"    const int nch = r1 > r0 ? (int)((r1 - r0 + {CH - 1}) / {CH}) : 0;\n"
+                       f"    const auto fill = [&](int ch, long long rw) {{  // chunk ch of row rw's slice, by the copy engine\n"
+                       f"        const long long a = r0 + (long long)ch * {CH};\n"
+                       f"        const unsigned n = (unsigned)(min(r1 - a, {CH}LL) * 4);\n"
+                       f"        mbar_expect(cbar + ch, n);\n"
+                       f"        bulk_load(srow + (a - r0), {x} + rw * {p.R}LL + a, n, cbar + ch);\n"
+                       f"    }};\n"
+                       f"    if (threadIdx.x == 0) {{ for (int ch = 0; ch < {_chunks(p, C, k.block)}; ++ch) mbar_init(cbar + ch, 1); mbar_init_fence(); }}\n"
+                       f"    __syncthreads();\n"
+                       f"    if (threadIdx.x == 0 && {row0} < {rows}LL) for (int ch = 0; ch < nch; ++ch) fill(ch, {row0});\n"
+                       f"    unsigned ph = 0;  // the parity of this row's copies on every chunk's barrier\n")
+            assert ring_waited, "a ring's rows are read in some pass"
+        stage = "" if k.ring else _stage(p, Rc, peel)
+        flip = "\n        ph ^= 1u;" if k.ring else ""
+        return f"""{PRELUDE}{CLUSTER_PRELUDE}{TMA_PRELUDE + BULK_PRELUDE if k.ring else ""}
 extern "C" __global__ void __cluster_dims__({C}, 1, 1) __launch_bounds__({k.block}) egg_rows({args}) {{
 {shared}    for (long long row = {row0}; row < {rows}LL; row += {rstep}) {{
         const long long o = row / {p.inner}LL, j = row % {p.inner}LL;
         (void)j;
 {stage}
 {body}
-        cluster_sync();  // the exchange slots are free again for the next row
+        cluster_sync();  // the exchange slots are free again for the next row{flip}
     }}
 }}
 """
@@ -629,7 +689,7 @@ def grid(p: RowPlan, k: RowKnobs, sms: int, max_threads_per_sm: int) -> int:
 
 def shared_bytes(p: RowPlan, k: RowKnobs) -> int:
     if k.cache == "cluster":
-        return _cluster_floats(p, k.cluster) * 4
+        return _cluster_floats(p, k.cluster, k.block if k.ring else 0) * 4
     if k.cache != "smem" or p.main is None or k.mapping not in ("block", "thread"):
         return 0
     return p.R * 4 * (k.block if k.mapping == "thread" else 1)  # a thread per row: every thread's row
