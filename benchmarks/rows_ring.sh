@@ -1,8 +1,8 @@
 #!/bin/bash
 # issue 18, seventeenth session: rows cached across a cluster with their slices copied by a ring of bulk copies (the
 # next row's loads under this row's stores) beside the first design, at KernelBench's sizes (23 softmax, 24
-# log-softmax, 34 instance norm, 39 L2 norm: clusters of more, smaller blocks); the GPU test of the ring; Nsight
-# Compute profiles of the pool and dim-reduction first designs (44, 47).
+# log-softmax, 34 instance norm, 39 L2 norm: clusters of more, smaller blocks); the GPU test of the ring; 1-d pools'
+# outputs staged (41, 44); a Nsight Compute profile of the dim reduction's first design (47).
 # Carry [".whl", ".kb"]. Rows under $OUT.
 . benchmarks/probe_lib.sh
 CL='"mapping": "block", "block": 1024, "cache": "cluster", "cluster": 8, "waves": 1'
@@ -16,8 +16,9 @@ probe r.txt .kb/level1/39_L2Norm_.py 60 --first --reps 10 --vary '{}' --vary '{"
   --vary '{"cluster": 4, "block": 512, "waves": 3}'
 cut -c1-600 "$OUT/r.txt"
 gpu_tests tests/test_gpu_conv.py gr.log 140 -k cluster_rows_on_a_ring
-# where the slowest memory-bound first designs lose time (Nsight Compute): a 1-d pool's 4 outputs a thread, a dim
-# reduction's thread per strided row
-probe n.txt .kb/level1/44_Average_Pooling_1D.py 60 --first --ncu --reps 10
-probe n.txt .kb/level1/47_Sum_reduction_over_a_dimension.py 60 --first --ncu --reps 10
+# the 1-d pools' first design with its outputs stored by consecutive threads through shared memory; where a dim
+# reduction's thread per strided row loses time (Nsight Compute)
+probe n.txt .kb/level1/44_Average_Pooling_1D.py 50 --first --reps 10 --vary '{}' --vary '{"ostage": true}'
+probe n.txt .kb/level1/41_Max_Pooling_1D.py 50 --first --reps 10 --vary '{}' --vary '{"ostage": true}'
+probe n.txt .kb/level1/47_Sum_reduction_over_a_dimension.py 50 --first --ncu --reps 10
 cut -c1-1500 "$OUT/n.txt"

@@ -76,13 +76,18 @@ def test_pool_matches_torch_on_the_cpu(tmp_egg, name, module, expr, shape):
         got = cpu_emulator.run(k.cuda_source, "egg_pool", pool.grid(plan, kn, 4, 2048), kn.block, tuple(want.shape), [x],
                                tmp_egg / f"emu_{k.params['block']}_{k.params['waves']}_{kn.vec}")
         assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (k.params, (got - want).abs().max())
-    for v in (1, 3):  # a thread an output; three (rows of outputs not a multiple of it: the last thread's tail)
+    # a thread an output; three (rows of outputs not a multiple of it: the last thread's tail); three and four with
+    # the block's outputs stored from shared memory (a block's run across rows and partial last threads)
+    for v, ostage in ((1, False), (3, False), (3, True), (4, True)):
         if pool.window_span(plan, v) > pool.MAX_WINDOW_REGS:
             continue
-        kn = pool.PoolKnobs(block=64, waves=1, vec=v)
-        got = cpu_emulator.run(pool.render(g, plan, kn), "egg_pool", pool.grid(plan, kn, 4, 2048), kn.block,
-                               tuple(want.shape), [x], tmp_egg / f"emu_v{v}")
-        assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (v, (got - want).abs().max())
+        kn = pool.PoolKnobs(block=64, waves=1, vec=v, ostage=ostage)
+        src = pool.render(g, plan, kn)
+        assert ("sout[" in src) == ostage
+        grid = pool.grid(plan, kn, 1, 64) if ostage else pool.grid(plan, kn, 4, 2048)  # staged: one block, looping
+        got = cpu_emulator.run(src, "egg_pool", grid, kn.block,
+                               tuple(want.shape), [x], tmp_egg / f"emu_v{v}_{ostage}")
+        assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (v, ostage, (got - want).abs().max())
 
 
 @pytest.mark.parametrize("name,want,wide", [

@@ -691,6 +691,8 @@ class ExpertAgent:
             elif st == "memory_optimization":  # outputs a thread along the last pooled dim, windows in registers
                 out = [{**base, "vec": v} for v in kn.get("pool_vec", [1, 2, 4, 8]) if v != base.get("vec", 1)
                        and pool.window_span(plan, v) <= pool.MAX_WINDOW_REGS and plan.out[-1] >= v]
+                if base.get("vec", 1) > 1:  # its outputs stored by consecutive threads through shared memory (or not)
+                    out.insert(0, {**base, "ostage": not base.get("ostage", False)})
         elif fam == "direct_conv":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in kn.get("pool_block", [128, 512, 1024])]
@@ -1168,14 +1170,17 @@ class ExpertAgent:
                         "input and weight staged channels last; " + desc)
             return src, steps, desc
         elif fam == "pool":
-            k = pool.PoolKnobs(block=params["block"], waves=params["waves"], vec=params.get("vec", 1))
+            k = pool.PoolKnobs(block=params["block"], waves=params["waves"], vec=params.get("vec", 1), ostage=params.get("ostage", False))
+            if k.ostage and k.vec == 1:
+                raise Unsupported("outputs staged in shared memory need several outputs a thread")
             src = pool.render(g, plan, k)
             launch = host.Launch("egg_pool", (pool.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), 0,
                                  align16=pool.loads16(g, plan, k.vec))
             desc = (f"{plan.pool.attrs['kind']} pool, " + (f"{k.vec} outputs a thread (their windows' inputs loaded once"
                                                           + (", 16 bytes at a time)" if pool.loads16(g, plan, k.vec) else ")")
                                                           if k.vec > 1 else "a thread per output")
-                    + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop"))
+                    + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop")
+                    + (", the block's outputs stored from shared memory by consecutive threads" if k.ostage else ""))
         elif fam == "recurrent":
             k = recurrent.RnnKnobs(block=params["block"], waves=params.get("waves", 1), cluster=params.get("cluster", 0))
             if k.cluster:

@@ -31,6 +31,8 @@ class PoolKnobs:
     block: int = 256
     waves: int = 8  # grid = min(needed, SMs x blocks per SM x waves); 0: a thread per output, no loop
     vec: int = 1  # consecutive outputs a thread along the last pooled dim (their windows' inputs in registers)
+    ostage: bool = False  # vec > 1: the block's outputs gathered in shared memory and stored by consecutive threads
+    # (a thread's own `vec` outputs, stored by it, leave each warp store 16 bytes apart a lane: 4x the store requests)
 
 
 MAX_WINDOW_REGS = 48  # the longest run of inputs a thread holds for its outputs' windows
@@ -223,6 +225,27 @@ def _render_vec(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
         store += [f"{ind}    {padded}", f"{ind}    const long long fw = ew - sw;", f"{ind}    {clipped}",
                   f"{ind}    const long long cw = ew > sw ? ew - sw : 0;",
                   f"{ind}    const float s_val = s_acc[jj] / (float)({'p_full * fw' if a['count_include_pad'] else 'p_clip * cw'});"]
+    if k.ostage:  # into the block's run of outputs (consecutive threads' outputs are consecutive in the output)
+        store += [post.take(ind + "    "), f"{ind}    sout[o_lin - ob] = {v_out};", f"{ind}}}"]
+        body = "\n".join(lines + loops + [inner] + closes[::-1] + store)
+        return f"""{PRELUDE}
+extern "C" __global__ void __launch_bounds__({k.block}) egg_pool({args}) {{
+    __shared__ float sout[{V * k.block}];
+    for (long long t0 = (long long)blockIdx.x * blockDim.x; t0 < {n_thr}LL; t0 += (long long)gridDim.x * blockDim.x) {{
+        // the block's outputs: from its first thread's first to its last live thread's last, one contiguous run
+        const long long tl = min(t0 + (long long)blockDim.x, {n_thr}LL) - 1;
+        const long long ob = (t0 / {CW}LL) * {OW}LL + (t0 % {CW}LL) * {V}LL;
+        const long long cnt = (tl / {CW}LL) * {OW}LL + min((tl % {CW}LL) * {V}LL + {V}LL, {OW}LL) - ob;
+        const long long t = t0 + threadIdx.x;
+        if (t < {n_thr}LL) {{
+{body}
+        }}
+        __syncthreads();
+        for (long long q = threadIdx.x; q < cnt; q += blockDim.x) out[ob + q] = from_f<{CTYPE[out.dtype]}>(sout[q]);
+        __syncthreads();  // sout free for the next step
+    }}
+}}
+"""
     store += [post.take(ind + "    "), f"{ind}    out[o_lin] = from_f<{CTYPE[out.dtype]}>({v_out});", f"{ind}}}"]
     body = "\n".join(lines + loops + [inner] + closes[::-1] + store)
     head = per_output_head(n_thr, k.waves, "t")
