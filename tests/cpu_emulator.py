@@ -348,6 +348,8 @@ inline void emu_tma_into(unsigned char* smem, long long off, const EggTmap* m, c
 // a bulk copy (rowwise.BULK_PRELUDE): its bytes complete barrier b's transaction; at once, or (EMU_LATE_COPIES) at the
 // first wait on b
 inline void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* b) {
+    if ((reinterpret_cast<unsigned long long>(dst) | reinterpret_cast<unsigned long long>(src) | bytes) & 15ULL) {
+        fprintf(stderr, "a bulk copy off 16-byte boundaries or of a size not a multiple of 16\n"); abort(); }
     std::lock_guard<std::mutex> l(emu_bar_mu);
     emu_bulk_pending[b].push_back({dst, src, bytes});
 #ifndef EMU_LATE_COPIES

@@ -170,23 +170,28 @@ def test_rows_cached_across_a_cluster_match_a_float64_truth(tmp_egg, module, exp
 
 
 @pytest.mark.parametrize("timing", ["", "late_copies"])
-@pytest.mark.parametrize("module,expr,online", [
-    ("nn.Identity()", "torch.softmax(x, dim=1)", False),  # max, then the sum of exps: plain passes
-    ("nn.Identity()", "torch.log_softmax(x, dim=1)", True),  # the online pair: one pass, then the output
-    ("nn.LayerNorm(600)", "self.norm(x)", True),  # a Welford triple and the norm's weight and bias
-    ("nn.Identity()", "x / torch.sum(torch.abs(x), dim=1, keepdim=True)", True),  # a plain sum (L1 norm)
+@pytest.mark.parametrize("module,expr,online,shape", [
+    ("nn.Identity()", "torch.softmax(x, dim=1)", False, "5, 600"),  # max, then the sum of exps: plain passes
+    ("nn.Identity()", "torch.log_softmax(x, dim=1)", True, "5, 600"),  # the online pair: one pass, then the output
+    ("nn.LayerNorm(600)", "self.norm(x)", True, "5, 600"),  # a Welford triple and the norm's weight and bias
+    ("nn.Identity()", "x / torch.sum(torch.abs(x), dim=1, keepdim=True)", True, "5, 600"),  # a plain sum (L1 norm)
+    # rows off 16-byte boundaries (KernelBench 38/39's 65535): each slice copied from the boundary before it, its
+    # neighbours' elements skipped; the tensor's last 2 floats past a boundary, loaded one by one
+    ("nn.Identity()", "torch.softmax(x, dim=1)", True, "5, 602"),
+    ("nn.Identity()", "x / torch.sum(torch.abs(x), dim=1, keepdim=True)", True, "5, 602"),
 ])
-def test_cluster_rows_on_a_ring_of_bulk_copies_match_a_float64_truth(tmp_egg, module, expr, online, timing):
+def test_cluster_rows_on_a_ring_of_bulk_copies_match_a_float64_truth(tmp_egg, module, expr, online, shape, timing):
     """The cluster's slices copied by bulk copies in chunks (three a slice here, the last short), a cluster taking
     several rows, so each output pass hands its chunks to the next row's copies. `late_copies` lands a copy only when
     its barrier is waited on: a pass reading a chunk before its wait would read the row before's."""
     if not cpu_emulator.available():
         pytest.skip("no g++")
-    g, plan, x, params, truth, eager_err = _rows_case(tmp_egg, "ring", module, expr, "5, 600", 8,
+    g, plan, x, params, truth, eager_err = _rows_case(tmp_egg, "ring", module, expr, shape, 8,
                                                       lambda dims: torch.randn(*dims) * 2.0 + 1.0)
     k = rowwise.RowKnobs(mapping="block", block=32, cache="cluster", cluster=2, waves=1, ring=True, online=online, welford=online)
     src = rowwise.render(g, plan, k)
     assert src.count("mbar_wait(cbar + ch, ph)") == 1 and "fill(ch, row + (gridDim.x / 2))" in src
+    assert ("continue;  // a neighbour's element" in src) == (plan.R % 4 != 0)
     assert rowwise.shared_bytes(plan, k) == rowwise.shared_bytes(plan, rowwise.RowKnobs(cache="cluster", cluster=2)) + 3 * 8
     grid = rowwise.grid(plan, k, 4, 256)
     assert grid == 4  # two clusters for five rows
@@ -195,9 +200,6 @@ def test_cluster_rows_on_a_ring_of_bulk_copies_match_a_float64_truth(tmp_egg, mo
                                    tmp_egg / f"emu_{timing}", timing=timing).reshape(truth.shape)
     err = _rel_err(got, truth)
     assert err < 8 * max(eager_err, 2 ** -24), (err, eager_err)
-    with pytest.raises(Exception, match="16-byte pieces"):  # rows off 16-byte boundaries stage as before
-        g2, plan2, *_ = _rows_case(tmp_egg, "ring2", "nn.Identity()", "torch.softmax(x, dim=1)", "3, 602", 8, torch.randn)
-        rowwise.render(g2, plan2, k)
 
 
 def test_long_rows_default_to_a_cluster(tmp_egg):

@@ -278,6 +278,8 @@ def test_batch_statistics_from_the_conv_epilogue_verify(tmp_egg, evaluator, case
     ("nn.Identity()", "torch.softmax(x, dim=1)", "64, 393216"),  # KernelBench 23's rows, 64 of them
     ("nn.InstanceNorm2d(4)", "self.norm(x)", "16, 4, 512, 512"),  # KernelBench 34's rows (1 MB), a Welford triple
     ("nn.Identity()", "x / torch.sum(torch.abs(x), dim=1, keepdim=True)", "300, 100004"),  # a plain sum, a short last slice
+    ("nn.Identity()", "x / torch.norm(x, p=2, dim=1, keepdim=True)", "257, 65535"),  # KernelBench 39's rows, off 16-byte
+    # boundaries (each slice copied from the boundary before it); the tensor's end 3 floats past one
 ])
 def test_cluster_rows_on_a_ring_verify(tmp_egg, evaluator, module, expr, shape):
     """Rows cached across a cluster, their slices copied by bulk copies in chunks refilled with the next row's (online

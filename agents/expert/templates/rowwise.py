@@ -270,8 +270,9 @@ def _cluster_floats(p: RowPlan, C: int, block: int = 0) -> int:
 
 
 def _chunks(p: RowPlan, C: int, block: int) -> int:
-    """A ring's chunks a slice: 4 floats a thread each (one 16-byte read a thread a chunk)."""
-    return -(-_slice(p, C) // (4 * block))
+    """A ring's chunks a slice: 4 floats a thread each (one 16-byte read a thread a chunk); a peeled row's slice
+    copied from the 16-byte boundary before it takes up to 4 floats more."""
+    return -(-(_slice(p, C) + (4 if _peeled(p) else 0)) // (4 * block))
 
 
 # a contiguous run of global memory into shared memory by the copy engine, its bytes completing barrier b's
@@ -297,13 +298,13 @@ def _cluster_check(p: RowPlan, k: RowKnobs) -> None:
     if why := cluster_reason(p):
         raise Unsupported(why)
     if k.ring and not ring_ok(p):
-        raise Unsupported("a ring of bulk copies needs fp32 rows of whole 16-byte pieces and a full-size output")
+        raise Unsupported("a ring of bulk copies needs fp32 rows and a full-size output")
 
 
 def ring_ok(p: RowPlan) -> bool:
-    """Whether a cluster's slices can come by a ring of bulk copies: fp32 rows of whole 16-byte pieces (so every
-    chunk is), and an output pass over the row (where each chunk is handed to the next row's copy)."""
-    return _float4_row(p) and p.full_output
+    """Whether a cluster's slices can come by a ring of bulk copies: fp32 rows (a slice copied from the 16-byte
+    boundary at or before its start), and an output pass over the row (where each chunk goes to the next row's copy)."""
+    return (_float4_row(p) or _peeled(p)) and p.full_output
 
 
 def _cluster_merge(kind: str, ri: int, C: int, vals: list[str], op: str = "") -> list[str]:
@@ -350,7 +351,7 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     def loader(first_pass):
         def load(t, idx):
             if cache == "cluster" and t is p.main and idx == "i":  # staged before the first pass
-                return "sv[u]" if c4 else ("srow[r - r0 + sh]" if peel else "srow[r - r0]")
+                return "sv[u]" if c4 or k.ring else ("srow[r - r0 + sh]" if peel else "srow[r - r0]")
             if vec4 and t is p.main and idx == "i":
                 return "mv[u]"  # this 16-byte piece's element
             if cache != "none" and t is p.main and idx == "i":
@@ -361,6 +362,7 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
         return load
 
     ring_waited: list[bool] = []  # a ring's first pass over the row emitted (it waits for the copies)
+    nch_ring = _chunks(p, C, k.block) if k.ring else 0
 
     def row_loop(body_lines: list[str], tail: tuple[str, ...] = (), scalar: list[str] | None = None,
                  refill: bool = False) -> list[str]:
@@ -368,19 +370,23 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
         `scalar`: the body for a peeled row's odd elements (default: `body_lines` reading the main input
         element by element). `refill`: the row's last pass over a ring (its chunks go to the next row's copies)."""
         if cache == "cluster" and k.ring:  # a chunk at a time: one 16-byte read a thread, the row's first pass waiting
-            # for each chunk's copy, the output pass handing each chunk back for the next row's copy
+            # for each chunk's copy, the output pass handing each chunk back for the next row's copy. Chunks are
+            # places in shared memory: srow[q] holds element r0 - sh + q (sh: the slice's start past a 16-byte
+            # boundary, 0 for rows of whole pieces), so a row's chunk and the next row's lie in the same place
             wait = ["            mbar_wait(cbar + ch, ph);"] if not ring_waited else []
             ring_waited.append(True)
             hand = (["            __syncthreads();  // every thread done with this chunk: the next row's copy may land there",
                      f"            if (threadIdx.x == 0 && row + {rstep} < {rows}LL) fill(ch, row + {rstep});"] if refill else [])
-            return (["        for (int ch = 0; ch < nch; ++ch) {"] + wait +
-                    [f"            const long long r4 = r0 + (long long)ch * {4 * k.block} + 4LL * threadIdx.x;",
-                     "            if (r4 < r1) {",
-                     "            const float4 sv4 = *reinterpret_cast<const float4*>(srow + (r4 - r0));",
+            inside = ["            if (r < r0 || r >= r1) continue;  // a neighbour's element in the 16-byte piece"] if peel else []
+            return ([f"        for (int ch = 0; ch < {nch_ring}; ++ch) {{"] + wait +
+                    [f"            const long long q4 = (long long)ch * {4 * k.block} + 4LL * threadIdx.x, r4 = r0 - sh + q4;",
+                     "            if (r4 + 3 >= r0 && r4 < r1) {",
+                     "            const float4 sv4 = *reinterpret_cast<const float4*>(srow + q4);",
                      "            const float sv[4] = {sv4.x, sv4.y, sv4.z, sv4.w};",
                      "            #pragma unroll",
                      "            for (int u = 0; u < 4; ++u) {",
-                     "            const long long r = r4 + u;"] + body_lines + ["            }", *tail, "            }"] + hand + ["        }"])
+                     "            const long long r = r4 + u;"] + inside + body_lines + ["            }", *tail, "            }"] + hand
+                    + ["        }"])
         if cache == "cluster" and c4:  # this block's slice of the row, 16 bytes of shared memory a read
             return (["        for (long long r4 = r0 + 4LL * threadIdx.x; r4 < r1; r4 += 4LL * blockDim.x) {",
                      "            const float4 sv4 = *reinterpret_cast<const float4*>(srow + (r4 - r0));",
@@ -516,15 +522,19 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                     code += _cluster_merge("plain", ri, C, [acc], red.op)
         done[red.name] = ai if arg else acc
         parts.append("\n".join(code))
-    if p.full_output and (c4 or vec4) and out.dtype == "float32" and p.inner == 1:  # four results, one 16-byte store
+    if p.full_output and (c4 or vec4 or k.ring) and out.dtype == "float32" and p.inner == 1:  # four results, one 16-byte store
         em = Emitter(loader(False), special, prefix="o_")
         v = em.value(out, "i")
         ob = em.take("            ")
         one = [f"            long long i = {idx};", ob.replace("mv[u]", f"to_f({p.main.name}[i])"),
                f"            out[i] = {v.replace('mv[u]', f'to_f({p.main.name}[i])')};"]
+        store = f"*reinterpret_cast<float4*>(out + o * {p.R}LL + r4) = ov4;"
+        if k.ring and peel:  # a piece with a neighbour's elements: this slice's own, one by one
+            store = (f"if (r4 >= r0 && r4 + 3 < r1) {store} else for (int u = 0; u < 4; ++u) "
+                     f"if (r4 + u >= r0 && r4 + u < r1) out[o * {p.R}LL + r4 + u] = (&ov4.x)[u];")
         parts.append("\n".join(["        float4 ov4;"] + row_loop(
             [f"            long long i = {idx};", ob, f"            (&ov4.x)[u] = {v};"],
-            (f"            *reinterpret_cast<float4*>(out + o * {p.R}LL + r4) = ov4;",), one, refill=True)))
+            (f"            {store}",), one, refill=True)))
     elif p.full_output:
         em = Emitter(loader(False), special, prefix="o_")
         v = em.value(out, "i")
@@ -575,21 +585,25 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                   f"    const unsigned rank = cluster_rank();\n"
                   f"    const long long r0 = (long long)rank * {Rc}, r1 = min({p.R}LL, r0 + {Rc});\n")
         if k.ring:  # the chunks' barriers after the exchange slots; the first row's copies before the loop
-            CH, x = 4 * k.block, p.main.name
+            CH, x, total = 4 * k.block, p.main.name, p.outer * p.R
             shared += (f"    unsigned long long* cbar = reinterpret_cast<unsigned long long*>(cx + {3 * C * max(1, len(p.reductions))});\n"
-                       f"    const int nch = r1 > r0 ? (int)((r1 - r0 + {CH - 1}) / {CH}) : 0;\n"
                        f"    const auto fill = [&](int ch, long long rw) {{  // chunk ch of row rw's slice, by the copy engine\n"
-                       f"        const long long a = r0 + (long long)ch * {CH};\n"
-                       f"        const unsigned n = (unsigned)(min(r1 - a, {CH}LL) * 4);\n"
-                       f"        mbar_expect(cbar + ch, n);\n"
-                       f"        bulk_load(srow + (a - r0), {x} + rw * {p.R}LL + a, n, cbar + ch);\n"
+                       f"        const long long s0 = rw * {p.R}LL + r0, g0 = s0 & ~3LL;  // from the 16-byte boundary at or before it\n"
+                       f"        const long long a = (long long)ch * {CH}, span = r1 > r0 ? ((s0 - g0 + r1 - r0 + 3) & ~3LL) : 0;\n"
+                       f"        const long long n = max(0LL, min(span - a, {CH}LL)), left = {total}LL - (g0 + a);\n"
+                       f"        const long long nb = n <= left ? n : (left & ~3LL);  // no 16-byte piece past the tensor's end\n"
+                       f"        for (long long e = nb; e < n && e < left; ++e) srow[a + e] = {x}[g0 + a + e];  // before the arrival\n"
+                       f"        if (nb > 0) {{ mbar_expect(cbar + ch, (unsigned)(nb * 4));"
+                       f" bulk_load(srow + a, {x} + g0 + a, (unsigned)(nb * 4), cbar + ch); }}\n"
+                       f"        else mbar_arrive(cbar + ch);  // nothing to copy: the phase completes all the same\n"
                        f"    }};\n"
-                       f"    if (threadIdx.x == 0) {{ for (int ch = 0; ch < {_chunks(p, C, k.block)}; ++ch) mbar_init(cbar + ch, 1); mbar_init_fence(); }}\n"
+                       f"    if (threadIdx.x == 0) {{ for (int ch = 0; ch < {nch_ring}; ++ch) mbar_init(cbar + ch, 1); mbar_init_fence(); }}\n"
                        f"    __syncthreads();\n"
-                       f"    if (threadIdx.x == 0 && {row0} < {rows}LL) for (int ch = 0; ch < nch; ++ch) fill(ch, {row0});\n"
+                       f"    if (threadIdx.x == 0 && {row0} < {rows}LL) for (int ch = 0; ch < {nch_ring}; ++ch) fill(ch, {row0});\n"
                        f"    unsigned ph = 0;  // the parity of this row's copies on every chunk's barrier\n")
             assert ring_waited, "a ring's rows are read in some pass"
-        stage = "" if k.ring else _stage(p, Rc, peel)
+        stage = ("        const long long sh = (o * %dLL + r0) & 3;  // the slice's start past a 16-byte boundary" % p.R
+                 if k.ring else _stage(p, Rc, peel))
         flip = "\n        ph ^= 1u;" if k.ring else ""
         return f"""{PRELUDE}{CLUSTER_PRELUDE}{TMA_PRELUDE + BULK_PRELUDE if k.ring else ""}
 extern "C" __global__ void __cluster_dims__({C}, 1, 1) __launch_bounds__({k.block}) egg_rows({args}) {{
