@@ -916,7 +916,11 @@ class ExpertAgent:
         if fam == "pool":
             # up to 4 outputs a thread along the last dim, their windows' inputs loaded once (a thread an output did the
             # window's loads and 64-bit index arithmetic per output: level 1 task 44 at 39% of the floor, 0.56x compile)
-            return {"family": "pool", "block": 256, "waves": 8, "vec": pool.default_vec(g, plan)}
+            # At 4 a thread, the block's outputs stored from shared memory by consecutive threads: a thread storing its
+            # own 4 leaves a warp's stores 16 bytes apart a lane (H100, 2026-12-07: task 44 2.64 -> 1.58 ms, 41 3.26 ->
+            # 2.75, 46 4.03 -> 3.67; 42 2.81 -> 2.87 and 43 at 2 a thread 1.80 -> 1.97, so not there)
+            v = pool.default_vec(g, plan)
+            return {"family": "pool", "block": 256, "waves": 8, "vec": v, **({"ostage": True} if v >= 4 else {})}
         if fam == "grid":  # 16-byte vectors where the rows allow (the pointwise family's evidence: its scalar
             # grid-stride loop ran at 69-78% of the copy floor, vectors at 91-99%; level 1 task 37's scalar passes here
             # read at 2.85 TB/s on the H200, 68% of the copy's)
