@@ -814,11 +814,9 @@ class ExpertAgent:
                 if plan.inner == 1:  # the other read width of the main input
                     out.append({**base, "cache": "none", "vec": 1 if base.get("vec", 1) == 4 else 4})
                 if (C := row_cluster(plan, req.profile)) and base.get("cache") != "cluster":  # the row across a cluster
+                    # (its slices by a ring of bulk copies, `ring`, verified but slower still on the H100, 2026-12-07:
+                    # task 23 10.4 ms plain and 14.7 online against the stream's 6.7; task 34 11.1-13.8 against 7.8)
                     out.insert(0, {**base, "mapping": "block", "block": 1024, "cache": "cluster", "cluster": C, "waves": 1})
-                    if rowwise.ring_ok(plan):  # first on the ring of bulk copies (the next row's loads under this one's stores)
-                        out.insert(0, {**out[0], "ring": True})
-                elif base.get("cache") == "cluster" and rowwise.ring_ok(plan):  # the slices by the ring of copies, or not
-                    out.insert(0, {**base, "ring": not base.get("ring", False)})
         else:
             path = gemm_path(plan, base)
             tk = "gemm_tf32" if path == "tf32x3" else "gemm_tc"

@@ -46,7 +46,8 @@ class RowKnobs:
     vec: int = 1  # 4: the main input read 16 bytes a thread (a contiguous fp32 row, no cache)
     ring: bool = False  # cluster only: the slice copied by bulk asynchronous copies in chunks of 4 x block floats, the
     # first pass waiting chunk by chunk and the output pass refilling each chunk with the next row's as it finishes
-    # with it (loads of the next row under this row's stores: a block an SM otherwise leaves memory idle between them)
+    # with it (loads of the next row under this row's stores). Measured slower than streaming the row twice (the
+    # block an SM still runs its exp/divide passes with no memory traffic beside them): a knob, not offered
 
 
 THREAD_REGS = 64  # the longest row a thread keeps in registers (a strided row: a norm over channels)
