@@ -137,6 +137,16 @@ def test_a_batchnorm_channel_too_long_for_a_block_is_a_grid_reduction(tmp_egg, m
     for k in (gridreduce.GridKnobs(block=64, parts=15, out_waves=1), gridreduce.GridKnobs(block=32, parts=5, welford=False)):
         got, want = _emulate(g, plan, loaded, tmp_egg, k)
         assert torch.allclose(got, want, rtol=1e-4, atol=1e-4), (got - want).abs().max()
+    assert not gridreduce.vec_ok(g, plan)  # runs of 91: a vector would span two
+    # runs of 8 x 12 = 96 (KernelBench 33's are 512 x 512): 16-byte vectors in both reads and the output pass
+    p.write_text(BN_LONG.replace("3, 5, 7, 13", "3, 5, 8, 12"))
+    loaded = load_task(p)
+    g, fam, plan = ExpertAgent()._plan(str(p))
+    assert fam == "grid" and plan.seg == 96 and gridreduce.vec_ok(g, plan)
+    for k in (gridreduce.GridKnobs(block=32, parts=7, out_waves=1, vec=4), gridreduce.GridKnobs(block=64, parts=3, welford=False, vec=4)):
+        assert "float4" in gridreduce.render(g, plan, k)
+        got, want = _emulate(g, plan, loaded, tmp_egg, k)
+        assert torch.allclose(got, want, rtol=1e-4, atol=1e-4), (k, (got - want).abs().max())
 
 
 @pytest.mark.parametrize("expr,divisor,keep", [("torch.var(x, dim=1, unbiased=False)", 40.0, False),

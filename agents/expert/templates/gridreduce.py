@@ -59,10 +59,10 @@ def parts_per_row(p: RowPlan, k: GridKnobs) -> int:
 
 
 def vec_ok(g: OpGraph, p: RowPlan) -> bool:
-    """16-byte vectors in the passes: fp32 throughout, rows contiguous (not segmented) and a multiple of 4
-    long, so a part's slice (rounded to 4) and the output start on 16-byte boundaries (the host asserts its
-    inputs do)."""
-    return (not p.seg and p.R % 4 == 0 and g.output.dtype == "float32"
+    """16-byte vectors in the passes: fp32 throughout, rows a multiple of 4 long, so a part's slice (rounded to 4)
+    and the output start on 16-byte boundaries (the host asserts its inputs do); a segmented row (a BatchNorm's
+    channel) with runs a multiple of 4 long, so no vector spans two runs."""
+    return (p.R % 4 == 0 and (not p.seg or p.seg % 4 == 0) and g.output.dtype == "float32"
             and all(t.dtype == "float32" for t in g.inputs + g.params))
 
 
@@ -77,7 +77,7 @@ def _slice_loop(p: RowPlan, k: GridKnobs, loads: str, body: str, update: str) ->
     value; with vectors, a float4 of each tensor read at the element's own index (`loads`) feeds four elements."""
     if k.vec > 1:
         return f"""    for (long long r4 = lo + 4 * threadIdx.x; r4 < hi; r4 += 4 * blockDim.x) {{
-        const long long i4 = row * {p.R}LL + r4;
+        {_element(p, "r4", "i4")}
 {loads}
         #pragma unroll
         for (int e = 0; e < 4; ++e) {{
@@ -107,16 +107,16 @@ def _block_reduce(op: str, acc: str) -> str:
         __syncthreads();"""
 
 
-def _element(p: RowPlan) -> str:
+def _element(p: RowPlan, r: str = "r", i: str = "i") -> str:
     """The flat index `i` of element r of row `row`. A segmented row's elements come in runs of `seg`,
     `inner * seg` apart: its run and offset in 32 bits where the row allows (a 64-bit divide by a
     constant is a dozen instructions an element of a pass at memory speed)."""
     if not p.seg:
-        return f"const long long i = row * {p.R}LL + r;"
+        return f"const long long {i} = row * {p.R}LL + {r};"
     if p.R < (1 << 32):
-        return (f"const unsigned ru = (unsigned)r; const long long i = (long long)(ru / {p.seg}u) * {p.inner * p.seg}LL"
+        return (f"const unsigned ru = (unsigned){r}; const long long {i} = (long long)(ru / {p.seg}u) * {p.inner * p.seg}LL"
                 f" + row * {p.seg}LL + ru % {p.seg}u;")
-    return f"const long long i = (r / {p.seg}LL) * {p.inner * p.seg}LL + row * {p.seg}LL + r % {p.seg}LL;"
+    return f"const long long {i} = ({r} / {p.seg}LL) * {p.inner * p.seg}LL + row * {p.seg}LL + {r} % {p.seg}LL;"
 
 
 def _row_of(p: RowPlan, total: int) -> str:
