@@ -64,6 +64,9 @@ def test_pool_matches_torch_on_the_cpu(tmp_egg, name, module, expr, shape):
         r = compile_check(k.cuda_source, k.compile_options, "sm_90a")
         assert r.ok, (k.params, r.errors)
     assert len(kernels) >= 4
+    # outputs staged through shared memory where a thread takes several (first at 4), never with one a thread
+    assert all(k.params.get("vec", 1) > 1 or not k.params.get("ostage") for k in kernels)
+    assert kernels[0].params.get("ostage", False) == (kernels[0].params["vec"] >= 4)
     if not cpu_emulator.available():
         pytest.skip("no g++ to run the kernel on the CPU")
     torch.manual_seed(0)

@@ -689,8 +689,8 @@ class ExpertAgent:
             elif st == "tiling":
                 out = [{**base, "waves": w} for w in kn.get("pool_waves", [0, 4, 16])]
             elif st == "memory_optimization":  # outputs a thread along the last pooled dim, windows in registers
-                out = [{**base, "vec": v} for v in kn.get("pool_vec", [1, 2, 4, 8]) if v != base.get("vec", 1)
-                       and pool.window_span(plan, v) <= pool.MAX_WINDOW_REGS and plan.out[-1] >= v]
+                out = [{**base, "vec": v, **({"ostage": False} if v == 1 else {})} for v in kn.get("pool_vec", [1, 2, 4, 8])
+                       if v != base.get("vec", 1) and pool.window_span(plan, v) <= pool.MAX_WINDOW_REGS and plan.out[-1] >= v]
                 if base.get("vec", 1) > 1:  # its outputs stored by consecutive threads through shared memory (or not)
                     out.insert(0, {**base, "ostage": not base.get("ostage", False)})
         elif fam == "direct_conv":
