@@ -225,3 +225,16 @@ def test_mish_by_one_exp_is_fp32_grade_over_its_whole_range(tmp_egg):
     assert "egg_mish(" in k.cuda_source
     err, eager_err = cpu_emulator.run_module(p, g, k, tmp_egg / "emu")
     assert err < 4 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_gpu_first_candidate_cases_say_what_their_first_design_is(tmp_egg):
+    """tests/test_gpu_expert.py's first-candidate cases each name the design they check (a phrase of its description);
+    a later change of first design would leave its GPU test checking nothing, found only on a GPU. Here on the CPU,
+    the H200's profile."""
+    from tests.test_gpu_expert import FIRST_CANDIDATE_TASKS
+    agent = ExpertAgent()
+    for name, (src, says) in sorted(FIRST_CANDIDATE_TASKS.items()):
+        p = tmp_egg / f"{name}.py"
+        p.write_text(src)
+        first = agent.propose(request(p)).kernels[0]
+        assert says in first.description, (name, says, first.description)

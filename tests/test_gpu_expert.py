@@ -103,13 +103,13 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                      "    def forward(self, x):\n        return torch.relu(self.bn(x))\n"
                      "def get_inputs():\n    return [torch.randn(2, 64, 56, 56)]\ndef get_init_inputs():\n    return []\n",
                      "segment(s) of 3136"),
-    # level 2 task 73's shape in miniature batch: a conv, then a trained BatchNorm whose channel (16 x 126 x 126)
-    # is longer than a block caches: its statistics split over blocks in one Welford read, a program stage
+    # KernelBench 33's kind at a smaller size: a trained BatchNorm whose channel (16 x 128 x 128) is longer than a block
+    # caches: its statistics split over blocks in one Welford read, 16-byte vectors (segments of whole vectors)
     "bn_grid": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
-                "        super().__init__()\n        self.conv = nn.Conv2d(8, 16, 3)\n        self.bn = nn.BatchNorm2d(16)\n"
-                "    def forward(self, x):\n        return self.bn(self.conv(x)) * 2.0\n"
-                "def get_inputs():\n    return [torch.randn(16, 8, 128, 128)]\ndef get_init_inputs():\n    return []\n",
-                "segment(s) of 15876"),
+                "        super().__init__()\n        self.bn = nn.BatchNorm2d(16)\n"
+                "    def forward(self, x):\n        return self.bn(x * 2.0) + 1.0\n"
+                "def get_inputs():\n    return [torch.randn(16, 16, 128, 128)]\ndef get_init_inputs():\n    return []\n",
+                "16-byte vectors of 16 segment(s) of 16384"),
     # ResNet-18's last stage at batch 2: 98 pixels, K 4608, split into ranges of 64x64 tiles and summed after
     "conv_splitk": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
                     "        super().__init__()\n        self.conv = nn.Conv2d(512, 512, 3, padding=1)\n"
@@ -173,6 +173,13 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                           "    def forward(self, x):\n        return torch.clamp(self.conv(x), -1.0, 1.0) * 2.0\n"
                           "def get_inputs():\n    return [torch.randn(8, 3, 12, 30, 34)]\ndef get_init_inputs():\n    return []\n",
                           "direct conv3d"),
+    # level 1 task 44's pool in miniature: 4 outputs a thread, the block's outputs stored from shared memory (rows of
+    # 4097 outputs: a block's run crosses rows and ends in a partial thread)
+    "pool_staged": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                    "        super().__init__()\n        self.pool = nn.AvgPool1d(8, stride=1, padding=4)\n"
+                    "    def forward(self, x):\n        return self.pool(x)\n"
+                    "def get_inputs():\n    return [torch.randn(8, 16, 4096)]\ndef get_init_inputs():\n    return []\n",
+                    "stored from shared memory"),
     "odd_cluster": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
                     "        return x / torch.sum(torch.abs(x), dim=1, keepdim=True)\n"
                     "def get_inputs():\n    return [torch.randn(8, 65535)]\ndef get_init_inputs():\n    return []\n",
