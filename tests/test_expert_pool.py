@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from agents.expert import ExpertAgent
-from agents.expert.opgraph import export_graph
+from agents.expert.opgraph import Unsupported, export_graph
 from agents.expert.templates import pool
 from runtime.compile import compile_check
 from tasks import load_task
@@ -91,6 +91,8 @@ def test_pool_matches_torch_on_the_cpu(tmp_egg, name, module, expr, shape):
         got = cpu_emulator.run(src, "egg_pool", grid, kn.block,
                                tuple(want.shape), [x], tmp_egg / f"emu_v{v}_{ostage}")
         assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (v, ostage, (got - want).abs().max())
+    with pytest.raises(Unsupported, match="several outputs a thread"):  # nothing to gather with one a thread
+        pool.render(g, plan, pool.PoolKnobs(vec=1, ostage=True))
 
 
 @pytest.mark.parametrize("name,want,wide", [

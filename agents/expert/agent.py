@@ -1173,8 +1173,6 @@ class ExpertAgent:
             return src, steps, desc
         elif fam == "pool":
             k = pool.PoolKnobs(block=params["block"], waves=params["waves"], vec=params.get("vec", 1), ostage=params.get("ostage", False))
-            if k.ostage and k.vec == 1:
-                raise Unsupported("outputs staged in shared memory need several outputs a thread")
             src = pool.render(g, plan, k)
             launch = host.Launch("egg_pool", (pool.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), 0,
                                  align16=pool.loads16(g, plan, k.vec))

@@ -123,6 +123,8 @@ def _chains(g: OpGraph, p: PoolPlan):
 def render(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
     if k.vec > 1:
         return _render_vec(g, p, k)
+    if k.ostage:
+        raise Unsupported("outputs staged in shared memory need several outputs a thread")
     a, out = p.pool.attrs, g.output
     nd, mx = p.nd, a["kind"] == "max"
     args, pre, v_in, post, v_out = _chains(g, p)
@@ -225,12 +227,13 @@ def _render_vec(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
         store += [f"{ind}    {padded}", f"{ind}    const long long fw = ew - sw;", f"{ind}    {clipped}",
                   f"{ind}    const long long cw = ew > sw ? ew - sw : 0;",
                   f"{ind}    const float s_val = s_acc[jj] / (float)({'p_full * fw' if a['count_include_pad'] else 'p_clip * cw'});"]
-    if k.ostage:  # into the block's run of outputs (consecutive threads' outputs are consecutive in the output)
-        store += [post.take(ind + "    "), f"{ind}    sout[o_lin - ob] = {v_out};", f"{ind}}}"]
-        body = "\n".join(lines + loops + [inner] + closes[::-1] + store)
-        return f"""{PRELUDE}
-extern "C" __global__ void __launch_bounds__({k.block}) egg_pool({args}) {{
-    __shared__ float sout[{V * k.block}];
+    # a thread's outputs go where they are, or (`ostage`) into the block's run of them in shared memory (consecutive
+    # threads' outputs are consecutive in the output), stored from there by consecutive threads
+    put = f"sout[o_lin - ob] = {v_out};" if k.ostage else f"out[o_lin] = from_f<{CTYPE[out.dtype]}>({v_out});"
+    store += [post.take(ind + "    "), f"{ind}    {put}", f"{ind}}}"]
+    body = "\n".join(lines + loops + [inner] + closes[::-1] + store)
+    if k.ostage:
+        loop = f"""    __shared__ float sout[{V * k.block}];
     for (long long t0 = (long long)blockIdx.x * blockDim.x; t0 < {n_thr}LL; t0 += (long long)gridDim.x * blockDim.x) {{
         // the block's outputs: from its first thread's first to its last live thread's last, one contiguous run
         const long long tl = min(t0 + (long long)blockDim.x, {n_thr}LL) - 1;
@@ -243,17 +246,12 @@ extern "C" __global__ void __launch_bounds__({k.block}) egg_pool({args}) {{
         __syncthreads();
         for (long long q = threadIdx.x; q < cnt; q += blockDim.x) out[ob + q] = from_f<{CTYPE[out.dtype]}>(sout[q]);
         __syncthreads();  // sout free for the next step
-    }}
-}}
-"""
-    store += [post.take(ind + "    "), f"{ind}    out[o_lin] = from_f<{CTYPE[out.dtype]}>({v_out});", f"{ind}}}"]
-    body = "\n".join(lines + loops + [inner] + closes[::-1] + store)
-    head = per_output_head(n_thr, k.waves, "t")
+    }}"""
+    else:
+        loop = f"{per_output_head(n_thr, k.waves, 't')}\n{body}\n    }}"
     return f"""{PRELUDE}
 extern "C" __global__ void __launch_bounds__({k.block}) egg_pool({args}) {{
-{head}
-{body}
-    }}
+{loop}
 }}
 """
 
