@@ -66,7 +66,9 @@ def test_pool_matches_torch_on_the_cpu(tmp_egg, name, module, expr, shape):
     assert len(kernels) >= 4
     # outputs staged through shared memory where a thread takes several (first at 4), never with one a thread
     assert all(k.params.get("vec", 1) > 1 or not k.params.get("ostage") for k in kernels)
-    assert kernels[0].params.get("ostage", False) == (kernels[0].params["vec"] >= 4)
+    k0 = pool.PoolKnobs(block=kernels[0].params["block"], vec=kernels[0].params["vec"], rows=kernels[0].params.get("rows", 1))
+    assert kernels[0].params.get("ostage", False) == (k0.vec >= 4 and pool.stage_ok(plan, k0))
+    assert k0.rows == pool.default_rows(plan)
     if not cpu_emulator.available():
         pytest.skip("no g++ to run the kernel on the CPU")
     torch.manual_seed(0)
@@ -75,7 +77,7 @@ def test_pool_matches_torch_on_the_cpu(tmp_egg, name, module, expr, shape):
     vecs = sorted({k.params.get("vec", 1) for k in kernels})
     assert kernels[0].params["vec"] == pool.default_vec(g, plan) and (len(vecs) >= 2 or plan.out[-1] == 1)  # others tried too
     for k in (kernels[0], kernels[-1]):
-        kn = pool.PoolKnobs(block=k.params["block"], waves=k.params["waves"], vec=k.params.get("vec", 1))
+        kn = pool.PoolKnobs(block=k.params["block"], waves=k.params["waves"], vec=k.params.get("vec", 1), rows=k.params.get("rows", 1))
         got = cpu_emulator.run(k.cuda_source, "egg_pool", pool.grid(plan, kn, 4, 2048), kn.block, tuple(want.shape), [x],
                                tmp_egg / f"emu_{k.params['block']}_{k.params['waves']}_{kn.vec}")
         assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (k.params, (got - want).abs().max())
@@ -109,3 +111,47 @@ def test_first_vec_only_where_registers_save_loads(tmp_egg, name, want, wide):
     src = pool.render(g, plan, pool.PoolKnobs(vec=want))
     assert pool.loads16(g, plan, want) == wide and ("float4" in src) == wide
     assert compile_check(src, [], "sm_90a").ok
+
+
+@pytest.mark.parametrize("name,module,expr,shape", [c for c in CASES if c[3].count(",") >= 3], ids=[c[0] for c in CASES if c[3].count(",") >= 3])
+def test_rows_of_outputs_a_thread_match_torch(tmp_egg, name, module, expr, shape):
+    """`rows` output rows a thread (each input row under their windows loaded once, folded along the last dim and
+    given to every output row whose window holds it; avg divisors a row; dilated windows skip rows between taps),
+    alone, beside `vec`, and with the block's outputs staged (a block of whole row groups looping over the grid)."""
+    p = task(tmp_egg, name, module, expr, shape)
+    loaded = load_task(p)
+    g = export_graph(loaded)
+    plan = pool.plan_pool(g)
+    if not cpu_emulator.available():
+        pytest.skip("no g++ to run the kernel on the CPU")
+    torch.manual_seed(0)
+    x = torch.randn(*[int(s) for s in shape.split(",")])
+    want = loaded.make_model(42)(x)
+    for v, r, staged in ((1, 2, False), (4, 3, False), (3, 2, True), (4, 4, True)):
+        if pool.window_span(plan, v) > pool.MAX_WINDOW_REGS:
+            continue
+        block = 64 if not staged else 2 * -(-plan.out[-1] // v)  # staged: two whole groups of output rows a block
+        kn = pool.PoolKnobs(block=block, waves=1, vec=v, rows=r, ostage=staged)
+        assert pool.stage_ok(plan, kn) or not staged
+        src = pool.render(g, plan, kn)
+        assert compile_check(src, [], "sm_90a").ok
+        grid = pool.grid(plan, kn, 1, block) if staged else pool.grid(plan, kn, 4, 2048)
+        got = cpu_emulator.run(src, "egg_pool", grid, kn.block, tuple(want.shape), [x], tmp_egg / f"emu_r{r}_v{v}_{staged}")
+        assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (v, r, staged, (got - want).abs().max())
+    if -(-plan.out[-1] // 4) > 1:
+        with pytest.raises(Unsupported, match="whole groups"):  # a block's outputs no longer one run
+            pool.render(g, plan, pool.PoolKnobs(block=2 * -(-plan.out[-1] // 4) + 1, vec=4, rows=2, ostage=True))
+
+
+def test_rows_first_only_where_they_halve_the_loads(tmp_egg):
+    """KernelBench 42's kernel 4 stride 1 takes 4 rows (7 input rows for 4 output rows); a 1-d pool, windows that
+    do not overlap (stride = kernel) or barely do (stride 2, kernel 3) none."""
+    want = {"max2d": 4, "max1d": 1, "avg2d_big_stride": 1, "avg3d": 1, "max3d": 1}
+    for name, r in want.items():
+        case = next(c for c in CASES if c[0] == name)
+        plan = pool.plan_pool(export_graph(load_task(task(tmp_egg, *case))))
+        assert pool.default_rows(plan) == r, (name, [pool.rows_span(plan, n) for n in (2, 4)] if plan.nd > 1 else None)
+    with pytest.raises(Unsupported, match="2-d or 3-d"):
+        case = next(c for c in CASES if c[0] == "max1d")
+        g = export_graph(load_task(task(tmp_egg, *case)))
+        pool.render(g, pool.plan_pool(g), pool.PoolKnobs(vec=1, rows=2))

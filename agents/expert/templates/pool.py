@@ -33,15 +33,41 @@ class PoolKnobs:
     vec: int = 1  # consecutive outputs a thread along the last pooled dim (their windows' inputs in registers)
     ostage: bool = False  # vec > 1: the block's outputs gathered in shared memory and stored by consecutive threads
     # (a thread's own `vec` outputs, stored by it, leave each warp store 16 bytes apart a lane: 4x the store requests)
+    rows: int = 1  # 2-d/3-d: consecutive outputs a thread along the next-to-last pooled dim too; each input row under
+    # their windows is loaded once and folded into every output row whose window holds it (kernel 4, stride 1: 7 input
+    # rows for 4 output rows, not 16)
 
 
 MAX_WINDOW_REGS = 48  # the longest run of inputs a thread holds for its outputs' windows
+MAX_STAGE_FLOATS = 8192  # staged outputs a block (32 KB of static shared memory)
 
 
 def window_span(p: PoolPlan, vec: int) -> int:
     """Inputs along the last pooled dim that `vec` consecutive outputs' windows cover."""
     a = p.pool.attrs
     return (vec - 1) * a["stride"][-1] + (a["kernel"][-1] - 1) * a["dilation"][-1] + 1
+
+
+def rows_span(p: PoolPlan, rows: int) -> int:
+    """Input rows (along the next-to-last pooled dim) that `rows` consecutive output rows' windows cover."""
+    a = p.pool.attrs
+    return (rows - 1) * a["stride"][-2] + (a["kernel"][-2] - 1) * a["dilation"][-2] + 1
+
+
+def default_rows(p: PoolPlan) -> int:
+    """Output rows a thread where that at least halves the input rows loaded (level 1 task 42, kernel 4 stride 1: 7
+    for 4); 1 where windows barely overlap along that dim (43, 45, 46) or the pool is 1-d."""
+    if p.nd < 2:
+        return 1
+    K = p.pool.attrs["kernel"][-2]
+    return next((r for r in (4, 2) if p.out[-2] >= r and rows_span(p, r) <= 0.5 * r * K), 1)
+
+
+def stage_ok(p: PoolPlan, k: PoolKnobs) -> bool:
+    """Whether the block's outputs are one contiguous run small enough for shared memory: with rows > 1, only where
+    the block holds whole groups of output rows (its size a multiple of a group's threads)."""
+    cw = -(-p.out[-1] // k.vec)
+    return k.vec > 1 and k.vec * k.rows * k.block <= MAX_STAGE_FLOATS and (k.rows == 1 or k.block % cw == 0)
 
 
 def loads16(g: OpGraph, p: PoolPlan, vec: int) -> bool:
@@ -121,7 +147,7 @@ def _chains(g: OpGraph, p: PoolPlan):
 
 
 def render(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
-    if k.vec > 1:
+    if k.vec > 1 or k.rows > 1:
         return _render_vec(g, p, k)
     if k.ostage:
         raise Unsupported("outputs staged in shared memory need several outputs a thread")
@@ -162,27 +188,50 @@ extern "C" __global__ void __launch_bounds__({k.block}) egg_pool({args}) {{
 def _render_vec(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
     """`k.vec` consecutive outputs along the last pooled dim a thread: for each window position of the
     other pooled dims, the inputs under all their windows along the last dim are loaded once into
-    registers (padding: -inf for max, 0 for avg), then each output folds its own."""
+    registers (padding: -inf for max, 0 for avg), then each output folds its own. With `k.rows` > 1 a thread
+    also owns that many consecutive outputs along the next-to-last pooled dim: each input row under their
+    windows is loaded once, folded along the last dim, and the fold given to every output row holding it."""
     a, out = p.pool.attrs, g.output
-    nd, mx, V = p.nd, a["kind"] == "max", k.vec
+    nd, mx, V, R = p.nd, a["kind"] == "max", k.vec, k.rows
     if window_span(p, V) > MAX_WINDOW_REGS:
         raise Unsupported(f"{V} outputs' windows span {window_span(p, V)} inputs (at most {MAX_WINDOW_REGS} in registers)")
+    if R > 1 and nd < 2:
+        raise Unsupported("rows of outputs a thread need a 2-d or 3-d pool")
+    if k.ostage and not stage_ok(p, k):
+        raise Unsupported(f"{V * R * k.block} staged outputs a block (at most {MAX_STAGE_FLOATS}), or a block of {k.block} "
+                          f"threads not whole groups of {R} output rows")
     args, pre, v_in, post, v_out = _chains(g, p)
     names = ["p_d", "p_h", "p_w"][3 - nd:]
+    lead = names[:-1] if R == 1 else names[:-2]  # the dims whose window positions are walked by loops
     OW, CW = p.out[-1], -(-p.out[-1] // V)
-    n_thr = p.lead * math.prod(p.out[:-1]) * CW
+    OH, CH = p.out[-2] if nd > 1 else 1, -(-p.out[-2] // R) if nd > 1 else 1
+    n_thr = p.lead * math.prod(p.out[:-1]) * CW if R == 1 else p.lead * math.prod(p.out[:-2]) * CH * CW
     KW, SW, PW, DW, IW = a["kernel"][-1], a["stride"][-1], a["padding"][-1], a["dilation"][-1], p.inp[-1]
     NIN = window_span(p, V)
     ind = "        "
     lines = ["        long long p_r = t;", f"        const long long ow0 = (p_r % {CW}LL) * {V}LL; p_r /= {CW}LL;"]
-    for nm, size in reversed(list(zip(names[:-1], p.out[:-1]))):
+    if R > 1:
+        lines.append(f"        const long long oh0 = (p_r % {CH}LL) * {R}LL; p_r /= {CH}LL;")
+    for nm, size in reversed(list(zip(lead, p.out))):
         lines.append(f"        const long long o{nm} = p_r % {size}LL; p_r /= {size}LL;")
-    lines += ["        const long long p_nc = p_r;", f"        const long long iw0 = ow0 * {SW}LL - {PW}LL;",
-              f"        float s_acc[{V}];", "        #pragma unroll", f"        for (int jj = 0; jj < {V}; ++jj) "
-              f"s_acc[jj] = {'-INFINITY' if mx else '0.0f'};"]
+    init = '-INFINITY' if mx else '0.0f'
+    lines += ["        const long long p_nc = p_r;", f"        const long long iw0 = ow0 * {SW}LL - {PW}LL;"]
+    if R == 1:
+        lines += [f"        float s_acc[{V}];", "        #pragma unroll", f"        for (int jj = 0; jj < {V}; ++jj) s_acc[jj] = {init};"]
+    else:
+        lines += [f"        float s_acc[{R}][{V}];", "        #pragma unroll", f"        for (int r = 0; r < {R}; ++r) {{",
+                  "            #pragma unroll", f"            for (int jj = 0; jj < {V}; ++jj) s_acc[r][jj] = {init};", "        }"]
     if not mx:
         lines.append(f"{ind}long long p_full = 1, p_clip = 1;")
-    loops, closes, lin = _window_loops(p, names[:-1], lines, ind)
+    loops, closes, lin = _window_loops(p, lead, lines, ind)
+    if R > 1:  # the input rows under the thread's output rows' windows, each once (unrolled: which output rows take
+        # a row is known at compile time); rows in the padding hold nothing for max or avg
+        KH, SH, PH, DH, IH = a["kernel"][-2], a["stride"][-2], a["padding"][-2], a["dilation"][-2], p.inp[-2]
+        loops.append(f"{ind}#pragma unroll\n{ind}for (int mh = 0; mh < {rows_span(p, R)}; ++mh) {{\n"
+                     f"{ind}    const long long ip_h = oh0 * {SH}LL - {PH}LL + mh;\n"
+                     f"{ind}    if (ip_h < 0 || ip_h >= {IH}LL) continue;")
+        closes.append(f"{ind}}}")
+        lin = f"({lin} * {IH}LL + ip_h)"
     step = ("if (v > s_acc[jj] || v != v) s_acc[jj] = v;" if mx else "s_acc[jj] += v;")
     pad = "-INFINITY" if mx else "0.0f"
     if loads16(g, p, V):  # from the 16-byte boundary below the first input (the same offset in every thread)
@@ -208,37 +257,64 @@ def _render_vec(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
                 f"{ind}        if (iw >= 0 && iw < {IW}LL) {{\n{ind}            const long long i = i_row + iw;\n"
                 f"{pre.take(ind + '            ')}\n{ind}            v = {v_in};\n{ind}        }}\n"
                 f"{ind}        xin[m] = v;\n{ind}    }}\n")
-    inner = (f"{ind}    const long long i_row = {lin} * {IW}LL;\n{fill}"
-             f"{ind}    #pragma unroll\n{ind}    for (int jj = 0; jj < {V}; ++jj) {{\n"
-             f"{ind}        #pragma unroll\n{ind}        for (int kw = 0; kw < {KW}; ++kw) {{\n"
-             f"{ind}            const float v = xin[{off} + jj * {SW} + kw * {DW}];\n{ind}            {step}\n{ind}        }}\n{ind}    }}")
+    fold = (f"{ind}    #pragma unroll\n{ind}    for (int jj = 0; jj < {V}; ++jj) {{\n"
+            f"{ind}        #pragma unroll\n{ind}        for (int kw = 0; kw < {KW}; ++kw) {{\n"
+            f"{ind}            const float v = xin[{off} + jj * {SW} + kw * {DW}];\n{ind}            {{step}}\n{ind}        }}\n{ind}    }}")
+    if R == 1:
+        inner = f"{ind}    const long long i_row = {lin} * {IW}LL;\n{fill}" + fold.replace("{step}", step)
+    else:  # the row folded along the last dim, then given to the output rows whose windows hold it
+        inner = (f"{ind}    const long long i_row = {lin} * {IW}LL;\n{fill}{ind}    float s_row[{V}];\n"
+                 f"{ind}    #pragma unroll\n{ind}    for (int jj = 0; jj < {V}; ++jj) s_row[jj] = {init};\n"
+                 + fold.replace("{step}", step.replace("s_acc[jj]", "s_row[jj]")) + "\n"
+                 f"{ind}    #pragma unroll\n{ind}    for (int r = 0; r < {R}; ++r) {{\n"
+                 f"{ind}        const int kh = mh - r * {SH};  // this row's place in output row r's window\n"
+                 f"{ind}        if (kh < 0 || kh % {DH} != 0 || kh / {DH} >= {KH}) continue;\n"
+                 f"{ind}        #pragma unroll\n{ind}        for (int jj = 0; jj < {V}; ++jj) {{\n"
+                 f"{ind}            const float v = s_row[jj];\n{ind}            {step.replace('s_acc[jj]', 's_acc[r][jj]')}\n"
+                 f"{ind}        }}\n{ind}    }}")
     o_lin = "p_nc"
     for nm, size in zip(names[:-1], p.out[:-1]):
         o_lin = f"({o_lin} * {size}LL + o{nm})"
-    store = [f"{ind}#pragma unroll", f"{ind}for (int jj = 0; jj < {V}; ++jj) {{",
-             f"{ind}    const long long o_w = ow0 + jj;", f"{ind}    if (o_w >= {OW}LL) break;",
-             f"{ind}    const long long o_lin = {o_lin} * {OW}LL + o_w;"]
+    si = ind if R == 1 else ind + "    "  # the store loop's indent (inside the loop over output rows)
+    acc, full, clip = ("s_acc[jj]", "p_full", "p_clip") if R == 1 else ("s_acc[r][jj]", "q_full", "q_clip")
+    store = [f"{si}#pragma unroll", f"{si}for (int jj = 0; jj < {V}; ++jj) {{",
+             f"{si}    const long long o_w = ow0 + jj;", f"{si}    if (o_w >= {OW}LL) break;",
+             f"{si}    const long long o_lin = {o_lin} * {OW}LL + o_w;"]
     if mx:
-        store.append(f"{ind}    const float s_val = s_acc[jj];")
+        store.append(f"{si}    const float s_val = {acc};")
     elif a["divisor"]:
-        store.append(f"{ind}    const float s_val = s_acc[jj] / {float(a['divisor'])!r}f;")
+        store.append(f"{si}    const float s_val = {acc} / {float(a['divisor'])!r}f;")
     else:
         padded, clipped = _avg_window("sw", "ew", "o_w", KW, SW, PW, IW)
-        store += [f"{ind}    {padded}", f"{ind}    const long long fw = ew - sw;", f"{ind}    {clipped}",
-                  f"{ind}    const long long cw = ew > sw ? ew - sw : 0;",
-                  f"{ind}    const float s_val = s_acc[jj] / (float)({'p_full * fw' if a['count_include_pad'] else 'p_clip * cw'});"]
+        store += [f"{si}    {padded}", f"{si}    const long long fw = ew - sw;", f"{si}    {clipped}",
+                  f"{si}    const long long cw = ew > sw ? ew - sw : 0;",
+                  f"{si}    const float s_val = {acc} / (float)({full + ' * fw' if a['count_include_pad'] else clip + ' * cw'});"]
     # a thread's outputs go where they are, or (`ostage`) into the block's run of them in shared memory (consecutive
     # threads' outputs are consecutive in the output), stored from there by consecutive threads
     put = f"sout[o_lin - ob] = {v_out};" if k.ostage else f"out[o_lin] = from_f<{CTYPE[out.dtype]}>({v_out});"
-    store += [post.take(ind + "    "), f"{ind}    {put}", f"{ind}}}"]
+    store += [post.take(si + "    "), f"{si}    {put}", f"{si}}}"]
+    if R > 1:  # the loop over the thread's output rows around it, with each row's share of an avg's divisor
+        head = [f"{ind}#pragma unroll", f"{ind}for (int r = 0; r < {R}; ++r) {{", f"{ind}    const long long op_h = oh0 + r;",
+                f"{ind}    if (op_h >= {OH}LL) break;"]
+        if not mx and not a["divisor"]:
+            padded, clipped = _avg_window("sh", "eh", "op_h", KH, SH, PH, IH)
+            head += [f"{ind}    {padded}", f"{ind}    const long long q_full = p_full * (eh - sh);", f"{ind}    {clipped}",
+                     f"{ind}    const long long q_clip = p_clip * (eh > sh ? eh - sh : 0);"]
+        store = head + store + [f"{ind}}}"]
     body = "\n".join(lines + loops + [inner] + closes[::-1] + store)
     if k.ostage:
-        loop = f"""    __shared__ float sout[{V * k.block}];
+        if R == 1:
+            run = (f"        const long long ob = (t0 / {CW}LL) * {OW}LL + (t0 % {CW}LL) * {V}LL;\n"
+                   f"        const long long cnt = (tl / {CW}LL) * {OW}LL + min((tl % {CW}LL) * {V}LL + {V}LL, {OW}LL) - ob;")
+        else:  # the block holds whole groups of output rows (stage_ok): from its first group's first row to its last's last
+            run = (f"        const long long g0 = t0 / {CW}LL, gl = tl / {CW}LL;\n"
+                   f"        const long long ob = (g0 / {CH}LL) * {OH * OW}LL + (g0 % {CH}LL) * {R * OW}LL;\n"
+                   f"        const long long cnt = (gl / {CH}LL) * {OH * OW}LL + min((gl % {CH}LL) * {R}LL + {R}LL, {OH}LL) * {OW}LL - ob;")
+        loop = f"""    __shared__ float sout[{V * R * k.block}];
     for (long long t0 = (long long)blockIdx.x * blockDim.x; t0 < {n_thr}LL; t0 += (long long)gridDim.x * blockDim.x) {{
         // the block's outputs: from its first thread's first to its last live thread's last, one contiguous run
         const long long tl = min(t0 + (long long)blockDim.x, {n_thr}LL) - 1;
-        const long long ob = (t0 / {CW}LL) * {OW}LL + (t0 % {CW}LL) * {V}LL;
-        const long long cnt = (tl / {CW}LL) * {OW}LL + min((tl % {CW}LL) * {V}LL + {V}LL, {OW}LL) - ob;
+{run}
         const long long t = t0 + threadIdx.x;
         if (t < {n_thr}LL) {{
 {body}
@@ -257,5 +333,6 @@ extern "C" __global__ void __launch_bounds__({k.block}) egg_pool({args}) {{
 
 
 def grid(p: PoolPlan, k: PoolKnobs, sms: int, max_threads_per_sm: int) -> int:
-    n = p.lead * math.prod(p.out[:-1]) * -(-p.out[-1] // k.vec)  # threads: vec outputs a thread along the last dim
+    n = (p.lead * math.prod(p.out[:-1]) * -(-p.out[-1] // k.vec) if k.rows == 1  # threads: vec outputs a thread along the last dim
+         else p.lead * math.prod(p.out[:-2]) * -(-p.out[-2] // k.rows) * -(-p.out[-1] // k.vec))  # rows x vec
     return per_output_grid(n, k.block, k.waves, sms, max_threads_per_sm)
