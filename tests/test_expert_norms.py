@@ -464,6 +464,53 @@ def test_strided_rows_too_long_for_registers_try_shared_memory(tmp_egg):
     assert "srow[r * blockDim.x + threadIdx.x]" in smem[0].cuda_source
 
 
+@pytest.mark.parametrize("expr,shape", [
+    ("torch.sum(x, dim=1, keepdim=True)", "3, 50, 45"),  # 135 outputs: the second warp's last 3 lanes of 4 past the end
+    ("torch.mean(x, dim=1)", "2, 33, 130"),
+    ("torch.max(x, dim=1)[0]", "3, 20, 41"),
+    ("torch.min(x, dim=0)[0] * 2.0 + 1.0", "17, 64"),  # a chain after it
+    ("torch.sum(torch.abs(x), dim=1)", "2, 9, 300"),  # and before it
+    ("torch.argmin(x, dim=1)", "4, 30, 37"),
+    ("torch.argmax(x, dim=1)", "2, 25, 129"),
+])
+def test_strided_rows_four_a_thread_match_a_float64_truth(tmp_egg, expr, shape):
+    """Mapping tcols (templates/colreduce.py): 4 strided rows a thread 32 apart, a warp reading 128 consecutive
+    columns of each reduced row together; the first design of a lone reduction over a middle dim (KernelBench
+    47-53). Lanes past the last output read the last one's column and store nothing."""
+    from agents.expert.agent import ExpertAgent
+    from agents.expert.templates import colreduce
+    from tests.support import stage_kernels
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    g, plan, x, params, truth, eager_err = _rows_case(tmp_egg, "tcols", "nn.Identity()", expr, shape, 6, lambda d: torch.randn(*d))
+    assert colreduce.reason(g, plan) is None
+    first = stage_kernels(ExpertAgent(), tmp_egg / "tcols.py", max_candidates=1)[0]
+    assert first.params["mapping"] == "tcols"
+    for block, sms in ((64, 1), (32, 3)):  # one block looping over the warps' groups; several
+        k = rowwise.RowKnobs(mapping="tcols", block=block, waves=1)
+        src = colreduce.render(g, plan, k)
+        if "arg" in expr:  # the emulator's buffers are float: the indices are small enough to be exact there
+            src = src.replace("long long* __restrict__ out", "float* __restrict__ out")
+        got = cpu_emulator.run(src, "egg_rows", colreduce.grid(plan, k, sms, block), k.block, tuple(truth.shape), [x, *params],
+                               tmp_egg / f"emu_tcols_{block}")
+        if "arg" in expr:
+            assert torch.equal(got.long(), truth.long()), block
+            continue
+        err = _rel_err(got, truth)
+        assert err < 8 * max(eager_err, 2 ** -24), (block, err, eager_err)
+
+
+@pytest.mark.parametrize("expr,shape,why", [
+    ("torch.sum(x, dim=2)", "3, 5, 40", "middle dim"),  # contiguous rows
+    ("torch.softmax(x, dim=1)", "3, 40, 5", "input's size"),
+    ("x.sum(dim=1) + x.amax(dim=1)", "3, 40, 5", "several reductions"),
+])
+def test_strided_rows_four_a_thread_only_for_a_lone_reduction(tmp_egg, expr, shape, why):
+    from agents.expert.templates import colreduce
+    g, plan, *_ = _rows_case(tmp_egg, "tc_no", "nn.Identity()", expr, shape, 0, lambda d: torch.randn(*d))
+    assert why in colreduce.reason(g, plan)
+
+
 def test_few_strided_rows_default_to_cols_blocks():
     """A GEMM+BatchNorm1d's statistics (KernelBench level 2 task 39: 4096 columns of 16384 rows) would give
     a thread per column, 4096 threads on 132 SMs (7.45 ms on the H200 for 0.8 GB); many strided rows

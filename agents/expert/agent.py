@@ -17,8 +17,8 @@ from agents.expert.codegen import CLUSTER_PRELUDE, PRELUDE
 from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
 from agents.expert.templates.scan import BOOL_PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported, ancestors, export_graph
-from agents.expert.templates import (conv, conv_pooled, conv_rows, conv_short, conv_stats, conv_sum, conv_tma, direct_conv, gemm, gemm_sum, gemm_tf32,
-                                    gemm_wgmma16, gridreduce, pointwise, pool, recurrent, rowwise, scan)
+from agents.expert.templates import (colreduce, conv, conv_pooled, conv_rows, conv_short, conv_stats, conv_sum, conv_tma, direct_conv, gemm,
+                                    gemm_sum, gemm_tf32, gemm_wgmma16, gridreduce, pointwise, pool, recurrent, rowwise, scan)
 from tasks import load_task, materialize
 
 
@@ -792,7 +792,9 @@ class ExpertAgent:
                 if plan.seg:  # a segmented row: a block each, of other sizes
                     out = [{**base, "block": b} for b in (128, 256, 512, 1024) if b != base.get("block")]
                 elif plan.inner > 1:
-                    out = [{**base, "mapping": "thread", "block": b} for b in (128, 256)] + \
+                    out = ([{**base, "mapping": "tcols", "block": b} for b in (256, 512) if base.get("mapping") != "tcols" or b != base["block"]]
+                           if colreduce.reason(g, plan) is None else [])
+                    out += [{**base, "mapping": "thread", "block": b} for b in (128, 256)] + \
                           [{**base, "mapping": "cols", "block": b} for b in (256, 1024) if plan.R >= b // 32] + \
                           [{**base, "mapping": "block", "block": 256}]
                     if base.get("mapping") == "cols":  # the cols block sizes first
@@ -945,6 +947,10 @@ class ExpertAgent:
             if plan.inner > 1:
                 if cols_rows(plan, prof):  # few long strided rows: a thread per row would leave the GPU idle
                     return {"family": "rows", "mapping": "cols", "block": 1024, "cache": "none", "waves": 2}
+                if colreduce.reason(g, plan) is None:  # one reduction of the input: 4 strided rows a thread 32 apart, a
+                    # warp's loads of a row sharing their sectors (a thread a row: DRAM read 1.21x the tensor, task 47 on
+                    # the H100 3.65 ms against eager's 3.02 with 4 a thread; templates/colreduce.py)
+                    return {"family": "rows", "mapping": "tcols", "block": 256, "cache": "none", "waves": 8}
                 # a thread per strided row; a row it reads again (a norm over a few channels) held in registers,
                 # so the input is read once (level 1 task 36's RMSNorm over 64 channels read it twice: 56% of the floor)
                 regs = plan.full_output and row_cacheable(plan) and plan.R <= rowwise.THREAD_REGS
@@ -1228,9 +1234,11 @@ class ExpertAgent:
             smem = rowwise.shared_bytes(plan, k)
             if smem > profile.shared_per_block_optin:
                 raise Unsupported("row does not fit in shared memory")
-            src = rowwise.render(g, plan, k)
-            launch = host.Launch("egg_rows", (rowwise.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), smem,
-                                 align16=rowwise.aligned16(plan, k))
+            if k.mapping == "tcols" and (why := colreduce.reason(g, plan)):
+                raise Unsupported(f"{colreduce.TC} outputs a thread: {why}")
+            src = colreduce.render(g, plan, k) if k.mapping == "tcols" else rowwise.render(g, plan, k)
+            launch = host.Launch("egg_rows", ((colreduce.grid if k.mapping == "tcols" else rowwise.grid)(plan, k, sms, tpsm),),
+                                 (k.block,), host.leaves(g), smem, align16=rowwise.aligned16(plan, k))
             desc = f"row program, {k.mapping} per row, block {k.block}{'' if k.cache == 'none' else f', row cached in {k.cache}'}"
             if k.vec == 4 and rowwise.vectorizable(plan, k):
                 desc += ", the main input read 16 bytes a thread" + (" (the row's odd ends one by one)" if plan.R % 4 else "")
@@ -1239,6 +1247,9 @@ class ExpertAgent:
                          f"and positions in one kernel)")
             if k.mapping == "cols":
                 desc = f"row program, 32 strided rows a block of {k.block}, its warps splitting each row and merging in shared memory"
+            if k.mapping == "tcols":
+                desc = (f"row program, {colreduce.TC} strided rows a thread 32 apart (a warp reads {32 * colreduce.TC} "
+                        f"consecutive columns of each row together), block {k.block}")
             if k.cache == "cluster":
                 desc = (f"row program, a cluster of {k.cluster} blocks of {k.block} per row, each holding a slice of the "
                         f"row in shared memory (read once), partial results exchanged through distributed shared memory")

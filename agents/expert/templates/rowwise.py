@@ -35,7 +35,7 @@ class RowPlan:
 
 @dataclass
 class RowKnobs:
-    mapping: str = "block"  # block, warp, thread, cols
+    mapping: str = "block"  # block, warp, thread, cols, tcols (templates/colreduce.py: 4 strided rows a thread, 32 apart)
     block: int = 256
     cache: str = "none"  # keep the main input's row across passes: "smem", "regs" (ceil(R/block) values a
     # thread), or "cluster" (a slice of the row in each block of a cluster of `cluster`, read from memory once)
