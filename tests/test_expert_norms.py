@@ -1,6 +1,8 @@
 """Instance and group norm (KernelBench 34, 35) lowered onto row programs: a group is a contiguous
 (N, G, C/G, ...) view, the affine weight and bias per channel. Run on the CPU through
 tests/cpu_emulator.py against PyTorch, for the plain, shared-memory and register-cached variants."""
+from types import SimpleNamespace
+
 import pytest
 import torch
 
@@ -483,9 +485,9 @@ def test_strided_rows_four_a_thread_match_a_float64_truth(tmp_egg, expr, shape):
     if not cpu_emulator.available():
         pytest.skip("no g++")
     g, plan, x, params, truth, eager_err = _rows_case(tmp_egg, "tcols", "nn.Identity()", expr, shape, 6, lambda d: torch.randn(*d))
-    assert colreduce.reason(g, plan) is None
-    first = stage_kernels(ExpertAgent(), tmp_egg / "tcols.py", max_candidates=1)[0]
-    assert first.params["mapping"] == "tcols"
+    assert colreduce.reason(g, plan) is None and not colreduce.fills(plan, 132)
+    ks = stage_kernels(ExpertAgent(), tmp_egg / "tcols.py", max_candidates=100)
+    assert ks[0].params["mapping"] == "thread" and any(k.params["mapping"] == "tcols" for k in ks)  # too few outputs: offered
     for block, sms in ((64, 1), (32, 3)):  # one block looping over the warps' groups; several
         k = rowwise.RowKnobs(mapping="tcols", block=block, waves=1)
         src = colreduce.render(g, plan, k)
@@ -498,6 +500,17 @@ def test_strided_rows_four_a_thread_match_a_float64_truth(tmp_egg, expr, shape):
             continue
         err = _rel_err(got, truth)
         assert err < 8 * max(eager_err, 2 ** -24), (block, err, eager_err)
+
+
+def test_strided_rows_four_a_thread_first_where_they_fill_the_gpu(tmp_egg):
+    """8 warps an SM at 4 outputs a thread (135168 outputs on 132 SMs): KernelBench 47's 524160 take tcols first."""
+    from agents.expert.agent import ExpertAgent
+    from agents.expert.templates import colreduce
+    from tests.support import stage_kernels
+    (tmp_egg / "fill.py").write_text(TEMPLATE.format(module="nn.Identity()", expr="torch.amax(x, dim=1)", shape="2, 3, 70000"))
+    first = stage_kernels(ExpertAgent(), tmp_egg / "fill.py", max_candidates=1)[0]
+    assert first.params["mapping"] == "tcols" and "128 consecutive columns" in first.description
+    assert colreduce.fills(SimpleNamespace(outer=128, inner=4095), 132)
 
 
 @pytest.mark.parametrize("expr,shape,why", [

@@ -947,9 +947,10 @@ class ExpertAgent:
             if plan.inner > 1:
                 if cols_rows(plan, prof):  # few long strided rows: a thread per row would leave the GPU idle
                     return {"family": "rows", "mapping": "cols", "block": 1024, "cache": "none", "waves": 2}
-                if colreduce.reason(g, plan) is None:  # one reduction of the input: 4 strided rows a thread 32 apart, a
-                    # warp's loads of a row sharing their sectors (a thread a row: DRAM read 1.21x the tensor, task 47 on
-                    # the H100 3.65 ms against eager's 3.02 with 4 a thread; templates/colreduce.py)
+                if colreduce.reason(g, plan) is None and colreduce.fills(plan, prof.sms if prof is not None else DEFAULT_SMS):
+                    # one reduction of the input: 4 strided rows a thread 32 apart, a warp's loads of a row sharing their
+                    # sectors (a thread a row: DRAM read 1.21x the tensor, task 47 on the H100 3.65 ms against eager's
+                    # 3.02 with 4 a thread; templates/colreduce.py)
                     return {"family": "rows", "mapping": "tcols", "block": 256, "cache": "none", "waves": 8}
                 # a thread per strided row; a row it reads again (a norm over a few channels) held in registers,
                 # so the input is read once (level 1 task 36's RMSNorm over 64 channels read it twice: 56% of the floor)

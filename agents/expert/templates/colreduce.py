@@ -31,6 +31,12 @@ def reason(g: OpGraph, p) -> str | None:
     return None
 
 
+def fills(p, sms: int) -> bool:
+    """Enough outputs for 8 warps an SM at TC a thread (a quarter of a thread a row's threads): below that the
+    first design keeps a thread a row, whose extra threads have more loads in flight."""
+    return p.outer * p.inner >= 8 * sms * 32 * TC
+
+
 def render(g: OpGraph, p, k) -> str:
     from agents.expert.templates.rowwise import INIT, _combine
     red, out = p.reductions[0], g.output
