@@ -15,6 +15,7 @@ grep '"egg_rows"' "$OUT/ncu.csv" | cut -d, -f1,13-15
 # the 1-d pools with 8 outputs a thread (8 16-byte loads for 8 outputs: 41's dilated window 7 for 4), 45 (stride = window
 # 11: no overlap) with 4 a thread read 16 bytes at a time (11 loads for 4 outputs, none wasted)
 probe p.txt .kb/level1/41_Max_Pooling_1D.py 45 --first --reps 10 --vary '{}' --vary '{"vec": 8}'
+probe p.txt .kb/level1/42_Max_Pooling_2D.py 45 --first --reps 10 --vary '{"rows": 8}' --vary '{"rows": 8, "block": 128}'
 probe p.txt .kb/level1/44_Average_Pooling_1D.py 45 --first --reps 10 --vary '{}' --vary '{"vec": 8}'
 probe p.txt .kb/level1/45_Average_Pooling_2D.py 90 --first --reps 10 --vary '{}' --vary '{"vec": 4, "ostage": true}' --vary '{"vec": 4}'
 cut -c1-200 "$OUT/p.txt"

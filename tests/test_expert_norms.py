@@ -474,6 +474,7 @@ def test_strided_rows_too_long_for_registers_try_shared_memory(tmp_egg):
     ("torch.sum(torch.abs(x), dim=1)", "2, 9, 300"),  # and before it
     ("torch.argmin(x, dim=1)", "4, 30, 37"),
     ("torch.argmax(x, dim=1)", "2, 25, 129"),
+    ("torch.argmax(torch.round(x), dim=1)", "2, 40, 70"),  # ties: the first index wins, across the split warps too
 ])
 def test_strided_rows_four_a_thread_match_a_float64_truth(tmp_egg, expr, shape):
     """Mapping tcols (templates/colreduce.py): 4 strided rows a thread 32 apart, a warp reading 128 consecutive
@@ -488,13 +489,15 @@ def test_strided_rows_four_a_thread_match_a_float64_truth(tmp_egg, expr, shape):
     assert colreduce.reason(g, plan) is None and not colreduce.fills(plan, 132)
     ks = stage_kernels(ExpertAgent(), tmp_egg / "tcols.py", max_candidates=100)
     assert ks[0].params["mapping"] == "thread" and any(k.params["mapping"] == "tcols" for k in ks)  # too few outputs: offered
-    for block, sms in ((64, 1), (32, 3)):  # one block looping over the warps' groups; several
-        k = rowwise.RowKnobs(mapping="tcols", block=block, waves=1)
+    # one block looping over the warps' groups; several; a block's warps splitting one group's rows (2 and 3 of them)
+    for block, sms, split in ((64, 1, False), (32, 3, False), (64, 1, True), (96, 2, True)):
+        k = rowwise.RowKnobs(mapping="tcols", block=block, waves=1, split=split)
+        assert ("sacc[" in colreduce.render(g, plan, k)) == split
         src = colreduce.render(g, plan, k)
         if "arg" in expr:  # the emulator's buffers are float: the indices are small enough to be exact there
             src = src.replace("long long* __restrict__ out", "float* __restrict__ out")
         got = cpu_emulator.run(src, "egg_rows", colreduce.grid(plan, k, sms, block), k.block, tuple(truth.shape), [x, *params],
-                               tmp_egg / f"emu_tcols_{block}")
+                               tmp_egg / f"emu_tcols_{block}_{split}")
         if "arg" in expr:
             assert torch.equal(got.long(), truth.long()), block
             continue

@@ -792,7 +792,9 @@ class ExpertAgent:
                 if plan.seg:  # a segmented row: a block each, of other sizes
                     out = [{**base, "block": b} for b in (128, 256, 512, 1024) if b != base.get("block")]
                 elif plan.inner > 1:
-                    out = ([{**base, "mapping": "tcols", "block": b} for b in (256, 512) if base.get("mapping") != "tcols" or b != base["block"]]
+                    tc = [{**base, "mapping": "tcols", "block": b, "split": sp} for b, sp in ((256, False), (512, False), (256, True), (512, True))]
+                    out = ([d for d in tc if not (base.get("mapping") == "tcols" and d["block"] == base["block"]
+                                                  and d["split"] == base.get("split", False))]
                            if colreduce.reason(g, plan) is None else [])
                     out += [{**base, "mapping": "thread", "block": b} for b in (128, 256)] + \
                           [{**base, "mapping": "cols", "block": b} for b in (256, 1024) if plan.R >= b // 32] + \
@@ -1227,7 +1229,7 @@ class ExpertAgent:
             k = rowwise.RowKnobs(mapping=params["mapping"], block=params["block"], cache=params["cache"],
                                  waves=params["waves"], welford=params.get("welford", True),
                                  online=params.get("online", True), cluster=params.get("cluster", 0),
-                                 vec=params.get("vec", 1), ring=params.get("ring", False))
+                                 vec=params.get("vec", 1), ring=params.get("ring", False), split=params.get("split", False))
             if k.cache == "cluster" and not clusters(profile):
                 raise Unsupported(f"thread-block clusters on {profile.name}")
             if k.cache != "none" and not row_cacheable(plan):
@@ -1250,7 +1252,9 @@ class ExpertAgent:
                 desc = f"row program, 32 strided rows a block of {k.block}, its warps splitting each row and merging in shared memory"
             if k.mapping == "tcols":
                 desc = (f"row program, {colreduce.TC} strided rows a thread 32 apart (a warp reads {32 * colreduce.TC} "
-                        f"consecutive columns of each row together), block {k.block}")
+                        f"consecutive columns of each row together), block {k.block}"
+                        + (f", its {k.block // 32} warps splitting the rows of one group of columns (merged in shared memory)"
+                           if k.split else ""))
             if k.cache == "cluster":
                 desc = (f"row program, a cluster of {k.cluster} blocks of {k.block} per row, each holding a slice of the "
                         f"row in shared memory (read once), partial results exchanged through distributed shared memory")

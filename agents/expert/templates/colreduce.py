@@ -43,7 +43,9 @@ def render(g: OpGraph, p, k) -> str:
     args = ", ".join([f"{CTYPE[out.dtype]}* __restrict__ out", f"const {CTYPE[p.main.dtype]}* __restrict__ {p.main.name}"])
     N, R, inner = p.outer * p.inner, p.R, p.inner
     arg = red.op in ("argmax", "argmin")
-    head, loop, store = [], [], []
+    better = ">" if red.op == "argmax" else "<"
+    Y = k.block // 32 if k.split else 1  # warps splitting a group's rows
+    head, loop, merge, store = [], [], [], []
     for s in range(TC):
         # a lane past the last output reads the last one's column (its loads stay in bounds) and stores nothing
         head += [f"        const long long row{s} = wg * {32 * TC}LL + {32 * s}LL + lane, rc{s} = row{s} < {N}LL ? row{s} : {N - 1}LL;",
@@ -52,9 +54,15 @@ def render(g: OpGraph, p, k) -> str:
         em = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", prefix=f"a{s}_")
         v = em.value(red.args[0], f"i{s}")
         if arg:
-            step = f"if ({v} {'>' if red.op == 'argmax' else '<'} acc{s}) {{ acc{s} = {v}; ai{s} = r; }}"
+            step = f"if ({v} {better} acc{s}) {{ acc{s} = {v}; ai{s} = r; }}"
+            fold = (f"{{ const float ov = sacc[(w * {TC} + {s}) * 32 + lane]; const long long oi = sidx[(w * {TC} + {s}) * 32 + lane];"
+                    f" if (ov {better} acc{s} || (ov == acc{s} && oi < ai{s})) {{ acc{s} = ov; ai{s} = oi; }} }}")
         else:
             step = f"acc{s} = {_combine(red.op, f'acc{s}', v)};"
+            fold = f"acc{s} = {_combine(red.op, f'acc{s}', f'sacc[(w * {TC} + {s}) * 32 + lane]')};"
+        if Y > 1:  # every warp's partials in shared memory; warp 0 folds them in warp order
+            merge += [f"        sacc[(wy * {TC} + {s}) * 32 + lane] = acc{s};" + (f" sidx[(wy * {TC} + {s}) * 32 + lane] = ai{s};" if arg else ""),
+                      f"        if (wy == 0) for (int w = 1; w < {Y}; ++w) {fold}"]
         loop += [f"            {{ const long long i{s} = ((o{s} * {R}LL + r) * {inner}LL + j{s});", em.take("              "),
                  f"              {step} }}"]
         if arg and out is red:
@@ -63,11 +71,12 @@ def render(g: OpGraph, p, k) -> str:
             post = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", lambda n, s=s: f"acc{s}" if n is red else None, prefix=f"o{s}_")
             val = f"from_f<{CTYPE[out.dtype]}>({post.value(out, f'row{s}')})"
             pre = post.take("            ")
-        store += [f"        if (row{s} < {N}LL) {{", pre, f"            out[row{s}] = {val};", "        }"]
+        store += [f"        if (row{s} < {N}LL{' && wy == 0' if Y > 1 else ''}) {{", pre, f"            out[row{s}] = {val};", "        }"]
     nw = -(-N // (32 * TC))
-    body = "\n".join(head + ["        #pragma unroll 4", f"        for (long long r = 0; r < {R}LL; ++r) {{"] + loop
-                     + ["        }"] + store)
-    return f"""{PRELUDE}
+    rloop = f"for (long long r = wy; r < {R}LL; r += {Y})" if Y > 1 else f"for (long long r = 0; r < {R}LL; ++r)"
+    if Y == 1:
+        body = "\n".join(head + ["        #pragma unroll 4", f"        {rloop} {{"] + loop + ["        }"] + store)
+        return f"""{PRELUDE}
 extern "C" __global__ void __launch_bounds__({k.block}) egg_rows({args}) {{
     const long long lane = threadIdx.x & 31;
     for (long long wg = ((long long)blockIdx.x * blockDim.x + threadIdx.x) >> 5; wg < {nw}LL;
@@ -76,9 +85,22 @@ extern "C" __global__ void __launch_bounds__({k.block}) egg_rows({args}) {{
     }}
 }}
 """
+    body = "\n".join(head + ["        #pragma unroll 4", f"        {rloop} {{"] + loop
+                     + ["        }", "        __syncthreads();  // sacc free (the last group's merge done)"]
+                     + merge[0::2] + ["        __syncthreads();"] + merge[1::2] + store)
+    idx = f"    __shared__ long long sidx[{Y * TC * 32}];\n" if arg else ""
+    return f"""{PRELUDE}
+extern "C" __global__ void __launch_bounds__({k.block}) egg_rows({args}) {{
+    __shared__ float sacc[{Y * TC * 32}];
+{idx}    const long long lane = threadIdx.x & 31, wy = threadIdx.x >> 5;
+    for (long long wg = blockIdx.x; wg < {nw}LL; wg += gridDim.x) {{  // a block a group of {32 * TC} columns
+{body}
+    }}
+}}
+"""
 
 
 def grid(p, k, sms: int, max_threads_per_sm: int) -> int:
-    """A warp per TC x 32 outputs, as many blocks as fit at once times the waves."""
-    need = max(1, -(-(p.outer * p.inner) // (32 * TC * (k.block // 32))))
+    """A warp (split: a block) per TC x 32 outputs, as many blocks as fit at once times the waves."""
+    need = max(1, -(-(p.outer * p.inner) // (32 * TC * (1 if k.split else k.block // 32))))
     return int(min(need, sms * max(1, max_threads_per_sm // k.block) * k.waves))

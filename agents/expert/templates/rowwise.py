@@ -44,6 +44,8 @@ class RowKnobs:
     welford: bool = True  # a mean and the centred sum of squares after it in one pass (Welford/Chan)
     online: bool = True  # a max and the sum of exp(v - max) after it in one pass (online softmax)
     vec: int = 1  # 4: the main input read 16 bytes a thread (a contiguous fp32 row, no cache)
+    split: bool = False  # tcols only: a block's warps share one group of columns, splitting its rows (merged in shared
+    # memory in warp order): block / 32 times the threads, for more loads in flight
     ring: bool = False  # cluster only: the slice copied by bulk asynchronous copies in chunks of 4 x block floats, the
     # first pass waiting chunk by chunk and the output pass refilling each chunk with the next row's as it finishes
     # with it (loads of the next row under this row's stores). Measured slower than streaming the row twice (the
