@@ -696,7 +696,7 @@ class ExpertAgent:
                 kb = pool.PoolKnobs(block=base["block"], vec=base.get("vec", 1), rows=base.get("rows", 1))
                 if kb.vec > 1 and (base.get("ostage") or pool.stage_ok(plan, kb)):  # its outputs stored by consecutive
                     out.insert(0, {**base, "ostage": not base.get("ostage", False)})  # threads through shared memory (or not)
-                for r in ((1, 2, 4) if plan.nd > 1 else ()):  # output rows a thread, each input row loaded once for them
+                for r in ((1, 2, 4, 8) if plan.nd > 1 else ()):  # output rows a thread, each input row loaded once for them
                     kr = pool.PoolKnobs(block=base["block"], vec=kb.vec, rows=r, ostage=base.get("ostage", False))
                     if r != kb.rows and plan.out[-2] >= r and pool.rows_span(plan, r) < r * plan.pool.attrs["kernel"][-2]:
                         out.append({**base, "rows": r, **({} if not kr.ostage or pool.stage_ok(plan, kr) else {"ostage": False})})

@@ -55,12 +55,13 @@ def rows_span(p: PoolPlan, rows: int) -> int:
 
 
 def default_rows(p: PoolPlan) -> int:
-    """Output rows a thread where that at least halves the input rows loaded (level 1 task 42, kernel 4 stride 1: 7
-    for 4); 1 where windows barely overlap along that dim (43, 45, 46) or the pool is 1-d."""
+    """Output rows a thread where that at least halves the input rows loaded (level 1 task 42, kernel 4 stride 1: 11
+    for 8; H100, 2026-12-07: 2.775 ms at 1, 1.844 at 4, 1.754 at 8); 1 where windows barely overlap along that dim
+    (43, 45, 46) or the pool is 1-d."""
     if p.nd < 2:
         return 1
     K = p.pool.attrs["kernel"][-2]
-    return next((r for r in (4, 2) if p.out[-2] >= r and rows_span(p, r) <= 0.5 * r * K), 1)
+    return next((r for r in (8, 4, 2) if p.out[-2] >= r and rows_span(p, r) <= 0.5 * r * K), 1)
 
 
 def stage_ok(p: PoolPlan, k: PoolKnobs) -> bool:
@@ -84,6 +85,10 @@ def default_vec(g: OpGraph, p: PoolPlan) -> int:
     (stride >= the window: level 1 task 45; dilated or strided windows that barely overlap: 41, 43, measured
     slower at 4 with 4-byte loads) the spread threads only cost coalescing: a thread per output reads neighbours."""
     K, S = p.pool.attrs["kernel"][-1], p.pool.attrs["stride"][-1]
+    # 8 for a 1-d pool read 16 bytes at a time whose windows' union saves a quarter of the loads (H100, 2026-12-07:
+    # task 41, kernel 8 dilated 3, 2.735 -> 2.457 ms; 44 equal; unmeasured on 2-d/3-d pools, so not there)
+    if p.nd == 1 and loads16(g, p, 8) and p.out[-1] >= 8 and window_span(p, 8) <= min(MAX_WINDOW_REGS, 0.75 * 8 * K):
+        return 8
     return next((v for v in (4, 2) if window_span(p, v) <= MAX_WINDOW_REGS and p.out[-1] >= v
                  and (window_span(p, v) <= 0.75 * v * K or (loads16(g, p, v) and v * S == 4))), 1)
 
