@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
 from agents.expert.opgraph import OpGraph
+from agents.expert.templates.rowwise import INIT, _combine
 
 TC = 4  # outputs a thread, 32 apart (eager's 4)
 
@@ -38,7 +39,6 @@ def fills(p, sms: int) -> bool:
 
 
 def render(g: OpGraph, p, k) -> str:
-    from agents.expert.templates.rowwise import INIT, _combine
     red, out = p.reductions[0], g.output
     args = ", ".join([f"{CTYPE[out.dtype]}* __restrict__ out", f"const {CTYPE[p.main.dtype]}* __restrict__ {p.main.name}"])
     N, R, inner = p.outer * p.inner, p.R, p.inner
