@@ -9,7 +9,10 @@ from agents.expert.opgraph import Node, Unsupported
 CTYPE = {"float32": "float", "bfloat16": "__nv_bfloat16", "float16": "__half", "int64": "long long",
          "int32": "int", "bool": "bool"}
 # activations cheaper than their libm composition, plain C++ (tests/cpu_emulator.py keeps them as they are)
-MATH_PRELUDE = r"""__device__ __forceinline__ float egg_mish(float x) {
+MATH_PRELUDE = r"""// max and min that keep a NaN, as torch's relu/clamp/maximum/amax do (fmaxf/fminf return the other operand)
+__device__ __forceinline__ float egg_max(float a, float b) { return (a > b || a != a) ? a : b; }
+__device__ __forceinline__ float egg_min(float a, float b) { return (a < b || a != a) ? a : b; }
+__device__ __forceinline__ float egg_mish(float x) {
     // x tanh(log1p(e^x)) = x n / (n + 2), n = e^x (e^x + 2): one expf and a divide where tanhf(log1pf(expf))
     // takes ~90 PTX instructions to this one's ~25 (a conv's epilogue runs it on every output); exact to a few
     // ulp (no cancellation: n >= 0). Past 20, tanh(softplus) is 1 in fp32 (and n would overflow)
@@ -73,7 +76,7 @@ def pw_expr(op: str, a: list[str], raw: list) -> str:
         v = _arg(raw, i, d)
         return lit(v) if isinstance(v, (int, float)) else lit(d)
     table = {
-        "relu": f"fmaxf({x}, 0.0f)",
+        "relu": f"egg_max({x}, 0.0f)",
         "leaky_relu": f"({x} > 0.0f ? {x} : {x} * {s(1, 0.01)})",
         "gelu": (f"(0.5f * {x} * (1.0f + tanhf(0.7978845608028654f * ({x} + 0.044715f * {x} * {x} * {x}))))"
                  if _arg(raw, 1, "none") == "tanh" else f"(0.5f * {x} * (1.0f + erff({x} * 0.7071067811865476f)))"),
@@ -81,9 +84,9 @@ def pw_expr(op: str, a: list[str], raw: list) -> str:
         "elu": f"({x} > 0.0f ? {s(2, 1.0)} * {x} : {s(2, 1.0)} * {s(1, 1.0)} * expm1f({x} * {s(3, 1.0)}))",
         "celu": f"({x} > 0.0f ? {x} : {s(1, 1.0)} * expm1f({x} / {s(1, 1.0)}))",
         "softplus": f"(({x}) * {s(1, 1.0)} > {s(2, 20.0)} ? ({x}) : log1pf(expf(({x}) * {s(1, 1.0)})) / {s(1, 1.0)})",
-        "hardtanh": f"fminf(fmaxf({x}, {s(1, -1.0)}), {s(2, 1.0)})",
-        "hardsigmoid": f"fminf(fmaxf({x} / 6.0f + 0.5f, 0.0f), 1.0f)",
-        "hardswish": f"({x} * fminf(fmaxf({x} + 3.0f, 0.0f), 6.0f) / 6.0f)",
+        "hardtanh": f"egg_min(egg_max({x}, {s(1, -1.0)}), {s(2, 1.0)})",
+        "hardsigmoid": f"egg_min(egg_max({x} / 6.0f + 0.5f, 0.0f), 1.0f)",
+        "hardswish": f"({x} * egg_min(egg_max({x} + 3.0f, 0.0f), 6.0f) / 6.0f)",
         "silu": f"({x} / (1.0f + expf(-({x}))))",
         "sigmoid": f"(1.0f / (1.0f + expf(-({x}))))",
         "log_sigmoid": f"(fminf({x}, 0.0f) - log1pf(expf(-fabsf({x}))))",
@@ -98,9 +101,9 @@ def pw_expr(op: str, a: list[str], raw: list) -> str:
         "reciprocal": f"(1.0f / ({x}))", "square": f"({x} * {x})",
         "sign": f"(float)(({x} > 0.0f) - ({x} < 0.0f))",
         "tanhshrink": f"({x} - tanhf({x}))",
-        "hardshrink": f"(fabsf({x}) > {s(1, 0.5)} ? {x} : 0.0f)",
-        "softshrink": f"({x} > {s(1, 0.5)} ? {x} - {s(1, 0.5)} : ({x} < -{s(1, 0.5)} ? {x} + {s(1, 0.5)} : 0.0f))",
-        "threshold": f"({x} > {s(1, 0.0)} ? {x} : {s(2, 0.0)})",
+        "hardshrink": f"(fabsf({x}) <= {s(1, 0.5)} ? 0.0f : {x})",
+        "softshrink": f"(fabsf({x}) <= {s(1, 0.5)} ? 0.0f : {x} - copysignf({s(1, 0.5)}, {x}))",
+        "threshold": f"({x} <= {s(1, 0.0)} ? {s(2, 0.0)} : {x})",
         "logit": f"logf(({x}) / (1.0f - ({x})))",
     }
     if op in table:
@@ -110,10 +113,10 @@ def pw_expr(op: str, a: list[str], raw: list) -> str:
         hi = _arg(raw, 2, None) if op == "clamp" else (_arg(raw, 1, None) if op == "clamp_max" else None)
         e = x
         if lo is not None:
-            e = f"fmaxf({e}, {a[1] if isinstance(raw[1], Node) else lit(lo)})"
+            e = f"egg_max({e}, {a[1] if isinstance(raw[1], Node) else lit(lo)})"
         if hi is not None:
             hi_e = a[2 if op == "clamp" else 1] if isinstance(raw[2 if op == "clamp" else 1], Node) else lit(hi)
-            e = f"fminf({e}, {hi_e})"
+            e = f"egg_min({e}, {hi_e})"
         return e
     if op == "pow":
         p = raw[1]
@@ -143,9 +146,9 @@ def pw_expr(op: str, a: list[str], raw: list) -> str:
     if op == "div":
         return f"({x} / {y})"
     if op == "maximum":
-        return f"fmaxf({x}, {y})"
+        return f"egg_max({x}, {y})"
     if op == "minimum":
-        return f"fminf({x}, {y})"
+        return f"egg_min({x}, {y})"
     raise Unsupported(f"aten::{op}")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
 from agents.expert.opgraph import OpGraph
-from agents.expert.templates.rowwise import INIT, _combine
+from agents.expert.templates.rowwise import INIT, _combine, arg_step, arg_takes
 
 TC = 4  # outputs a thread, 32 apart (eager's 4)
 
@@ -54,9 +54,9 @@ def render(g: OpGraph, p, k) -> str:
         em = Emitter(lambda t, idx: f"to_f({t.name}[{idx}])", prefix=f"a{s}_")
         v = em.value(red.args[0], f"i{s}")
         if arg:
-            step = f"if ({v} {better} acc{s}) {{ acc{s} = {v}; ai{s} = r; }}"
+            step = arg_step(better, v, f"acc{s}", f"ai{s}")
             fold = (f"{{ const float ov = sacc[(w * {TC} + {s}) * 32 + lane]; const long long oi = sidx[(w * {TC} + {s}) * 32 + lane];"
-                    f" if (ov {better} acc{s} || (ov == acc{s} && oi < ai{s})) {{ acc{s} = ov; ai{s} = oi; }} }}")
+                    f" if {arg_takes(better, 'ov', 'oi', f'acc{s}', f'ai{s}')} {{ acc{s} = ov; ai{s} = oi; }} }}")
         else:
             step = f"acc{s} = {_combine(red.op, f'acc{s}', v)};"
             fold = f"acc{s} = {_combine(red.op, f'acc{s}', f'sacc[(w * {TC} + {s}) * 32 + lane]')};"

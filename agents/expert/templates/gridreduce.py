@@ -94,7 +94,7 @@ def _slice_loop(p: RowPlan, k: GridKnobs, loads: str, body: str, update: str) ->
 
 
 def _comb(op: str, a: str, b: str) -> str:
-    return {"sum": f"{a} + {b}", "amax": f"fmaxf({a}, {b})", "amin": f"fminf({a}, {b})"}[op]
+    return {"sum": f"{a} + {b}", "amax": f"egg_max({a}, {b})", "amin": f"egg_min({a}, {b})"}[op]
 
 
 def _block_reduce(op: str, acc: str) -> str:

@@ -130,7 +130,7 @@ def _update(p: RnnPlan, xp: dict[str, str], gate=None, c_at: str = "s_c[j]", h_p
                 const float zg = 1.0f / (1.0f + expf(-({xp[f"({H} + j)"]} + {gate(1)})));
                 const float ng = tanhf({xp[f"({2 * H} + j)"]} + rg * {gate(2)});
                 const float h = fmaf(zg, {h_prev} - ng, ng);"""
-    return f"                const float h = {f'tanhf({gate(0)})' if p.cell == 'tanh' else f'fmaxf({gate(0)}, 0.0f)'};"
+    return f"                const float h = {f'tanhf({gate(0)})' if p.cell == 'tanh' else f'egg_max({gate(0)}, 0.0f)'};"
 
 
 def _operands(g: OpGraph, p: RnnPlan):

@@ -60,7 +60,19 @@ INIT = {"sum": "0.0f", "prod": "1.0f", "amax": "-INFINITY", "amin": "INFINITY",
 
 
 def _combine(op: str, a: str, b: str) -> str:
-    return {"sum": f"{a} + {b}", "prod": f"{a} * {b}", "amax": f"fmaxf({a}, {b})", "amin": f"fminf({a}, {b})"}[op]
+    return {"sum": f"{a} + {b}", "prod": f"{a} * {b}", "amax": f"egg_max({a}, {b})", "amin": f"egg_min({a}, {b})"}[op]
+
+
+def arg_step(better: str, v: str, acc: str, ai: str, r: str = "r") -> str:
+    """An argmax/argmin's step over elements in increasing index: a NaN beats any number and the first NaN stays,
+    as in torch (its argmax and argmin both return the first NaN's index); ties keep the first."""
+    return f"{{ const float av = {v}; if (av {better} {acc} || (av != av && {acc} == {acc})) {{ {acc} = av; {ai} = {r}; }} }}"
+
+
+def arg_takes(better: str, ov: str, oi: str, acc: str, ai: str) -> str:
+    """Whether another partial (ov at index oi) replaces (acc at ai) in an argmax/argmin's merge: the better
+    value, a NaN over a number, and between equals (two NaN included) the smaller index."""
+    return f"({ov} {better} {acc} || ({ov} != {ov} && {acc} == {acc}) || (({ov} == {acc} || ({ov} != {ov} && {acc} != {acc})) && {oi} < {ai}))"
 
 
 def needs_grid(outer: int, R: int, inner: int, seg: int = 0) -> bool:
@@ -488,9 +500,9 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
         acc, ai = f"acc{ri}", f"ai{ri}"
         if arg:
             better = ">" if red.op == "argmax" else "<"
-            step = f"if ({v} {better} {acc}) {{ {acc} = {v}; {ai} = r; }}"
+            step = arg_step(better, v, acc, ai)
             wcomb = (f"{{ float ov = __shfl_xor_sync(0xffffffffu, {acc}, s); long long oi = __shfl_xor_sync(0xffffffffu, {ai}, s);"
-                     f" if (ov {better} {acc} || (ov == {acc} && oi < {ai})) {{ {acc} = ov; {ai} = oi; }} }}")
+                     f" if {arg_takes(better, 'ov', 'oi', acc, ai)} {{ {acc} = ov; {ai} = oi; }} }}")
         else:
             step = f"{acc} = {_combine(red.op, acc, v)};"
             wcomb = f"{acc} = {_combine(red.op, acc, f'__shfl_xor_sync(0xffffffffu, {acc}, s)')};"
@@ -503,7 +515,7 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                 code += [f"        scol[threadIdx.x] = {acc}; scidx[threadIdx.x] = {ai};", "        __syncthreads();",
                          f"        {acc} = scol[threadIdx.x & 31]; {ai} = scidx[threadIdx.x & 31];",
                          "        for (int w = 1; w < (blockDim.x >> 5); ++w) { const int t = w * 32 + (threadIdx.x & 31); "
-                         f"if (scol[t] {better} {acc} || (scol[t] == {acc} && scidx[t] < {ai})) {{ {acc} = scol[t]; {ai} = scidx[t]; }} }}",
+                         f"if {arg_takes(better, 'scol[t]', 'scidx[t]', acc, ai)} {{ {acc} = scol[t]; {ai} = scidx[t]; }} }}",
                          "        __syncthreads();"]
             else:
                 code += cols_merge([acc], lambda a, b, op=red.op: f"{a[0]} = {_combine(op, a[0], b[0])};")
@@ -513,7 +525,7 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                          "        __syncthreads();",
                          f"        {acc} = sred[0]; {ai} = sidx[0];",
                          "        for (int w = 1; w < (blockDim.x >> 5); ++w) "
-                         f"if (sred[w] {better} {acc} || (sred[w] == {acc} && sidx[w] < {ai})) {{ {acc} = sred[w]; {ai} = sidx[w]; }}",
+                         f"if {arg_takes(better, 'sred[w]', 'sidx[w]', acc, ai)} {{ {acc} = sred[w]; {ai} = sidx[w]; }}",
                          "        __syncthreads();"]
             else:
                 code += ["        if ((threadIdx.x & 31) == 0) sred[threadIdx.x >> 5] = " + acc + ";",

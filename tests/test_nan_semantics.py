@@ -1,0 +1,83 @@
+"""NaN in, NaN out where torch gives it: the expert's kernels keep a NaN through relu, clamp, hardtanh, the
+shrinks, threshold, maximum and max/min reductions (fmaxf/fminf would return the other operand and hide it),
+and argmax/argmin return the first NaN's index, as torch does. Run on the CPU emulator through each first
+design's host code, on inputs with NaN in some rows and none in others."""
+import pytest
+import torch
+
+from agents.expert import ExpertAgent
+from agents.expert.templates import colreduce, rowwise
+from hardware_profiles import load_profile
+from tasks import load_task
+from tests import cpu_emulator
+
+TEMPLATE = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, x):
+        return {expr}
+def get_inputs():
+    return [torch.randn({shape})]
+def get_init_inputs():
+    return []
+"""
+
+
+def with_nans(shape, seed=3) -> torch.Tensor:
+    """randn with a NaN in about one element of 40, none in the first row (dim 0 index 0)."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(*shape, generator=g)
+    mask = torch.rand(*shape, generator=g) < 0.025
+    mask[0] = False
+    return x.masked_fill(mask, float("nan"))
+
+
+def same_with_nans(got: torch.Tensor, want: torch.Tensor) -> bool:
+    got, want = got.double(), want.double()
+    nan = torch.isnan(want)
+    return torch.equal(torch.isnan(got), nan) and torch.allclose(got[~nan], want[~nan], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("expr,shape", [
+    ("torch.clamp(torch.relu(x) - 0.5, -0.2, 0.7) + F.hardtanh(x) + F.hardsigmoid(x) + torch.maximum(x, x * 0.5)", "4, 300"),
+    ("F.hardshrink(x) + F.softshrink(x, 0.3) + F.threshold(x, 0.1, 2.0) + torch.clamp_min(x, 0.0)", "4, 300"),
+    ("torch.amax(x, dim=1)", "8, 500"),
+    ("torch.amin(x, dim=1, keepdim=True) * 2.0", "8, 70"),
+    ("torch.argmax(x, dim=1)", "8, 600"),
+    ("torch.argmin(x, dim=1)", "3, 50, 40"),
+    ("torch.amax(x)", "4, 300000"),  # a grid-level reduction
+])
+def test_first_designs_keep_nan_as_torch_does(tmp_egg, expr, shape):
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    p = tmp_egg / "nan.py"
+    p.write_text(TEMPLATE.format(expr=expr, shape=shape))
+    agent, prof = ExpertAgent(), load_profile("h200")
+    g, fam, plan = agent._plan(str(p))
+    k = agent.emit(g, fam, plan, agent._default(fam, g, plan, None, prof), prof)
+    x = with_nans([int(s) for s in shape.split(",")])
+    want = load_task(p).make_model(0)(x)
+    assert torch.isnan(x).any() and (want.isnan().any() or "arg" in expr)  # the premise: NaN reach torch's output
+    src = k.cuda_source.replace("long long* __restrict__ out", "float* __restrict__ out")  # the emulator's buffers are float
+    got = cpu_emulator.run_host(src, k.host_code, {"x0": x}, tmp_egg / "emu")
+    assert same_with_nans(got.reshape(want.shape), want), (k.description, got.flatten()[:8], want.flatten()[:8])
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_strided_argmax_four_a_thread_takes_the_first_nan(tmp_egg, split):
+    """tcols (a thread 4 outputs; with split, the warps' partials merged in shared memory): the first NaN's index."""
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    p = tmp_egg / "am.py"
+    p.write_text(TEMPLATE.format(expr="torch.argmax(x, dim=1)", shape="2, 40, 70"))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    x = with_nans([2, 40, 70], seed=5)
+    want = load_task(p).make_model(0)(x)
+    k = rowwise.RowKnobs(mapping="tcols", block=96, waves=1, split=split)
+    src = colreduce.render(g, plan, k).replace("long long* __restrict__ out", "float* __restrict__ out")
+    got = cpu_emulator.run(src, "egg_rows", colreduce.grid(plan, k, 2, 96), k.block, tuple(want.shape), [x], tmp_egg / "emu")
+    assert torch.equal(got.long(), want)
