@@ -1,5 +1,5 @@
 #!/bin/bash
-# tcols with a block's warps splitting one group's rows (`split`) beside tcols alone, on the dim reductions 47 and 51.
+# The nineteenth session's first call (left over from the eighteenth): tcols with a block's warps splitting one group's rows (`split`)
 # Carry [".whl", ".kb"].
 . benchmarks/probe_lib.sh
 probe s.txt .kb/level1/47_Sum_reduction_over_a_dimension.py 60 --first --reps 10 --vary '{}' --vary '{"split": true}' \
@@ -10,3 +10,9 @@ cut -c1-220 "$OUT/s.txt"
 probe s.txt .kb/level1/41_Max_Pooling_1D.py 45 --first --reps 10 --vary '{}'
 probe s.txt .kb/level1/42_Max_Pooling_2D.py 45 --first --reps 10 --vary '{}'
 cut -c1-220 "$OUT/s.txt" | tail -4
+# the NaN-keeping max/min's cost (18f258d): ReLU, HardTanh and a conv with a ReLU epilogue, first designs (before, H100:
+# 19 4.219 ms, 32 4.220 at 91b228f; level 2 task 1 1.915-1.933 at 14f8e20/28092aa)
+probe s.txt .kb/level1/19_ReLU.py 40 --first --reps 10 --vary '{}'
+probe s.txt .kb/level1/32_HardTanh.py 40 --first --reps 10 --vary '{}'
+probe s.txt .kb/level2/1_Conv2D_ReLU_BiasAdd.py 60 --first --reps 10 --vary '{}'
+cut -c1-160 "$OUT/s.txt" | tail -6
