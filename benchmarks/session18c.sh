@@ -1,5 +1,6 @@
 #!/bin/bash
-# The nineteenth session's first call (left over from the eighteenth): tcols with a block's warps splitting one group's rows (`split`)
+# The nineteenth session's first call (left over from the eighteenth): tcols with a block's warps splitting one group's rows
+# (`split`) beside tcols alone on the dim reductions 47 and 51; the pools' first designs; the NaN-keeping max/min's cost.
 # Carry [".whl", ".kb"].
 . benchmarks/probe_lib.sh
 probe s.txt .kb/level1/47_Sum_reduction_over_a_dimension.py 60 --first --reps 10 --vary '{}' --vary '{"split": true}' \
