@@ -487,8 +487,9 @@ def test_strided_rows_four_a_thread_match_a_float64_truth(tmp_egg, expr, shape):
         pytest.skip("no g++")
     g, plan, x, params, truth, eager_err = _rows_case(tmp_egg, "tcols", "nn.Identity()", expr, shape, 6, lambda d: torch.randn(*d))
     assert colreduce.reason(g, plan) is None and not colreduce.fills(plan, 132)
-    ks = stage_kernels(ExpertAgent(), tmp_egg / "tcols.py", max_candidates=100)
-    assert ks[0].params["mapping"] == "thread" and any(k.params["mapping"] == "tcols" for k in ks)  # too few outputs: offered
+    if "keepdim" in expr:  # (once: the stages' candidates take a while) too few outputs for tcols first: offered
+        ks = stage_kernels(ExpertAgent(), tmp_egg / "tcols.py", max_candidates=100)
+        assert ks[0].params["mapping"] == "thread" and any(k.params["mapping"] == "tcols" for k in ks)
     # one block looping over the warps' groups; several; a block's warps splitting one group's rows (2 and 3 of them)
     for block, sms, split in ((64, 1, False), (32, 3, False), (64, 1, True), (96, 2, True)):
         k = rowwise.RowKnobs(mapping="tcols", block=block, waves=1, split=split)
