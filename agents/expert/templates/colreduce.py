@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
 from agents.expert.opgraph import OpGraph
-from agents.expert.templates.rowwise import INIT, _combine, arg_step, arg_takes
+from agents.expert.templates.rowwise import INIT, arg_step, arg_takes, combine
 
 TC = 4  # outputs a thread, 32 apart (eager's 4)
 
@@ -58,8 +58,8 @@ def render(g: OpGraph, p, k) -> str:
             fold = (f"{{ const float ov = sacc[(w * {TC} + {s}) * 32 + lane]; const long long oi = sidx[(w * {TC} + {s}) * 32 + lane];"
                     f" if {arg_takes(better, 'ov', 'oi', f'acc{s}', f'ai{s}')} {{ acc{s} = ov; ai{s} = oi; }} }}")
         else:
-            step = f"acc{s} = {_combine(red.op, f'acc{s}', v)};"
-            fold = f"acc{s} = {_combine(red.op, f'acc{s}', f'sacc[(w * {TC} + {s}) * 32 + lane]')};"
+            step = f"acc{s} = {combine(red.op, f'acc{s}', v)};"
+            fold = f"acc{s} = {combine(red.op, f'acc{s}', f'sacc[(w * {TC} + {s}) * 32 + lane]')};"
         if Y > 1:  # every warp's partials in shared memory; warp 0 folds them in warp order
             merge += [f"        sacc[(wy * {TC} + {s}) * 32 + lane] = acc{s};" + (f" sidx[(wy * {TC} + {s}) * 32 + lane] = ai{s};" if arg else ""),
                       f"        if (wy == 0) for (int w = 1; w < {Y}; ++w) {fold}"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
 from agents.expert.opgraph import Node, OpGraph, Unsupported
 from agents.expert.templates.pointwise import vector_reads
-from agents.expert.templates.rowwise import INIT, RowPlan, chan_merge, welford_lanes, welford_pairs, welford_update, welford_warps
+from agents.expert.templates.rowwise import INIT, RowPlan, chan_merge, combine, welford_lanes, welford_pairs, welford_update, welford_warps
 
 
 @dataclass
@@ -93,17 +93,13 @@ def _slice_loop(p: RowPlan, k: GridKnobs, loads: str, body: str, update: str) ->
     }}"""
 
 
-def _comb(op: str, a: str, b: str) -> str:
-    return {"sum": f"{a} + {b}", "amax": f"egg_max({a}, {b})", "amin": f"egg_min({a}, {b})"}[op]
-
-
 def _block_reduce(op: str, acc: str) -> str:
     """Reduce `acc` over the block; the result lands in `acc` of every thread."""
-    return f"""        for (int s = 16; s > 0; s >>= 1) {acc} = {_comb(op, acc, f"__shfl_xor_sync(0xffffffffu, {acc}, s)")};
+    return f"""        for (int s = 16; s > 0; s >>= 1) {acc} = {combine(op, acc, f"__shfl_xor_sync(0xffffffffu, {acc}, s)")};
         if ((threadIdx.x & 31) == 0) g_red[threadIdx.x >> 5] = {acc};
         __syncthreads();
         {acc} = g_red[0];
-        for (int w = 1; w < (int)(blockDim.x >> 5); ++w) {acc} = {_comb(op, acc, "g_red[w]")};
+        for (int w = 1; w < (int)(blockDim.x >> 5); ++w) {acc} = {combine(op, acc, "g_red[w]")};
         __syncthreads();"""
 
 
@@ -185,14 +181,14 @@ def render(g: OpGraph, p: RowPlan, k: GridKnobs) -> str:
     __shared__ float g_red[32];
 {span}
     float acc = {INIT[red.op]};
-{_slice_loop(p, k, loads, body, f"acc = {_comb(red.op, 'acc', v)};")}
+{_slice_loop(p, k, loads, body, f"acc = {combine(red.op, 'acc', v)};")}
 {_block_reduce(red.op, "acc")}
     if (threadIdx.x == 0) g_part[row * {P}LL + part] = acc;
 }}""")
         fold = f"""    __shared__ float g_red[32];
     const long long row = blockIdx.x;
     float acc = {INIT[red.op]};
-    for (long long q = threadIdx.x; q < {P}LL; q += blockDim.x) acc = {_comb(red.op, "acc", f"g_part[row * {P}LL + q]")};
+    for (long long q = threadIdx.x; q < {P}LL; q += blockDim.x) acc = {combine(red.op, "acc", f"g_part[row * {P}LL + q]")};
 {_block_reduce(red.op, "acc")}"""
         if ps.res is None:  # the last fold writes the few outputs
             done[red.name] = "acc"

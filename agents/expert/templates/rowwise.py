@@ -59,7 +59,7 @@ INIT = {"sum": "0.0f", "prod": "1.0f", "amax": "-INFINITY", "amin": "INFINITY",
         "argmax": "-INFINITY", "argmin": "INFINITY"}
 
 
-def _combine(op: str, a: str, b: str) -> str:
+def combine(op: str, a: str, b: str) -> str:
     return {"sum": f"{a} + {b}", "prod": f"{a} * {b}", "amax": f"egg_max({a}, {b})", "amin": f"egg_min({a}, {b})"}[op]
 
 
@@ -333,7 +333,7 @@ def _cluster_merge(kind: str, ri: int, C: int, vals: list[str], op: str = "") ->
     at = lambda v, w: f"cx[{base + v * C} + {w}]"  # noqa: E731
     first = " ".join(f"{x} = {at(v, 0)};" for v, x in enumerate(vals))
     if kind == "plain":
-        fold = f"{vals[0]} = {_combine(op, vals[0], at(0, 'w'))};"
+        fold = f"{vals[0]} = {combine(op, vals[0], at(0, 'w'))};"
     elif kind == "online":
         fold = online_merge(vals[0], vals[1], at(0, "w"), at(1, "w"))
     else:
@@ -504,8 +504,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
             wcomb = (f"{{ float ov = __shfl_xor_sync(0xffffffffu, {acc}, s); long long oi = __shfl_xor_sync(0xffffffffu, {ai}, s);"
                      f" if {arg_takes(better, 'ov', 'oi', acc, ai)} {{ {acc} = ov; {ai} = oi; }} }}")
         else:
-            step = f"{acc} = {_combine(red.op, acc, v)};"
-            wcomb = f"{acc} = {_combine(red.op, acc, f'__shfl_xor_sync(0xffffffffu, {acc}, s)')};"
+            step = f"{acc} = {combine(red.op, acc, v)};"
+            wcomb = f"{acc} = {combine(red.op, acc, f'__shfl_xor_sync(0xffffffffu, {acc}, s)')};"
         code = [f"        float {acc} = {INIT[red.op]};" + (f" long long {ai} = 0;" if arg else "")]
         code += row_loop([f"            long long i = {idx};", body, f"            {step}"])
         if k.mapping in ("block", "warp"):
@@ -518,7 +518,7 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                          f"if {arg_takes(better, 'scol[t]', 'scidx[t]', acc, ai)} {{ {acc} = scol[t]; {ai} = scidx[t]; }} }}",
                          "        __syncthreads();"]
             else:
-                code += cols_merge([acc], lambda a, b, op=red.op: f"{a[0]} = {_combine(op, a[0], b[0])};")
+                code += cols_merge([acc], lambda a, b, op=red.op: f"{a[0]} = {combine(op, a[0], b[0])};")
         if k.mapping == "block":
             if arg:
                 code += ["        if ((threadIdx.x & 31) == 0) { sred[threadIdx.x >> 5] = " + acc + "; sidx[threadIdx.x >> 5] = " + ai + "; }",
@@ -531,7 +531,7 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                 code += ["        if ((threadIdx.x & 31) == 0) sred[threadIdx.x >> 5] = " + acc + ";",
                          "        __syncthreads();",
                          f"        {acc} = sred[0];",
-                         f"        for (int w = 1; w < (blockDim.x >> 5); ++w) {acc} = {_combine(red.op, acc, 'sred[w]')};",
+                         f"        for (int w = 1; w < (blockDim.x >> 5); ++w) {acc} = {combine(red.op, acc, 'sred[w]')};",
                          "        __syncthreads();"]
                 if C:
                     code += _cluster_merge("plain", ri, C, [acc], red.op)
