@@ -685,21 +685,18 @@ class ExpertAgent:
                     out.append({**base, "vec": 1})
         elif fam == "pool":
             if st == "parallel_mapping":  # (outputs staged only where the block's still fit and are one run)
-                out = [{**base, "block": b, **({"ostage": False} if base.get("ostage") and not pool.stage_ok(
-                    plan, pool.PoolKnobs(block=b, vec=base.get("vec", 1), rows=base.get("rows", 1))) else {})}
-                       for b in kn.get("pool_block", [128, 512, 1024])]
+                out = [pool.fit_stage(plan, {**base, "block": b}) for b in kn.get("pool_block", [128, 512, 1024])]
             elif st == "tiling":
                 out = [{**base, "waves": w} for w in kn.get("pool_waves", [0, 4, 16])]
             elif st == "memory_optimization":  # outputs a thread along the last pooled dim, windows in registers
                 out = [{**base, "vec": v, **({"ostage": False} if v == 1 else {})} for v in kn.get("pool_vec", [1, 2, 4, 8])
                        if v != base.get("vec", 1) and pool.window_span(plan, v) <= pool.MAX_WINDOW_REGS and plan.out[-1] >= v]
-                kb = pool.PoolKnobs(block=base["block"], vec=base.get("vec", 1), rows=base.get("rows", 1))
-                if kb.vec > 1 and (base.get("ostage") or pool.stage_ok(plan, kb)):  # its outputs stored by consecutive
-                    out.insert(0, {**base, "ostage": not base.get("ostage", False)})  # threads through shared memory (or not)
+                kb = pool.PoolKnobs.of(base)
+                if kb.vec > 1 and (kb.ostage or pool.stage_ok(plan, kb)):  # its outputs stored by consecutive
+                    out.insert(0, {**base, "ostage": not kb.ostage})  # threads through shared memory (or not)
                 for r in ((1, 2, 4, 8) if plan.nd > 1 else ()):  # output rows a thread, each input row loaded once for them
-                    kr = pool.PoolKnobs(block=base["block"], vec=kb.vec, rows=r, ostage=base.get("ostage", False))
                     if r != kb.rows and plan.out[-2] >= r and pool.rows_span(plan, r) < r * plan.pool.attrs["kernel"][-2]:
-                        out.append({**base, "rows": r, **({} if not kr.ostage or pool.stage_ok(plan, kr) else {"ostage": False})})
+                        out.append(pool.fit_stage(plan, {**base, "rows": r}))
         elif fam == "direct_conv":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in kn.get("pool_block", [128, 512, 1024])]
@@ -931,9 +928,8 @@ class ExpertAgent:
             # Where windows overlap along the next-to-last dim too (42: kernel 4, stride 1), rows of outputs a thread:
             # each input row loaded once for all of them (H100, 2026-12-07: 42 2.78 -> 1.84 ms at 4 rows, 1.75 at 8)
             v, r = pool.default_vec(g, plan), pool.default_rows(plan)
-            k = pool.PoolKnobs(block=256, waves=8, vec=v, rows=r, ostage=v >= 4)
-            return {"family": "pool", "block": 256, "waves": 8, "vec": v, **({"rows": r} if r > 1 else {}),
-                    **({"ostage": True} if v >= 4 and pool.stage_ok(plan, k) else {})}
+            d = {"family": "pool", "block": 256, "waves": 8, "vec": v, **({"rows": r} if r > 1 else {})}
+            return {**d, "ostage": True} if v >= 4 and pool.stage_ok(plan, pool.PoolKnobs.of(d)) else d
         if fam == "grid":  # 16-byte vectors where the rows allow (the pointwise family's evidence: its scalar
             # grid-stride loop ran at 69-78% of the copy floor, vectors at 91-99%; level 1 task 37's scalar passes here
             # read at 2.85 TB/s on the H200, 68% of the copy's)
@@ -1192,8 +1188,7 @@ class ExpertAgent:
                         "input and weight staged channels last; " + desc)
             return src, steps, desc
         elif fam == "pool":
-            k = pool.PoolKnobs(block=params["block"], waves=params["waves"], vec=params.get("vec", 1), ostage=params.get("ostage", False),
-                               rows=params.get("rows", 1))
+            k = pool.PoolKnobs.of(params)
             src = pool.render(g, plan, k)
             launch = host.Launch("egg_pool", (pool.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), 0,
                                  align16=pool.loads16(g, plan, k.vec))

@@ -18,9 +18,9 @@ from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported, ancestors
 from agents.expert.templates import conv
 from agents.expert.templates.conv import ConvPlan, plan_of
 
-OPS = {"sum": ("0.0f", "{a} + {b}"),
-       "amax": ("-INFINITY", "(({b}) > ({a}) || ({b}) != ({b})) ? ({b}) : ({a})"),
-       "amin": ("INFINITY", "(({b}) < ({a}) || ({b}) != ({b})) ? ({b}) : ({a})")}
+OPS = {"sum": ("0.0f", "{a} + {b}"),  # max/min keep a NaN (the prelude's egg_max/egg_min; b first: a tie keeps a)
+       "amax": ("-INFINITY", "egg_max({b}, {a})"),
+       "amin": ("INFINITY", "egg_min({b}, {a})")}
 MAX_CHANNELS = 256  # the widest wgmma tile: a block holds every channel of the conv
 
 

@@ -37,6 +37,11 @@ class PoolKnobs:
     # their windows is loaded once and folded into every output row whose window holds it (kernel 4, stride 1: 7 input
     # rows for 4 output rows, not 16)
 
+    @classmethod
+    def of(cls, params: dict) -> PoolKnobs:
+        return cls(block=params["block"], waves=params.get("waves", 8), vec=params.get("vec", 1),
+                   ostage=params.get("ostage", False), rows=params.get("rows", 1))
+
 
 MAX_WINDOW_REGS = 48  # the longest run of inputs a thread holds for its outputs' windows
 MAX_STAGE_FLOATS = 8192  # staged outputs a block (32 KB of static shared memory)
@@ -69,6 +74,11 @@ def stage_ok(p: PoolPlan, k: PoolKnobs) -> bool:
     the block holds whole groups of output rows (its size a multiple of a group's threads)."""
     cw = -(-p.out[-1] // k.vec)
     return k.vec > 1 and k.vec * k.rows * k.block <= MAX_STAGE_FLOATS and (k.rows == 1 or k.block % cw == 0)
+
+
+def fit_stage(p: PoolPlan, params: dict) -> dict:
+    """`params` without staged outputs where its block's no longer fit or are not one run (stage_ok)."""
+    return {**params, "ostage": False} if params.get("ostage") and not stage_ok(p, PoolKnobs.of(params)) else params
 
 
 def loads16(g: OpGraph, p: PoolPlan, vec: int) -> bool:
@@ -169,7 +179,7 @@ def render(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
     if not mx:
         lines.append(f"{ind}long long p_full = 1, p_clip = 1;")
     loops, closes, lin = _window_loops(p, names, lines, ind)
-    step = ("if (v > s_acc || v != v) s_acc = v;" if mx else "s_acc += v;")
+    step = ("s_acc = egg_max(v, s_acc);" if mx else "s_acc += v;")  # a NaN kept
     inner = (f"{ind}    const long long i = {lin};\n{pre.take(ind + '    ')}\n"
              f"{ind}    const float v = {v_in};\n{ind}    {step}")
     if mx:
@@ -237,7 +247,7 @@ def _render_vec(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
                      f"{ind}    if (ip_h < 0 || ip_h >= {IH}LL) continue;")
         closes.append(f"{ind}}}")
         lin = f"({lin} * {IH}LL + ip_h)"
-    step = ("if (v > s_acc[jj] || v != v) s_acc[jj] = v;" if mx else "s_acc[jj] += v;")
+    step = ("s_acc[jj] = egg_max(v, s_acc[jj]);" if mx else "s_acc[jj] += v;")  # a NaN kept
     pad = "-INFINITY" if mx else "0.0f"
     if loads16(g, p, V):  # from the 16-byte boundary below the first input (the same offset in every thread)
         off = -PW % 4
