@@ -10,21 +10,7 @@ from agents.expert.templates import colreduce, rowwise
 from hardware_profiles import load_profile
 from tasks import load_task
 from tests import cpu_emulator
-
-TEMPLATE = """import torch
-import torch.nn as nn
-import torch.nn.functional as F
-class Model(nn.Module):
-    def __init__(self):
-        super().__init__()
-    def forward(self, x):
-        return {expr}
-def get_inputs():
-    return [torch.randn({shape})]
-def get_init_inputs():
-    return []
-"""
-
+from tests.test_expert_norms import TEMPLATE  # (its module slot holds nn.Identity() here)
 
 def with_nans(shape, seed=3) -> torch.Tensor:
     """randn with a NaN in about one element of 40, none in the first row (dim 0 index 0)."""
@@ -42,8 +28,10 @@ def same_with_nans(got: torch.Tensor, want: torch.Tensor) -> bool:
 
 
 @pytest.mark.parametrize("expr,shape", [
-    ("torch.clamp(torch.relu(x) - 0.5, -0.2, 0.7) + F.hardtanh(x) + F.hardsigmoid(x) + torch.maximum(x, x * 0.5)", "4, 300"),
-    ("F.hardshrink(x) + F.softshrink(x, 0.3) + F.threshold(x, 0.1, 2.0) + torch.clamp_min(x, 0.0)", "4, 300"),
+    ("torch.clamp(torch.relu(x) - 0.5, -0.2, 0.7) + nn.functional.hardtanh(x) + nn.functional.hardsigmoid(x)"
+     " + torch.maximum(x, x * 0.5)", "4, 300"),
+    ("nn.functional.hardshrink(x) + nn.functional.softshrink(x, 0.3) + nn.functional.threshold(x, 0.1, 2.0)"
+     " + torch.clamp_min(x, 0.0)", "4, 300"),
     ("torch.amax(x, dim=1)", "8, 500"),
     ("torch.amin(x, dim=1, keepdim=True) * 2.0", "8, 70"),
     ("torch.argmax(x, dim=1)", "8, 600"),
@@ -54,7 +42,7 @@ def test_first_designs_keep_nan_as_torch_does(tmp_egg, expr, shape):
     if not cpu_emulator.available():
         pytest.skip("no g++")
     p = tmp_egg / "nan.py"
-    p.write_text(TEMPLATE.format(expr=expr, shape=shape))
+    p.write_text(TEMPLATE.format(module="nn.Identity()", expr=expr, shape=shape))
     agent, prof = ExpertAgent(), load_profile("h200")
     g, fam, plan = agent._plan(str(p))
     k = agent.emit(g, fam, plan, agent._default(fam, g, plan, None, prof), prof)
@@ -72,7 +60,7 @@ def test_strided_argmax_four_a_thread_takes_the_first_nan(tmp_egg, split):
     if not cpu_emulator.available():
         pytest.skip("no g++")
     p = tmp_egg / "am.py"
-    p.write_text(TEMPLATE.format(expr="torch.argmax(x, dim=1)", shape="2, 40, 70"))
+    p.write_text(TEMPLATE.format(module="nn.Identity()", expr="torch.argmax(x, dim=1)", shape="2, 40, 70"))
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     x = with_nans([2, 40, 70], seed=5)
