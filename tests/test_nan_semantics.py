@@ -69,3 +69,45 @@ def test_strided_argmax_four_a_thread_takes_the_first_nan(tmp_egg, split):
     src = colreduce.render(g, plan, k).replace("long long* __restrict__ out", "float* __restrict__ out")
     got = cpu_emulator.run(src, "egg_rows", colreduce.grid(plan, k, 2, 96), k.block, tuple(want.shape), [x], tmp_egg / "emu")
     assert torch.equal(got.long(), want)
+
+
+GPU_CASES = [  # the first designs at sizes where the GPU mappings (not the small-row ones) are chosen
+    ("torch.clamp(torch.relu(x) - 0.5, -0.2, 0.7) + nn.functional.hardtanh(x) + nn.functional.hardsigmoid(x)"
+     " + torch.maximum(x, x * 0.5)", "nn.Identity()", "64, 4096"),
+    ("nn.functional.hardshrink(x) + nn.functional.softshrink(x, 0.3) + nn.functional.threshold(x, 0.1, 2.0)",
+     "nn.Identity()", "64, 4096"),
+    ("torch.amax(x, dim=1)", "nn.Identity()", "128, 8192"),
+    ("torch.argmin(x, dim=1)", "nn.Identity()", "128, 8192"),
+    ("torch.argmax(x, dim=1)", "nn.Identity()", "32, 64, 8192"),  # a middle dim: tcols where it fills the GPU
+    ("torch.amax(x, dim=1)", "nn.Identity()", "32, 64, 8192"),
+    ("torch.amax(x)", "nn.Identity()", "4, 3000000"),
+    ("self.norm(x)", "nn.MaxPool1d(4, 2, 1)", "16, 32, 4096"),
+    ("self.norm(x)", "nn.MaxPool2d(3, 2, 1)", "8, 32, 128, 128"),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("expr,module,shape", GPU_CASES)
+def test_first_designs_keep_nan_as_eager_does_on_the_gpu(tmp_egg, expr, module, shape):
+    """The same rule on the device, against eager CUDA: NaN where eager has NaN, the rest close (indices equal)."""
+    from runtime.kernel_api import load
+    p = tmp_egg / "nan.py"
+    p.write_text(TEMPLATE.format(module=module, expr=expr, shape=shape))
+    agent, prof = ExpertAgent(), load_profile("h200")
+    g, fam, plan = agent._plan(str(p))
+    k = agent.emit(g, fam, plan, agent._default(fam, g, plan, None, prof), prof)
+    api = load(k.cuda_source, k.compile_options)
+    env = {"__name__": "egg_candidate", "egg": api, "torch": torch, "nn": torch.nn}
+    exec(compile(k.host_code, "<host code>", "exec"), env)
+    task = load_task(p)
+    ref = task.make_model(0).cuda()
+    new = env["ModelNew"]().cuda()
+    x = with_nans([int(s) for s in shape.split(",")]).cuda()
+    with torch.no_grad():
+        want, got = ref(x), new(x)
+    torch.cuda.synchronize()
+    assert torch.isnan(x).any()
+    if want.dtype == torch.int64:
+        assert torch.equal(got.long(), want), (k.description, (got != want).sum().item())
+    else:
+        assert want.isnan().any() and same_with_nans(got.reshape(want.shape), want), k.description
