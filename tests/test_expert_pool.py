@@ -66,18 +66,23 @@ def test_pool_matches_torch_on_the_cpu(tmp_egg, name, module, expr, shape):
     assert len(kernels) >= 4
     # outputs staged through shared memory where a thread takes several (first at 4), never with one a thread
     assert all(k.params.get("vec", 1) > 1 or not k.params.get("ostage") for k in kernels)
-    k0 = pool.PoolKnobs(block=kernels[0].params["block"], vec=kernels[0].params["vec"], rows=kernels[0].params.get("rows", 1))
-    assert kernels[0].params.get("ostage", False) == (k0.vec >= 4 and pool.stage_ok(plan, k0))
-    assert k0.rows == pool.default_rows(plan)
+    k0 = pool.PoolKnobs.of(kernels[0].params)
+    assert k0.cols == pool.default_cols(g, plan)
+    assert k0.ostage == (k0.vec >= 4 and pool.stage_ok(plan, k0))
+    assert k0.rows == (1 if k0.cols else pool.default_rows(plan))
     if not cpu_emulator.available():
         pytest.skip("no g++ to run the kernel on the CPU")
     torch.manual_seed(0)
     x = torch.randn(*[int(s) for s in shape.split(",")])
     want = loaded.make_model(42)(x)
     vecs = sorted({k.params.get("vec", 1) for k in kernels})
-    assert kernels[0].params["vec"] == pool.default_vec(g, plan) and (len(vecs) >= 2 or plan.out[-1] == 1)  # others tried too
+    assert k0.vec == (1 if k0.cols else pool.default_vec(g, plan))
+    if k0.cols:  # a thread an output tried beside it
+        assert any(not k.params.get("cols") for k in kernels)
+    else:  # others tried too
+        assert len(vecs) >= 2 or plan.out[-1] == 1
     for k in (kernels[0], kernels[-1]):
-        kn = pool.PoolKnobs(block=k.params["block"], waves=k.params["waves"], vec=k.params.get("vec", 1), rows=k.params.get("rows", 1))
+        kn = pool.PoolKnobs.of(k.params)
         got = cpu_emulator.run(k.cuda_source, "egg_pool", pool.grid(plan, kn, 4, 2048), kn.block, tuple(want.shape), [x],
                                tmp_egg / f"emu_{k.params['block']}_{k.params['waves']}_{kn.vec}")
         assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (k.params, (got - want).abs().max())
@@ -155,3 +160,50 @@ def test_rows_first_only_where_they_halve_the_loads(tmp_egg):
         case = next(c for c in CASES if c[0] == "max1d")
         g = export_graph(load_task(task(tmp_egg, *case)))
         pool.render(g, pool.plan_pool(g), pool.PoolKnobs(vec=1, rows=2))
+
+
+@pytest.mark.parametrize("name,module,expr,shape", [c for c in CASES if c[3].count(",") >= 3], ids=[c[0] for c in CASES if c[3].count(",") >= 3])
+def test_a_block_an_output_row_reducing_columns_matches_torch(tmp_egg, name, module, expr, shape):
+    """`cols`: a block an output row, its threads reducing input columns over the window's other dims (16 bytes at a
+    time where the input is a float32 tensor with rows a multiple of 4, one column otherwise, the chain before the pool
+    applied per element) into shared memory, then a thread an output folding its window along the last dim; blocks of
+    32 threads (a thread several column groups) and 2 blocks looping over all rows."""
+    p = task(tmp_egg, name, module, expr, shape)
+    loaded = load_task(p)
+    g = export_graph(loaded)
+    plan = pool.plan_pool(g)
+    if not cpu_emulator.available():
+        pytest.skip("no g++ to run the kernel on the CPU")
+    torch.manual_seed(0)
+    x = torch.randn(*[int(s) for s in shape.split(",")])
+    want = loaded.make_model(42)(x)
+    kn = pool.PoolKnobs(block=32, waves=1, cols=True)
+    src = pool.render(g, plan, kn)
+    assert ("float4" in src) == (pool.cols_vec(g, plan) == 4) and "scol[" in src
+    assert compile_check(src, [], "sm_90a").ok
+    got = cpu_emulator.run(src, "egg_pool", 2, kn.block, tuple(want.shape), [x], tmp_egg / "emu_cols")
+    assert torch.allclose(got, want, atol=1e-5, rtol=1e-5), (got - want).abs().max()
+    with pytest.raises(Unsupported, match="no vec"):
+        pool.render(g, plan, pool.PoolKnobs(vec=2, cols=True))
+
+
+def test_cols_first_only_where_windows_do_not_overlap(tmp_egg):
+    """KernelBench 45 (kernel = stride 11) and pools whose per-output mappings save nothing take `cols` first, with 16-byte
+    loads from a raw float32 input whose rows are a multiple of 4 long; overlapping windows keep vec/rows; 1-d pools and
+    rows too long for shared memory never take it."""
+    want = {"avg2d_big_stride": True, "relu_pool_tanh": True, "adaptive2d": True, "max2d": False, "avg3d": False,
+            "max1d": False, "avg2d_16B": False}
+    for name, w in want.items():
+        case = next(c for c in CASES if c[0] == name)
+        g = export_graph(load_task(task(tmp_egg, *case)))
+        plan = pool.plan_pool(g)
+        assert pool.default_cols(g, plan) == w, name
+    g = export_graph(load_task(task(tmp_egg, "kb45", "nn.AvgPool2d(11)", "self.pool(x)", "2, 3, 64, 2048")))
+    plan = pool.plan_pool(g)
+    assert pool.default_cols(g, plan) and pool.cols_vec(g, plan) == 4 and pool.cols_block(g, plan) == 512
+    assert pool.cols_used(plan) == 186 * 11
+    g = export_graph(load_task(task(tmp_egg, "wide", "nn.AvgPool2d(11)", "self.pool(x)", "1, 1, 11, 20000")))
+    plan = pool.plan_pool(g)
+    assert not pool.cols_ok(plan) and not pool.default_cols(g, plan)
+    with pytest.raises(Unsupported, match="input columns"):
+        pool.render(g, plan, pool.PoolKnobs(cols=True))

@@ -688,6 +688,9 @@ class ExpertAgent:
                 out = [pool.fit_stage(plan, {**base, "block": b}) for b in kn.get("pool_block", [128, 512, 1024])]
             elif st == "tiling":
                 out = [{**base, "waves": w} for w in kn.get("pool_waves", [0, 4, 16])]
+            elif st == "memory_optimization" and base.get("cols"):  # the per-output mappings beside the cols one
+                out = [{**{q: w for q, w in base.items() if q != "cols"}, "block": 256, "vec": v} for v in (1, 4)
+                       if pool.window_span(plan, v) <= pool.MAX_WINDOW_REGS and plan.out[-1] >= v]
             elif st == "memory_optimization":  # outputs a thread along the last pooled dim, windows in registers
                 out = [{**base, "vec": v, **({"ostage": False} if v == 1 else {})} for v in kn.get("pool_vec", [1, 2, 4, 8])
                        if v != base.get("vec", 1) and pool.window_span(plan, v) <= pool.MAX_WINDOW_REGS and plan.out[-1] >= v]
@@ -697,6 +700,8 @@ class ExpertAgent:
                 for r in ((1, 2, 4, 8) if plan.nd > 1 else ()):  # output rows a thread, each input row loaded once for them
                     if r != kb.rows and plan.out[-2] >= r and pool.rows_span(plan, r) < r * plan.pool.attrs["kernel"][-2]:
                         out.append(pool.fit_stage(plan, {**base, "rows": r}))
+                if pool.cols_ok(plan):  # a block an output row reducing columns
+                    out.append({"family": "pool", "block": pool.cols_block(g, plan), "waves": 8, "cols": True})
         elif fam == "direct_conv":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in kn.get("pool_block", [128, 512, 1024])]
@@ -927,6 +932,9 @@ class ExpertAgent:
             # 2.75, 46 4.03 -> 3.67; 42 2.81 -> 2.87 and 43 at 2 a thread 1.80 -> 1.97, so not there)
             # Where windows overlap along the next-to-last dim too (42: kernel 4, stride 1), rows of outputs a thread:
             # each input row loaded once for all of them (H100, 2026-12-07: 42 2.78 -> 1.84 ms at 4 rows, 1.75 at 8)
+            # Where neither pays (windows that do not overlap: 45), a block an output row reducing columns (`cols`)
+            if pool.default_cols(g, plan):
+                return {"family": "pool", "block": pool.cols_block(g, plan), "waves": 8, "cols": True}
             v, r = pool.default_vec(g, plan), pool.default_rows(plan)
             d = {"family": "pool", "block": 256, "waves": 8, "vec": v, **({"rows": r} if r > 1 else {})}
             return {**d, "ostage": True} if v >= 4 and pool.stage_ok(plan, pool.PoolKnobs.of(d)) else d
@@ -1191,13 +1199,18 @@ class ExpertAgent:
             k = pool.PoolKnobs.of(params)
             src = pool.render(g, plan, k)
             launch = host.Launch("egg_pool", (pool.grid(plan, k, sms, tpsm),), (k.block,), host.leaves(g), 0,
-                                 align16=pool.loads16(g, plan, k.vec))
-            desc = (f"{plan.pool.attrs['kind']} pool, " + (f"{k.vec} outputs a thread (their windows' inputs loaded once"
-                                                          + (", 16 bytes at a time)" if pool.loads16(g, plan, k.vec) else ")")
-                                                          if k.vec > 1 else "a thread per output")
-                    + (f", {k.rows} rows of outputs a thread (each input row under their windows loaded once)" if k.rows > 1 else "")
-                    + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop")
-                    + (", the block's outputs stored from shared memory by consecutive threads" if k.ostage else ""))
+                                 align16=pool.cols_vec(g, plan) == 4 if k.cols else pool.loads16(g, plan, k.vec))
+            kind = plan.pool.attrs["kind"]
+            if k.cols:
+                desc = (f"{kind} pool, a block an output row: input columns reduced over the window's other dims into "
+                        f"shared memory ({4 * pool.cols_vec(g, plan)} bytes a load), then a thread an output, block {k.block}")
+            else:
+                desc = (f"{kind} pool, " + (f"{k.vec} outputs a thread (their windows' inputs loaded once"
+                                            + (", 16 bytes at a time)" if pool.loads16(g, plan, k.vec) else ")")
+                                            if k.vec > 1 else "a thread per output")
+                        + (f", {k.rows} rows of outputs a thread (each input row under their windows loaded once)" if k.rows > 1 else "")
+                        + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop")
+                        + (", the block's outputs stored from shared memory by consecutive threads" if k.ostage else ""))
         elif fam == "recurrent":
             k = recurrent.RnnKnobs(block=params["block"], waves=params.get("waves", 1), cluster=params.get("cluster", 0))
             if k.cluster:

@@ -36,15 +36,19 @@ class PoolKnobs:
     rows: int = 1  # 2-d/3-d: consecutive outputs a thread along the next-to-last pooled dim too; each input row under
     # their windows is loaded once and folded into every output row whose window holds it (kernel 4, stride 1: 7 input
     # rows for 4 output rows, not 16)
+    cols: bool = False  # 2-d/3-d: a block an output row; its threads reduce input columns over the windows' other dims
+    # (16 bytes at a time where the input allows, every load a warp's contiguous 512 bytes) into shared memory, then
+    # each output folds its window along the last dim from there
 
     @classmethod
     def of(cls, params: dict) -> PoolKnobs:
         return cls(block=params["block"], waves=params.get("waves", 8), vec=params.get("vec", 1),
-                   ostage=params.get("ostage", False), rows=params.get("rows", 1))
+                   ostage=params.get("ostage", False), rows=params.get("rows", 1), cols=params.get("cols", False))
 
 
 MAX_WINDOW_REGS = 48  # the longest run of inputs a thread holds for its outputs' windows
 MAX_STAGE_FLOATS = 8192  # staged outputs a block (32 KB of static shared memory)
+MAX_COLS = 12288  # an output row's input columns in shared memory (48 KB, static)
 
 
 def window_span(p: PoolPlan, vec: int) -> int:
@@ -101,6 +105,36 @@ def default_vec(g: OpGraph, p: PoolPlan) -> int:
         return 8
     return next((v for v in (4, 2) if window_span(p, v) <= MAX_WINDOW_REGS and p.out[-1] >= v
                  and (window_span(p, v) <= 0.75 * v * K or (loads16(g, p, v) and v * S == 4))), 1)
+
+
+def cols_used(p: PoolPlan) -> int:
+    """Input columns (along the last pooled dim, from 0) that some output's window reads."""
+    a = p.pool.attrs
+    return min(p.inp[-1], (p.out[-1] - 1) * a["stride"][-1] - a["padding"][-1] + (a["kernel"][-1] - 1) * a["dilation"][-1] + 1)
+
+
+def cols_vec(g: OpGraph, p: PoolPlan) -> int:
+    """The column width a thread of the `cols` mapping loads at once: 4 from a float32 input read as it is with rows a
+    multiple of 4 long (16-byte aligned), else 1."""
+    src = p.pool.args[0]
+    return 4 if any(src is t for t in g.inputs) and src.dtype == "float32" and p.inp[-1] % 4 == 0 else 1
+
+
+def cols_ok(p: PoolPlan) -> bool:
+    return p.nd >= 2 and cols_used(p) <= MAX_COLS
+
+
+def cols_block(g: OpGraph, p: PoolPlan) -> int:
+    """A thread a column group where that fits 1024 threads (KernelBench 45: 2046 columns, 512 threads of 4)."""
+    n = -(-cols_used(p) // cols_vec(g, p))
+    return next((b for b in (128, 256, 512, 1024) if b >= n), 1024)
+
+
+def default_cols(g: OpGraph, p: PoolPlan) -> bool:
+    """The `cols` mapping first where neither outputs a thread along the last dim nor rows of them pay (windows that
+    do not overlap: level 1 task 45, kernel = stride 11, a thread an output at 83% of the copy floor, its warps' loads
+    44 bytes apart a lane)."""
+    return cols_ok(p) and default_vec(g, p) == 1 and default_rows(p) == 1
 
 
 def plan_pool(g: OpGraph) -> PoolPlan:
@@ -162,6 +196,8 @@ def _chains(g: OpGraph, p: PoolPlan):
 
 
 def render(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
+    if k.cols:
+        return _render_cols(g, p, k)
     if k.vec > 1 or k.rows > 1:
         return _render_vec(g, p, k)
     if k.ostage:
@@ -347,7 +383,106 @@ extern "C" __global__ void __launch_bounds__({k.block}) egg_pool({args}) {{
 """
 
 
+def _render_cols(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
+    """A block an output row (all pooled dims but the last, and the batch and channels): its threads reduce the input
+    columns the row's windows read over the windows' other dims (a thread `cols_vec` adjacent columns, so each load
+    instruction of a warp reads contiguous memory), into shared memory; then a thread an output folds its window along
+    the last dim from there. Each input element is read once where windows do not overlap along the other dims."""
+    if not cols_ok(p):
+        raise Unsupported(f"a {p.nd}-d pool with {cols_used(p)} input columns an output row (at most {MAX_COLS}, 2-d/3-d)")
+    if k.vec > 1 or k.rows > 1 or k.ostage:
+        raise Unsupported("the cols mapping takes no vec, rows or ostage")
+    a, out = p.pool.attrs, g.output
+    nd, mx = p.nd, a["kind"] == "max"
+    args, pre, v_in, post, v_out = _chains(g, p)
+    names = ["p_d", "p_h", "p_w"][3 - nd:]
+    lead = names[:-1]
+    CV, NC = cols_vec(g, p), cols_used(p)
+    NCP = -(-NC // CV) * CV  # within the row: its length is a multiple of CV where CV is 4
+    n_rows = p.lead * math.prod(p.out[:-1])
+    KW, SW, PW, DW, IW, OW = a["kernel"][-1], a["stride"][-1], a["padding"][-1], a["dilation"][-1], p.inp[-1], p.out[-1]
+    init = "-INFINITY" if mx else "0.0f"
+    ind = "        "
+    lines = ["        long long p_r = row;"]
+    for nm, size in reversed(list(zip(lead, p.out))):
+        lines.append(f"        const long long o{nm} = p_r % {size}LL; p_r /= {size}LL;")
+    lines.append("        const long long p_nc = p_r;")
+    if not mx and not a["divisor"]:
+        lines.append(f"{ind}long long p_full = 1, p_clip = 1;")
+        for j, nm in enumerate(lead):
+            padded, clipped = _avg_window(f"s{nm}", f"e{nm}", f"o{nm}", a["kernel"][j], a["stride"][j], a["padding"][j], p.inp[j])
+            lines += [f"{ind}{{ {padded} p_full *= e{nm} - s{nm}; {clipped} p_clip *= e{nm} > s{nm} ? e{nm} - s{nm} : 0; }}"]
+    # the window's positions along the other dims, unrolled (avg's dilation is 1); along the innermost of them the
+    # loads are predicated into registers first (outside the input: the fold's identity), so they go out back to back
+    loops, closes, ci = [], [], ind + "    "
+    for j, nm in enumerate(lead[:-1]):
+        K, S, P, D, IN = a["kernel"][j], a["stride"][j], a["padding"][j], a["dilation"][j], p.inp[j]
+        loops.append(f"{ci}#pragma unroll\n{ci}for (int k{nm} = 0; k{nm} < {K}; ++k{nm}) {{\n"
+                     f"{ci}    const long long i{nm} = o{nm} * {S}LL - {P}LL + (long long)k{nm} * {D}LL;\n"
+                     f"{ci}    if (i{nm} < 0 || i{nm} >= {IN}LL) continue;")
+        closes.append(f"{ci}}}")
+        ci += "    "
+    nm, j = lead[-1], len(lead) - 1
+    K, S, P, D, IN = a["kernel"][j], a["stride"][j], a["padding"][j], a["dilation"][j], p.inp[j]
+    lin = "p_nc"
+    for nm2, size in zip(lead, p.inp):
+        lin = f"({lin} * {size}LL + i{nm2})"
+    step = "c_acc[q] = egg_max(v, c_acc[q]);" if mx else "c_acc[q] += v;"  # a NaN kept
+    head = (f"{ci}float xin[{K}][{CV}];\n{ci}#pragma unroll\n{ci}for (int k{nm} = 0; k{nm} < {K}; ++k{nm}) {{\n"
+            f"{ci}    const long long i{nm} = o{nm} * {S}LL - {P}LL + (long long)k{nm} * {D}LL;\n")
+    if CV == 4:
+        x = p.pool.args[0].name
+        take = (f"{head}{ci}    float4 v4 = make_float4({init}, {init}, {init}, {init});\n"
+                f"{ci}    if (i{nm} >= 0 && i{nm} < {IN}LL) v4 = *reinterpret_cast<const float4*>({x} + {lin} * {IW}LL + c);\n"
+                f"{ci}    xin[k{nm}][0] = v4.x; xin[k{nm}][1] = v4.y; xin[k{nm}][2] = v4.z; xin[k{nm}][3] = v4.w;\n{ci}}}\n")
+    else:
+        take = (f"{head}{ci}    float v = {init};\n{ci}    if (i{nm} >= 0 && i{nm} < {IN}LL) {{\n"
+                f"{ci}        const long long i = {lin} * {IW}LL + c;\n{pre.take(ci + '        ')}\n{ci}        v = {v_in};\n"
+                f"{ci}    }}\n{ci}    xin[k{nm}][0] = v;\n{ci}}}\n")
+    take += (f"{ci}#pragma unroll\n{ci}for (int k{nm} = 0; k{nm} < {K}; ++k{nm}) {{\n{ci}    #pragma unroll\n"
+             f"{ci}    for (int q = 0; q < {CV}; ++q) {{ const float v = xin[k{nm}][q]; {step} }}\n{ci}}}")
+    phase1 = "\n".join([f"{ind}for (int c = threadIdx.x * {CV}; c < {NCP}; c += blockDim.x * {CV}) {{",
+                         f"{ind}    float c_acc[{CV}];", f"{ind}    #pragma unroll",
+                         f"{ind}    for (int q = 0; q < {CV}; ++q) c_acc[q] = {init};"]
+                        + loops + [take] + closes[::-1]
+                        + [f"{ind}    #pragma unroll", f"{ind}    for (int q = 0; q < {CV}; ++q) scol[c + q] = c_acc[q];", f"{ind}}}"])
+    o_lin = "p_nc"
+    for nm, size in zip(lead, p.out[:-1]):
+        o_lin = f"({o_lin} * {size}LL + o{nm})"
+    fold = [f"{ind}for (int o_w = threadIdx.x; o_w < {OW}; o_w += blockDim.x) {{", f"{ind}    float s_acc = {init};",
+            f"{ind}    #pragma unroll", f"{ind}    for (int kw = 0; kw < {KW}; ++kw) {{",
+            f"{ind}        const int iw = o_w * {SW} - {PW} + kw * {DW};",
+            f"{ind}        if (iw >= 0 && iw < {NC}) {{ const float v = scol[iw]; "
+            + ("s_acc = egg_max(v, s_acc); }" if mx else "s_acc += v; }"), f"{ind}    }}",
+            f"{ind}    const long long o_lin = {o_lin} * {OW}LL + o_w;"]
+    if mx:
+        fold.append(f"{ind}    const float s_val = s_acc;")
+    elif a["divisor"]:
+        fold.append(f"{ind}    const float s_val = s_acc / {float(a['divisor'])!r}f;")
+    else:
+        padded, clipped = _avg_window("sw", "ew", "o_w", KW, SW, PW, IW)
+        fold += [f"{ind}    {padded}", f"{ind}    const long long fw = ew - sw;", f"{ind}    {clipped}",
+                 f"{ind}    const long long cw = ew > sw ? ew - sw : 0; (void)fw; (void)cw;",
+                 f"{ind}    const float s_val = s_acc / (float)({'p_full * fw' if a['count_include_pad'] else 'p_clip * cw'});"]
+    fold += [post.take(ind + "    "), f"{ind}    out[o_lin] = from_f<{CTYPE[out.dtype]}>({v_out});", f"{ind}}}"]
+    return f"""{PRELUDE}
+extern "C" __global__ void __launch_bounds__({k.block}) egg_pool({args}) {{
+    __shared__ __align__(16) float scol[{NCP}];
+    for (long long row = blockIdx.x; row < {n_rows}LL; row += gridDim.x) {{
+{chr(10).join(lines)}
+{phase1}
+        __syncthreads();
+{chr(10).join(fold)}
+        __syncthreads();  // scol free for the next row
+    }}
+}}
+"""
+
+
 def grid(p: PoolPlan, k: PoolKnobs, sms: int, max_threads_per_sm: int) -> int:
+    if k.cols:  # a block an output row
+        n = p.lead * math.prod(p.out[:-1])
+        return int(min(n, sms * max(1, max_threads_per_sm // k.block) * max(k.waves, 1))) if k.waves else int(n)
     n = (p.lead * math.prod(p.out[:-1]) * -(-p.out[-1] // k.vec) if k.rows == 1  # threads: vec outputs a thread along the last dim
          else p.lead * math.prod(p.out[:-2]) * -(-p.out[-2] // k.rows) * -(-p.out[-1] // k.vec))  # rows x vec
     return per_output_grid(n, k.block, k.waves, sms, max_threads_per_sm)
