@@ -4,7 +4,7 @@
 # NaN-keeping max/min's cost). Carry [".whl", ".kb"].
 . benchmarks/probe_lib.sh
 gpu_tests tests/test_nan_semantics.py nan.txt 150
-gpu_tests tests/test_gpu_expert.py pool.txt 120 -k "pool or first_candidate"
+gpu_tests tests/test_gpu_expert.py pool.txt 60 -k pool
 bash benchmarks/session18c.sh
 # pools' cols mapping (a block an output row reducing columns): 45's new first design beside a thread an output (the
 # old first: 6.90 ms in the ef32038 bench, eager 6.55); 43 and 46 beside their first designs
