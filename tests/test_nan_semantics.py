@@ -1,5 +1,5 @@
 """NaN in, NaN out where torch gives it: the expert's kernels keep a NaN through relu, clamp, hardtanh, the
-shrinks, threshold, maximum and max/min reductions (fmaxf/fminf would return the other operand and hide it),
+shrinks, threshold, maximum, max/min reductions and the online softmax's (max, sum) (fmaxf/fminf would return the other operand and hide it),
 and argmax/argmin return the first NaN's index, as torch does. Run on the CPU emulator through each first
 design's host code, on inputs with NaN in some rows and none in others."""
 import pytest
@@ -37,6 +37,9 @@ def same_with_nans(got: torch.Tensor, want: torch.Tensor) -> bool:
     ("torch.argmax(x, dim=1)", "8, 600"),
     ("torch.argmin(x, dim=1)", "3, 50, 40"),
     ("torch.amax(x)", "4, 300000"),  # a grid-level reduction
+    ("torch.softmax(x, dim=1)", "8, 600"),  # online (max, sum of exps): a NaN makes the row NaN
+    ("torch.log_softmax(x, dim=1)", "4, 3000"),
+    ("torch.logsumexp(x, dim=1)", "8, 700"),
 ])
 def test_first_designs_keep_nan_as_torch_does(tmp_egg, expr, shape):
     if not cpu_emulator.available():
@@ -81,6 +84,8 @@ GPU_CASES = [  # the first designs at sizes where the GPU mappings (not the smal
     ("torch.argmax(x, dim=1)", "nn.Identity()", "32, 64, 8192"),  # a middle dim: tcols where it fills the GPU
     ("torch.amax(x, dim=1)", "nn.Identity()", "32, 64, 8192"),
     ("torch.amax(x)", "nn.Identity()", "4, 3000000"),
+    ("torch.softmax(x, dim=1)", "nn.Identity()", "64, 8192"),
+    ("torch.logsumexp(x, dim=1)", "nn.Identity()", "128, 4096"),
     ("self.norm(x)", "nn.MaxPool1d(4, 2, 1)", "16, 32, 4096"),
     ("self.norm(x)", "nn.MaxPool2d(3, 2, 1)", "8, 32, 128, 128"),
 ]

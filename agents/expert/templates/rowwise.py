@@ -174,14 +174,15 @@ def online_pairs(p: RowPlan) -> dict[int, int]:
 
 
 def online_update(m: str, s: str, v: str) -> str:
-    """One element v into (running max m, sum s of exp(x - m)): a new max rescales the sum."""
-    return (f"{{ const float ov = {v}; if (ov > {m}) {{ {s} = {s} * expf({m} - ov) + 1.0f; {m} = ov; }} "
+    """One element v into (running max m, sum s of exp(x - m)): a new max rescales the sum. A NaN takes the max's
+    branch, so s becomes NaN (0 * NaN at the first element) and stays so, as torch's softmax makes the row NaN."""
+    return (f"{{ const float ov = {v}; if (ov > {m} || ov != ov) {{ {s} = {s} * expf({m} - ov) + 1.0f; {m} = ov; }} "
             f"else if (ov > -INFINITY) {s} += expf(ov - {m}); }}")
 
 
 def online_merge(m: str, s: str, om: str, os_: str) -> str:
-    """Fold (om, os_) into (m, s)."""
-    return (f"{{ const float mb = {om}, sb = {os_}; const float mm = fmaxf({m}, mb); if (mm > -INFINITY) {{ "
+    """Fold (om, os_) into (m, s); a NaN on either side makes both NaN (an empty side, -inf and 0, changes nothing)."""
+    return (f"{{ const float mb = {om}, sb = {os_}; const float mm = egg_max({m}, mb); if (mm != -INFINITY) {{ "
             f"{s} = {s} * expf({m} - mm) + sb * expf(mb - mm); {m} = mm; }} }}")
 
 
