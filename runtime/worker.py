@@ -23,7 +23,7 @@ import weakref
 import numpy as np
 import torch
 
-from runtime import guard
+from runtime import guard, nan_trial
 from runtime.compile import load_module
 from runtime.correctness import (EPS, as_list, copy_model, in_float64, check_structure, degenerate_input, error_stats, exact_equal,
                                  float64_rule, kernelbench_allclose, relative_diff)
@@ -490,6 +490,12 @@ class Worker:
                 earlier += [weakref.ref(o) for o in out if isinstance(o, torch.Tensor)]
                 del out
             del eager, truth, inputs
+        if rule == "float64":
+            why = self._nan_trial(new, base + len(plan), ops, corr)
+            if why:
+                corr.detail = f"NaN trial seed {base + len(plan)}: {why}"
+                ev.reason = corr.detail[:400]
+                return
         self._summarize(corr)
         why = guard.judge(cand.guard_policy, ops, own_launches=1, reference_compute=self.ref_compute)
         if why:
@@ -501,6 +507,48 @@ class Worker:
             ev.reason += f"; its CUDA graph was refused ({api.graph_error[:160]}): launched kernel by kernel"
         if ev.verdict == Verdict.correct and len(cand.kernel_names) > 1:
             ev.kernel_ms = self._kernel_times(new, api, base + len(plan) + 200)
+
+    def _nan_trial(self, new, seed: int, ops: list, corr: CorrectnessResult) -> str:
+        """runtime/nan_trial.py: NaN at a few nonzero places of each floating input; the candidate's output NaN
+        where eager's is (and depends on those inputs) and nowhere else. '' when it passes or cannot run."""
+        xs = self.task.make_inputs(seed, "cuda")
+        places = nan_trial.nan_places(xs, seed)
+        if all(p is None for p in places):
+            corr.nan_trial = "skipped: no floating input with a nonzero element"
+            return ""
+        saved = [(b, b.clone()) for b in self.ref.buffers()]  # a training-mode BatchNorm's running statistics
+        try:
+            runs = []
+            for j, v in enumerate(nan_trial.PROBE_VALUES):  # eager with two finite stand-ins: what depends on them
+                xs = nan_trial.put(xs if j == 0 else self.task.make_inputs(seed, "cuda"), places, v)
+                with torch.no_grad():
+                    runs.append(as_list(self.ref(*xs)))
+                del xs
+            dep = [nan_trial.depends(a, b) if isinstance(a, torch.Tensor) and a.is_floating_point() else None
+                   for a, b in zip(*runs)]
+            del runs
+            xs = nan_trial.put(self.task.make_inputs(seed, "cuda"), places, float("nan"))
+            with torch.no_grad():
+                masks = [torch.isnan(e) if isinstance(e, torch.Tensor) and e.is_floating_point() else None
+                         for e in as_list(self.ref(*xs))]
+            xs = nan_trial.put(self.task.make_inputs(seed, "cuda"), places, float("nan"))  # the reference may write
+            with torch.no_grad(), guard.OpRecorder() as rec:
+                out = as_list(new(*xs))
+            self._sync()
+            self._untouched("during forward (NaN trial)")
+            ops += [o for o in rec.ops if o not in ops]
+            why = (f"returned {len(out)} outputs, eager {len(masks)}" if len(out) != len(masks)
+                   else nan_trial.judge(out, masks, dep))
+        except torch.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            corr.nan_trial = "skipped: out of memory"
+            return ""
+        finally:
+            with torch.no_grad():
+                for b, v in saved:
+                    b.copy_(v)
+        corr.nan_trial = f"failed: {why}" if why else "passed"
+        return why
 
     def _summarize(self, corr: CorrectnessResult) -> None:
         corr.passed = True

@@ -70,6 +70,7 @@ class CorrectnessResult(BaseModel):
     rtol: float | None = None
     note: str = ""  # e.g. eager runs TF32 convolutions (torch's default), so the candidate had the same room
     detail: str = ""
+    nan_trial: str = ""  # the float64 rule's NaN trial: "passed", "failed: why", "skipped: why" ("" not run)
 
     @property
     def worst(self) -> OutputError | None:

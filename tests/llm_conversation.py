@@ -11,10 +11,10 @@ class ModelNew(nn.Module):
 '''
 CORRECT = '''extern "C" __global__ void relu_k(float* y, const float* x, long long n) {
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i < n) y[i] = fmaxf(x[i], 0.0f);
+    if (i < n) y[i] = x[i] < 0.0f ? 0.0f : x[i];
 }'''
-BROKEN = CORRECT.replace("fmaxf(x[i], 0.0f)", "fmaxf(x[i], undefined_thing)")
-WRONG = CORRECT.replace("fmaxf(x[i], 0.0f)", "x[i]")  # forgets the ReLU
+BROKEN = CORRECT.replace("? 0.0f :", "? undefined_thing :")
+WRONG = CORRECT.replace("x[i] < 0.0f ? 0.0f : x[i]", "x[i]")  # forgets the ReLU
 
 
 def reply(src: str, block: int = 256, plan: str = "") -> str:

@@ -4,15 +4,19 @@ from state import KernelCandidate
 RELU = r'''
 extern "C" __global__ void relu(float* y, const float* x, long long n) {
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
-        y[i] = fmaxf(x[i], 0.0f);
+        y[i] = x[i] < 0.0f ? 0.0f : x[i];  // a NaN kept, as torch.relu keeps it
+}
+extern "C" __global__ void relu_fmaxf(float* y, const float* x, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        y[i] = fmaxf(x[i], 0.0f);  // a NaN becomes 0
 }
 extern "C" __global__ void relu_half(float* y, const float* x, long long n) {
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i < n / 2) y[i] = fmaxf(x[i], 0.0f);
+    if (i < n / 2) y[i] = x[i] < 0.0f ? 0.0f : x[i];  // a NaN kept, as torch.relu keeps it
 }
 extern "C" __global__ void relu_oob(float* y, const float* x, long long n) {
     long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-    if (i < n) y[i + (1LL << 40)] = fmaxf(x[i], 0.0f);
+    if (i < n) y[i + (1LL << 40)] = x[i] < 0.0f ? 0.0f : x[i];
 }
 extern "C" __global__ void spin(float* y, const float* x, long long n) {
     // a side-effect-free infinite loop may be deleted by the compiler: sleep inside it
@@ -31,6 +35,7 @@ class ModelNew(nn.Module):
         egg.launch("relu", (1056,), (256,), [y, x, x.numel()])
         return y
 '''
+DROPS_NAN = HONEST.replace('"relu"', '"relu_fmaxf"')
 SKIPS_HALF = HONEST.replace('"relu"', '"relu_half"').replace("(1056,)", "((x.numel() // 2 + 255) // 256,)")
 CALLS_TORCH = '''
 class ModelNew(nn.Module):

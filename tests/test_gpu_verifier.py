@@ -42,6 +42,7 @@ def test_kernelbench_rule():
     try:
         e = run(ev, planted.cand("honest_kb", planted.HONEST))
         assert e.verdict.value == "correct" and e.correctness.rule == "kernelbench" and e.correctness.trials == 5
+        assert e.correctness.nan_trial == ""  # KernelBench's own rule has no NaN trial
         bad = run(ev, planted.cand("half_kb", planted.SKIPS_HALF, names=["relu_half"]))
         assert bad.verdict.value == "incorrect"
     finally:
@@ -51,6 +52,16 @@ def test_kernelbench_rule():
 def test_copy_passes_as_relu_only_on_the_tasks_own_inputs(evaluator):
     e = run(evaluator, planted.cand("copy_as_relu", planted.COPY_AS_RELU, names=["copy"]))
     assert e.verdict.value == "incorrect" and "widened" in e.reason, e.reason
+
+
+def test_a_relu_that_drops_nan_fails_the_nan_trial(evaluator):
+    """fmaxf(x, 0) turns a NaN into 0 where torch.relu keeps it: right on every finite trial, wrong on the NaN trial;
+    the honest relu (a compare and select) passes it, and the kernelbench rule does not run it."""
+    e = run(evaluator, planted.cand("drops_nan", planted.DROPS_NAN, names=["relu_fmaxf"]))
+    assert e.verdict.value == "incorrect" and "NaN trial" in e.reason and "finite where eager gives NaN" in e.reason, e.reason
+    assert e.correctness.nan_trial.startswith("failed")
+    ok = run(evaluator, planted.cand("keeps_nan", planted.HONEST))
+    assert ok.verdict.value == "correct" and ok.correctness.nan_trial == "passed", (ok.reason, ok.correctness.nan_trial)
 
 
 @pytest.mark.parametrize("name,src,policy,says", planted.POLICY_CHEATS, ids=[c[0] for c in planted.POLICY_CHEATS])

@@ -26,7 +26,7 @@ class CompileThenJudge(ScriptedEvaluator):
             if not res.ok:
                 (ev,) = super().evaluate(task_path, [c.model_copy(update={"params": {"verdict": "compile_error"}})], floor_ms)
                 ev.compile, ev.reason = res, "; ".join(e.message for e in res.errors)
-            elif "fmaxf" not in c.cuda_source:
+            elif "? 0.0f : x[i]" not in c.cuda_source:
                 (ev,) = super().evaluate(task_path, [c.model_copy(update={"params": {"verdict": "incorrect"}})], floor_ms)
                 ev.reason = "trial 0: output 0: 2048 of 4096 elements off; first at flat index 3: got -0.5, want 0"
             else:
@@ -50,7 +50,7 @@ def test_scripted_conversation_end_to_end(tmp_egg, relu_task):
     assert 'identifier "undefined_thing" is undefined' in prompts[2]  # the compile error reaches the next round
     assert "elements off" in prompts[3]  # so does the mismatch
     assert "Decisions so far" in prompts[4] and "algorithm_design: chose algorithm_design-r3-c0" in prompts[4]
-    assert "The best kernel so far" in prompts[4] and "fmaxf(x[i], 0.0f)" in prompts[4]
+    assert "The best kernel so far" in prompts[4] and "x[i] < 0.0f ? 0.0f : x[i]" in prompts[4]
     assert "Principles for this stage" in prompts[5] and "independent loads" in prompts[5]
     verdicts = [(a.stage, a.verdict) for a in st.attempts]
     assert verdicts[:3] == [("algorithm_design", "compile_error"), ("algorithm_design", "incorrect"),

@@ -1,0 +1,69 @@
+"""The float64 rule's NaN trial (runtime/nan_trial.py) on the CPU: where the NaN go in, which output elements must
+come out NaN (eager's NaN that depend on them), and the verdicts on torch functions standing in for kernels."""
+import torch
+
+from runtime import nan_trial as nt
+
+
+def _trial(fn, cand, inputs, seed=11):
+    """The worker's steps with `fn` as eager and `cand` as the candidate."""
+    places = nt.nan_places([x.clone() for x in inputs], seed)
+    a, b = (fn(*nt.put([x.clone() for x in inputs], places, v)) for v in nt.PROBE_VALUES)
+    dep = [nt.depends(a, b)]
+    xs = nt.put([x.clone() for x in inputs], places, float("nan"))
+    return nt.judge([cand(*xs)], [torch.isnan(fn(*xs))], dep), places
+
+
+def test_places_avoid_zeros_and_leave_integer_inputs_alone():
+    x = torch.randn(64, 1000)
+    x[:, ::2] = 0  # the task's zero pattern
+    ints = torch.arange(10)
+    places = nt.nan_places([x, ints, torch.zeros(5), 3.0], seed=1)
+    assert places[1] is None and places[2] is None and places[3] is None
+    idx = places[0]
+    assert 1 <= idx.numel() <= nt.NAN_PLACES and bool((x.reshape(-1)[idx] != 0).all())
+    assert torch.equal(idx, nt.nan_places([x, ints, torch.zeros(5), 3.0], seed=1)[0])  # the same draw again
+    y = nt.put([x.clone()], [idx], float("nan"))[0]
+    assert int(torch.isnan(y).sum()) == idx.numel() and torch.equal(torch.nan_to_num(y, 0.0) == 0, torch.isnan(y) | (x == 0))
+    t = x.clone().t()  # a strided input: written where its own indices say
+    assert int(torch.isnan(nt.put([t], [nt.nan_places([t], 1)[0]], float("nan"))[0]).sum()) >= 1
+
+
+def test_relu_through_fmaxf_fails_and_a_compare_and_select_passes():
+    x = [torch.randn(256, 300)]
+    why, _ = _trial(torch.relu, lambda v: torch.clamp_min(torch.nan_to_num(v, nan=0.0), 0.0), x)  # fmaxf(NaN, 0) = 0
+    assert "finite where eager gives NaN" in why
+    why, _ = _trial(torch.relu, lambda v: torch.where(v < 0, torch.zeros_like(v), v), x)
+    assert why == ""
+
+
+def test_a_row_max_that_drops_nan_fails():
+    x = [torch.randn(64, 512)]
+    why, _ = _trial(lambda v: torch.amax(v, dim=1), lambda v: torch.amax(torch.nan_to_num(v, nan=-1e30), dim=1), x)
+    assert "finite where eager gives NaN" in why
+    why, _ = _trial(lambda v: torch.softmax(v, 1), lambda v: torch.softmax(v, 1), x)
+    assert why == ""
+
+
+def test_nan_only_through_zero_products_need_not_come_out():
+    """diag(a) @ B as eager writes it makes a whole column NaN (0 * NaN); a row scale, the same for finite inputs, keeps
+    the column finite: not a failure, nothing there depends on the NaN."""
+    a, B = torch.randn(128), torch.randn(128, 96)
+    why, _ = _trial(lambda u, w: torch.diag(u) @ w, lambda u, w: u[:, None] * w, [a, B])
+    assert why == ""
+    why, _ = _trial(lambda u, w: torch.diag(u) @ w, lambda u, w: torch.nan_to_num(u[:, None] * w), [a, B])
+    assert "finite where eager gives NaN" in why  # the NaN that do depend on the input still must
+
+
+def test_nan_where_eager_has_none_fails():
+    x = [torch.randn(32, 100)]
+    why, _ = _trial(torch.tanh, lambda v: torch.where(torch.isnan(v).any(1, keepdim=True), float("nan"), torch.tanh(v)), x)
+    assert "NaN where eager's are not" in why
+
+
+def test_dependence_ignores_rounding_and_sees_small_moves():
+    a = torch.tensor([1.0, 1e6, 5.0, float("inf"), float("nan"), 0.0])
+    b = torch.tensor([1.0 + 1e-7, 1e6 + 0.5, 7.0, float("-inf"), 2.0, 0.0])
+    assert nt.depends(a, b).tolist() == [False, False, True, True, True, False]
+    m = nt.depends(torch.randn(1000), torch.randn(1000), chunk=64)  # chunked the same
+    assert m.shape == (1000,) and bool(m.all())
