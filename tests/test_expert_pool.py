@@ -53,6 +53,18 @@ def task(tmp_path, name, module, expr, shape):
     return p
 
 
+def emulated_case(tmp_path, name, module, expr, shape):
+    """The case's op graph, pool plan, an input and torch's output; skipped without g++ for the emulator."""
+    loaded = load_task(task(tmp_path, name, module, expr, shape))
+    g = export_graph(loaded)
+    plan = pool.plan_pool(g)
+    if not cpu_emulator.available():
+        pytest.skip("no g++ to run the kernel on the CPU")
+    torch.manual_seed(0)
+    x = torch.randn(*[int(s) for s in shape.split(",")])
+    return g, plan, x, loaded.make_model(42)(x)
+
+
 @pytest.mark.parametrize("name,module,expr,shape", CASES, ids=[c[0] for c in CASES])
 def test_pool_matches_torch_on_the_cpu(tmp_egg, name, module, expr, shape):
     p = task(tmp_egg, name, module, expr, shape)
@@ -123,15 +135,7 @@ def test_rows_of_outputs_a_thread_match_torch(tmp_egg, name, module, expr, shape
     """`rows` output rows a thread (each input row under their windows loaded once, folded along the last dim and
     given to every output row whose window holds it; avg divisors a row; dilated windows skip rows between taps),
     alone, beside `vec`, and with the block's outputs staged (a block of whole row groups looping over the grid)."""
-    p = task(tmp_egg, name, module, expr, shape)
-    loaded = load_task(p)
-    g = export_graph(loaded)
-    plan = pool.plan_pool(g)
-    if not cpu_emulator.available():
-        pytest.skip("no g++ to run the kernel on the CPU")
-    torch.manual_seed(0)
-    x = torch.randn(*[int(s) for s in shape.split(",")])
-    want = loaded.make_model(42)(x)
+    g, plan, x, want = emulated_case(tmp_egg, name, module, expr, shape)
     for v, r, staged in ((1, 2, False), (4, 3, False), (3, 2, True), (4, 4, True)):
         if pool.window_span(plan, v) > pool.MAX_WINDOW_REGS:
             continue
@@ -168,15 +172,7 @@ def test_a_block_an_output_row_reducing_columns_matches_torch(tmp_egg, name, mod
     time where the input is a float32 tensor with rows a multiple of 4, one column otherwise, the chain before the pool
     applied per element) into shared memory, then a thread an output folding its window along the last dim; blocks of
     32 threads (a thread several column groups) and 2 blocks looping over all rows."""
-    p = task(tmp_egg, name, module, expr, shape)
-    loaded = load_task(p)
-    g = export_graph(loaded)
-    plan = pool.plan_pool(g)
-    if not cpu_emulator.available():
-        pytest.skip("no g++ to run the kernel on the CPU")
-    torch.manual_seed(0)
-    x = torch.randn(*[int(s) for s in shape.split(",")])
-    want = loaded.make_model(42)(x)
+    g, plan, x, want = emulated_case(tmp_egg, name, module, expr, shape)
     kn = pool.PoolKnobs(block=32, waves=1, cols=True)
     src = pool.render(g, plan, kn)
     assert ("float4" in src) == (pool.cols_vec(g, plan) == 4) and "scol[" in src

@@ -236,6 +236,20 @@ extern "C" __global__ void __launch_bounds__({k.block}) egg_pool({args}) {{
 """
 
 
+def _value(p: PoolPlan, acc: str, full: str, clip: str, ind: str) -> list[str]:
+    """`s_val`, output o_w's pooled value from its accumulator: max as it is, avg over the divisor, or over its
+    window's count along the last dim (from o_w) times the other dims' (`full` with padding, `clip` without)."""
+    a = p.pool.attrs
+    if a["kind"] == "max":
+        return [f"{ind}const float s_val = {acc};"]
+    if a["divisor"]:
+        return [f"{ind}const float s_val = {acc} / {float(a['divisor'])!r}f;"]
+    padded, clipped = _avg_window("sw", "ew", "o_w", a["kernel"][-1], a["stride"][-1], a["padding"][-1], p.inp[-1])
+    return [f"{ind}{padded}", f"{ind}const long long fw = ew - sw;", f"{ind}{clipped}",
+            f"{ind}const long long cw = ew > sw ? ew - sw : 0;",
+            f"{ind}const float s_val = {acc} / (float)({full + ' * fw' if a['count_include_pad'] else clip + ' * cw'});"]
+
+
 def _render_vec(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
     """`k.vec` consecutive outputs along the last pooled dim a thread: for each window position of the
     other pooled dims, the inputs under all their windows along the last dim are loaded once into
@@ -331,15 +345,7 @@ def _render_vec(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
     store = [f"{si}#pragma unroll", f"{si}for (int jj = 0; jj < {V}; ++jj) {{",
              f"{si}    const long long o_w = ow0 + jj;", f"{si}    if (o_w >= {OW}LL) break;",
              f"{si}    const long long o_lin = {o_lin} * {OW}LL + o_w;"]
-    if mx:
-        store.append(f"{si}    const float s_val = {acc};")
-    elif a["divisor"]:
-        store.append(f"{si}    const float s_val = {acc} / {float(a['divisor'])!r}f;")
-    else:
-        padded, clipped = _avg_window("sw", "ew", "o_w", KW, SW, PW, IW)
-        store += [f"{si}    {padded}", f"{si}    const long long fw = ew - sw;", f"{si}    {clipped}",
-                  f"{si}    const long long cw = ew > sw ? ew - sw : 0;",
-                  f"{si}    const float s_val = {acc} / (float)({full + ' * fw' if a['count_include_pad'] else clip + ' * cw'});"]
+    store += _value(p, acc, full, clip, si + "    ")
     # a thread's outputs go where they are, or (`ostage`) into the block's run of them in shared memory (consecutive
     # threads' outputs are consecutive in the output), stored from there by consecutive threads
     put = f"sout[o_lin - ob] = {v_out};" if k.ostage else f"out[o_lin] = from_f<{CTYPE[out.dtype]}>({v_out});"
@@ -455,15 +461,7 @@ def _render_cols(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
             f"{ind}        if (iw >= 0 && iw < {NC}) {{ const float v = scol[iw]; "
             + ("s_acc = egg_max(v, s_acc); }" if mx else "s_acc += v; }"), f"{ind}    }}",
             f"{ind}    const long long o_lin = {o_lin} * {OW}LL + o_w;"]
-    if mx:
-        fold.append(f"{ind}    const float s_val = s_acc;")
-    elif a["divisor"]:
-        fold.append(f"{ind}    const float s_val = s_acc / {float(a['divisor'])!r}f;")
-    else:
-        padded, clipped = _avg_window("sw", "ew", "o_w", KW, SW, PW, IW)
-        fold += [f"{ind}    {padded}", f"{ind}    const long long fw = ew - sw;", f"{ind}    {clipped}",
-                 f"{ind}    const long long cw = ew > sw ? ew - sw : 0; (void)fw; (void)cw;",
-                 f"{ind}    const float s_val = s_acc / (float)({'p_full * fw' if a['count_include_pad'] else 'p_clip * cw'});"]
+    fold += _value(p, "s_acc", "p_full", "p_clip", ind + "    ")
     fold += [post.take(ind + "    "), f"{ind}    out[o_lin] = from_f<{CTYPE[out.dtype]}>({v_out});", f"{ind}}}"]
     return f"""{PRELUDE}
 extern "C" __global__ void __launch_bounds__({k.block}) egg_pool({args}) {{
