@@ -956,8 +956,9 @@ class ExpertAgent:
                 if colreduce.reason(g, plan) is None and colreduce.fills(plan, prof.sms if prof is not None else DEFAULT_SMS):
                     # one reduction of the input: 4 strided rows a thread 32 apart, a warp's loads of a row sharing their
                     # sectors (a thread a row: DRAM read 1.21x the tensor, task 47 on the H100 3.65 ms against eager's
-                    # 3.02 with 4 a thread; templates/colreduce.py)
-                    return {"family": "rows", "mapping": "tcols", "block": 256, "cache": "none", "waves": 8}
+                    # 3.02 with 4 a thread; templates/colreduce.py). A block's 16 warps split one group's rows (`split`):
+                    # H100, 2026-12-07, 47 3.171 -> 2.928 ms, 51 3.103 -> 2.820 (8 warps: 2.933, 3.020)
+                    return {"family": "rows", "mapping": "tcols", "block": 512, "split": True, "cache": "none", "waves": 8}
                 # a thread per strided row; a row it reads again (a norm over a few channels) held in registers,
                 # so the input is read once (level 1 task 36's RMSNorm over 64 channels read it twice: 56% of the floor)
                 regs = plan.full_output and row_cacheable(plan) and plan.R <= rowwise.THREAD_REGS
