@@ -46,6 +46,8 @@ def test_scripted_conversation_end_to_end(tmp_egg, relu_task):
     assert len(prompts) == 7
     assert all(r["body"]["model"] == "scripted-model" for r in srv.requests)
     assert "response_format" in srv.requests[0]["body"]  # structured output was asked for
+    system = srv.requests[0]["body"]["messages"][0]["content"]
+    assert "float64 reference" in system and "puts NaN in the" in system  # what the verifier checks, NaN trial included
     assert "did not parse as JSON" in prompts[1]
     assert 'identifier "undefined_thing" is undefined' in prompts[2]  # the compile error reaches the next round
     assert "elements off" in prompts[3]  # so does the mismatch

@@ -19,7 +19,9 @@ inside forward: a guard rejects any torch compute op. The host code is checked b
 math, torch, torch.nn, numpy; no names or attributes starting with `_`; no getattr/eval/globals/id; no torch.cuda,
 streams, events or backends; attributes assigned on `self` only; classes derive from nn.Module only.
 Every kernel is verified against a float64 reference on fresh random inputs, including signed inputs beyond the
-task's own distribution; its error must stay within a small multiple of PyTorch's own."""
+task's own distribution; its error must stay within a small multiple of PyTorch's own. A last trial puts NaN in the
+inputs: the output must be NaN where PyTorch's is, so write relu, clamp and max/min as comparisons a NaN passes
+through (`x < 0.0f ? 0.0f : x`), not fmaxf/fminf, which drop it."""
 
 
 def _attempt_line(a: StageAttempt) -> str:
