@@ -56,7 +56,8 @@ def report_markdown(state: RunState) -> str:
                              f"({res.dynamic_shared_bytes} B of it dynamic), "
                              f"{res.spill_store_bytes} B spilled")
         if (c := ev.correctness):
-            lines.append(f"- correctness ({c.rule} rule, truth: {c.truth or 'eager'}): {c.trials} trials; {c.detail}")
+            lines.append(f"- correctness ({c.rule} rule, truth: {c.truth or 'eager'}): {c.trials} trials; {c.detail}"
+                         + (f"; NaN trial {c.nan_trial}" if c.nan_trial else ""))
             if c.note:
                 lines.append(f"- precision note: {c.note}")
             if c.errors:

@@ -138,6 +138,18 @@ def test_history_shows_the_heaviest_kernels_resources():
     assert _heaviest([], None) is None
 
 
+def test_the_report_shows_the_nan_trial():
+    from artifacts.export import report_markdown
+    from state import CorrectnessResult, DesignRecord, Evaluation, RunSettings, RunState
+    ev = Evaluation(candidate_id="c0", stage="algorithm_design", verdict="correct",
+                    correctness=CorrectnessResult(passed=True, trials=4, truth="float64 on cuda", detail="4 comparison(s)",
+                                                  nan_trial="passed"))
+    st = RunState(settings=RunSettings(task_path="t.py"), evaluations=[ev], design=DesignRecord(best_id="c0"))
+    assert "truth: float64 on cuda): 4 trials; 4 comparison(s); NaN trial passed" in report_markdown(st)
+    ev.correctness.nan_trial = ""  # not run (the kernelbench rule): nothing said
+    assert "NaN trial" not in report_markdown(st)
+
+
 def test_a_kernels_dynamic_shared_memory_is_recorded_and_shown(tmp_egg):
     """The evaluator notes each kernel's dynamic shared memory as launched (the compiler reports static only: the
     whole-K conv's 97 KB ring showed as 0 B); history and the report show static plus dynamic."""
