@@ -8,12 +8,14 @@ widened trial allows) and compares where the candidate's output is NaN with wher
 
 An output element must be NaN where eager's is and the element depends on the NaN'd inputs: eager run
 twice more with those places set to two different finite values (a large positive one and a negative
-one, so a max, a min, a relu and a square each see them) moves it. Where eager is NaN only through
+one, so a max, a min, a relu and a square each see them), without cuDNN or TF32, moves it. Where eager is NaN only through
 `0 * NaN` (a diagonal matrix built and multiplied, a masked product), nothing depends on the input and a
 kernel that skips the zero product keeps its finite value. A NaN where eager has none is always wrong.
 Integer outputs are left to the other trials (argmax of a NaN row is tested on the CPU emulator).
 """
 from __future__ import annotations
+
+import contextlib
 
 import torch
 
@@ -46,6 +48,21 @@ def put(inputs: list, places: list, value: float) -> list:
         if idx is not None:
             x[torch.unravel_index(idx, x.shape)] = value
     return inputs
+
+
+@contextlib.contextmanager
+def exact_algorithms():
+    """For the dependence runs: no cuDNN (its Winograd and FFT algorithms spread a change, and a NaN, beyond the
+    receptive field, by rounding that TF32 makes large: an input moved by 160 moves an output outside the window by
+    ~0.1) and no TF32 matmuls, so what moves is what depends on the input. Eager's NaN run keeps its own algorithms."""
+    cd, mm = torch.backends.cudnn, torch.backends.cuda.matmul
+    was = mm.allow_tf32
+    try:
+        mm.allow_tf32 = False
+        with cd.flags(enabled=False, benchmark=cd.benchmark, deterministic=cd.deterministic, allow_tf32=False):
+            yield
+    finally:
+        mm.allow_tf32 = was
 
 
 def depends(a: torch.Tensor, b: torch.Tensor, chunk: int = CHUNK) -> torch.Tensor:

@@ -513,15 +513,16 @@ class Worker:
         where eager's is (and depends on those inputs) and nowhere else. '' when it passes or cannot run."""
         xs = self.task.make_inputs(seed, "cuda")
         places = nan_trial.nan_places(xs, seed)
+        del xs
         if all(p is None for p in places):
             corr.nan_trial = "skipped: no floating input with a nonzero element"
             return ""
         saved = [(b, b.clone()) for b in self.ref.buffers()]  # a training-mode BatchNorm's running statistics
         try:
             runs = []
-            for j, v in enumerate(nan_trial.PROBE_VALUES):  # eager with two finite stand-ins: what depends on them
-                xs = nan_trial.put(xs if j == 0 else self.task.make_inputs(seed, "cuda"), places, v)
-                with torch.no_grad():
+            for v in nan_trial.PROBE_VALUES:  # eager with two finite stand-ins: what depends on those inputs
+                xs = nan_trial.put(self.task.make_inputs(seed, "cuda"), places, v)
+                with torch.no_grad(), nan_trial.exact_algorithms():
                     runs.append(as_list(self.ref(*xs)))
                 del xs
             dep = [nan_trial.depends(a, b) if isinstance(a, torch.Tensor) and a.is_floating_point() else None
@@ -531,22 +532,32 @@ class Worker:
             with torch.no_grad():
                 masks = [torch.isnan(e) if isinstance(e, torch.Tensor) and e.is_floating_point() else None
                          for e in as_list(self.ref(*xs))]
-            xs = nan_trial.put(self.task.make_inputs(seed, "cuda"), places, float("nan"))  # the reference may write
-            with torch.no_grad(), guard.OpRecorder() as rec:
-                out = as_list(new(*xs))
-            self._sync()
-            self._untouched("during forward (NaN trial)")
-            ops += [o for o in rec.ops if o not in ops]
-            why = (f"returned {len(out)} outputs, eager {len(masks)}" if len(out) != len(masks)
-                   else nan_trial.judge(out, masks, dep))
         except torch.OutOfMemoryError:
             torch.cuda.empty_cache()
             corr.nan_trial = "skipped: out of memory"
+            return ""
+        except Exception as exc:  # the reference itself (without cuDNN, or on NaN) failed: nothing to hold the candidate to
+            if _is_cuda_fault(exc):
+                raise
+            corr.nan_trial = f"skipped: eager raised {type(exc).__name__}: {str(exc)[:120]}"
             return ""
         finally:
             with torch.no_grad():
                 for b, v in saved:
                     b.copy_(v)
+        try:
+            xs = nan_trial.put(self.task.make_inputs(seed, "cuda"), places, float("nan"))  # the reference may write
+            with torch.no_grad(), guard.OpRecorder() as rec:
+                out = as_list(new(*xs))
+            self._sync()
+        except torch.OutOfMemoryError:
+            torch.cuda.empty_cache()
+            corr.nan_trial = "skipped: out of memory"
+            return ""
+        self._untouched("during forward (NaN trial)")
+        ops += [o for o in rec.ops if o not in ops]
+        why = (f"returned {len(out)} outputs, eager {len(masks)}" if len(out) != len(masks)
+               else nan_trial.judge(out, masks, dep))
         corr.nan_trial = f"failed: {why}" if why else "passed"
         return why
 

@@ -65,5 +65,88 @@ def test_dependence_ignores_rounding_and_sees_small_moves():
     a = torch.tensor([1.0, 1e6, 5.0, float("inf"), float("nan"), 0.0])
     b = torch.tensor([1.0 + 1e-7, 1e6 + 0.5, 7.0, float("-inf"), 2.0, 0.0])
     assert nt.depends(a, b).tolist() == [False, False, True, True, True, False]
-    m = nt.depends(torch.randn(1000), torch.randn(1000), chunk=64)  # chunked the same
+    x = torch.randn(1000, generator=torch.Generator().manual_seed(0))
+    m = nt.depends(x, x + 1.0, chunk=64)  # chunked the same (the scale from every chunk)
     assert m.shape == (1000,) and bool(m.all())
+    assert not nt.depends(x, x * (1 + 1e-6), chunk=64).any()
+
+
+def test_the_dependence_runs_use_neither_cudnn_nor_tf32_and_restore_them():
+    mm, cd = torch.backends.cuda.matmul, torch.backends.cudnn
+    was_mm, was_cd = mm.allow_tf32, cd.enabled
+    mm.allow_tf32 = True
+    try:
+        with nt.exact_algorithms():
+            assert not mm.allow_tf32 and not cd.enabled and not cd.allow_tf32
+        assert mm.allow_tf32 and cd.enabled == was_cd
+    finally:
+        mm.allow_tf32 = was_mm
+
+
+BN_RELU = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(16)
+    def forward(self, x):
+        return torch.relu(self.bn(x)) + x.amax(dim=1, keepdim=True)
+def get_inputs():
+    return [torch.randn(64, 16)]
+def get_init_inputs():
+    return []
+"""
+
+
+def _cpu_worker(tmp_path, monkeypatch):
+    """The worker's NaN trial on the CPU: its task's inputs drawn there and no device to synchronize."""
+    from runtime.worker import Worker
+    from tasks import load_task
+    p = tmp_path / "bn_relu.py"
+    p.write_text(BN_RELU)
+    w = Worker()
+    w.task = load_task(p)
+    w.ref = w.task.make_model(42)  # training mode, as the file leaves it: its running statistics move each call
+    real = w.task.make_inputs
+    monkeypatch.setattr(w.task, "make_inputs", lambda seed, device=None: real(seed, "cpu"))
+    monkeypatch.setattr(w, "_sync", lambda: None)
+    return w
+
+
+def test_the_workers_nan_trial_fails_a_dropped_nan_and_restores_the_reference(tmp_path, monkeypatch):
+    from state import CorrectnessResult
+    w = _cpu_worker(tmp_path, monkeypatch)
+    before = {k: v.clone() for k, v in w.ref.state_dict().items()}
+
+    class Honest(torch.nn.Module):  # the reference's own computation, with its own BatchNorm
+        def __init__(self):
+            super().__init__()
+            self.bn = torch.nn.BatchNorm1d(16)
+
+        def forward(self, x):
+            return torch.relu(self.bn(x)) + x.amax(dim=1, keepdim=True)
+
+    class DropsNan(Honest):  # the row max through fmaxf: a NaN in the row ignored
+        def forward(self, x):
+            return torch.relu(self.bn(x)) + torch.nan_to_num(x, nan=-1e30).amax(dim=1, keepdim=True)
+
+    corr, ops = CorrectnessResult(passed=False, trials=0), []
+    assert w._nan_trial(Honest(), 5, ops, corr) == "" and corr.nan_trial == "passed"
+    corr = CorrectnessResult(passed=False, trials=0)
+    why = w._nan_trial(DropsNan(), 5, ops, corr)
+    assert "finite where eager gives NaN" in why and corr.nan_trial.startswith("failed")
+    after = w.ref.state_dict()  # four forwards in training mode, three with NaN: the running statistics as they were
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    assert torch.backends.cudnn.enabled  # the dependence runs' switch restored
+
+
+def test_the_workers_nan_trial_skips_where_eager_fails(tmp_path, monkeypatch):
+    from state import CorrectnessResult
+    w = _cpu_worker(tmp_path, monkeypatch)
+
+    def broken(*xs):
+        raise RuntimeError("no kernel for this without cuDNN")
+    w.ref = broken
+    w.ref.buffers = lambda: []
+    corr = CorrectnessResult(passed=False, trials=0)
+    assert w._nan_trial(torch.nn.Identity(), 5, [], corr) == "" and corr.nan_trial.startswith("skipped: eager raised RuntimeError")
