@@ -11,7 +11,8 @@ twice more with those places set to two different finite values (a large positiv
 one, so a max, a min, a relu and a square each see them), without cuDNN or TF32, moves it. Where eager is NaN only through
 `0 * NaN` (a diagonal matrix built and multiplied, a masked product), nothing depends on the input and a
 kernel that skips the zero product keeps its finite value. A NaN where eager has none is always wrong.
-Integer outputs are left to the other trials (argmax of a NaN row is tested on the CPU emulator).
+An integer output (argmax, argmin) must equal eager's wherever it moves between the two runs: torch returns
+the first NaN's index.
 """
 from __future__ import annotations
 
@@ -86,11 +87,34 @@ def depends(a: torch.Tensor, b: torch.Tensor, chunk: int = CHUNK) -> torch.Tenso
     return out.reshape(a.shape)
 
 
+def depends_of(a, b):
+    """The dependence mask of one output from its two stand-in runs: `depends` for floating outputs, the elements
+    that differ for integer ones (an argmax that moves with the stand-in), None for anything else."""
+    if not isinstance(a, torch.Tensor):
+        return None
+    return depends(a, b) if a.is_floating_point() else (a != b)
+
+
+def eager_view(e):
+    """What judge needs of eager's output on the NaN'd inputs: its NaN mask (floating), itself (integer), or None."""
+    if not isinstance(e, torch.Tensor):
+        return None
+    return torch.isnan(e) if e.is_floating_point() else e
+
+
 def judge(outs: list, eager_nan: list, dep: list) -> str:
     """'' when each floating output is NaN wherever eager's is and it depends on the NaN'd inputs, and nowhere
-    eager's is not. `eager_nan` holds eager's NaN masks (None for outputs left out), `dep` the dependence masks."""
+    eager's is not, and each integer output equals eager's where it depends on them (argmax/argmin: the first NaN's
+    index). `eager_nan`: eager_view of each output; `dep`: depends_of each."""
     for i, (o, m, d) in enumerate(zip(outs, eager_nan, dep)):
-        if m is None or not isinstance(o, torch.Tensor) or not o.is_floating_point():
+        if m is None or d is None or not isinstance(o, torch.Tensor):
+            continue
+        if m.dtype != torch.bool or not o.is_floating_point():  # an integer output: eager's values where they depend
+            bad = d & (o.reshape(m.shape) != m)
+            if bad.any():
+                first = int(bad.reshape(-1).nonzero()[0])
+                return (f"output {i}: {int(bad.sum())} element(s) differ from eager's on NaN inputs (first at flat index "
+                        f"{first}: got {int(o.reshape(-1)[first])}, eager {int(m.reshape(-1)[first])})")
             continue
         c = torch.isnan(o).reshape(m.shape)
         lost = m & d & ~c

@@ -525,13 +525,11 @@ class Worker:
                 with torch.no_grad(), nan_trial.exact_algorithms():
                     runs.append(as_list(self.ref(*xs)))
                 del xs
-            dep = [nan_trial.depends(a, b) if isinstance(a, torch.Tensor) and a.is_floating_point() else None
-                   for a, b in zip(*runs)]
+            dep = [nan_trial.depends_of(a, b) for a, b in zip(*runs)]
             del runs
             xs = nan_trial.put(self.task.make_inputs(seed, "cuda"), places, float("nan"))
             with torch.no_grad():
-                masks = [torch.isnan(e) if isinstance(e, torch.Tensor) and e.is_floating_point() else None
-                         for e in as_list(self.ref(*xs))]
+                masks = [nan_trial.eager_view(e) for e in as_list(self.ref(*xs))]
         except torch.OutOfMemoryError:
             torch.cuda.empty_cache()
             corr.nan_trial = "skipped: out of memory"
