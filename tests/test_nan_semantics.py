@@ -116,3 +116,22 @@ def test_first_designs_keep_nan_as_eager_does_on_the_gpu(tmp_egg, expr, module, 
         assert torch.equal(got.long(), want), (k.description, (got != want).sum().item())
     else:
         assert want.isnan().any() and same_with_nans(got.reshape(want.shape), want), k.description
+
+
+def test_the_nan_keeping_max_is_one_instruction_from_sm80(tmp_path):
+    """egg_max/egg_min: PTX's max.NaN/min.NaN from sm_80 on (a compare, a NaN test and a select before), the plain C++
+    form below it (and on the CPU emulator, which the tests above run)."""
+    import shutil
+    import subprocess
+    from agents.expert.codegen import PRELUDE
+    if not shutil.which("nvcc"):
+        pytest.skip("no nvcc")
+    src = tmp_path / "k.cu"
+    src.write_text(PRELUDE + 'extern "C" __global__ void k(float* o, const float* a) {\n'
+                   "    o[threadIdx.x] = egg_min(egg_max(a[threadIdx.x], 0.0f), 6.0f);\n}\n")
+    for arch, fused in (("sm_90a", True), ("sm_80", True), ("sm_75", False)):
+        ptx = tmp_path / f"{arch}.ptx"
+        subprocess.run(["nvcc", f"-arch={arch}", "-ptx", "-o", str(ptx), str(src)], check=True, capture_output=True)
+        text = ptx.read_text()
+        assert ("max.NaN.f32" in text and "min.NaN.f32" in text) == fused, arch
+        assert ("setp.nan" in text or "setp.num" in text or "setp.gt" in text) != fused, arch

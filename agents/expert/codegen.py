@@ -9,9 +9,23 @@ from agents.expert.opgraph import Node, Unsupported
 CTYPE = {"float32": "float", "bfloat16": "__nv_bfloat16", "float16": "__half", "int64": "long long",
          "int32": "int", "bool": "bool"}
 # activations cheaper than their libm composition, plain C++ (tests/cpu_emulator.py keeps them as they are)
-MATH_PRELUDE = r"""// max and min that keep a NaN, as torch's relu/clamp/maximum/amax do (fmaxf/fminf return the other operand)
-__device__ __forceinline__ float egg_max(float a, float b) { return (a > b || a != a) ? a : b; }
-__device__ __forceinline__ float egg_min(float a, float b) { return (a < b || a != a) ? a : b; }
+MATH_PRELUDE = r"""// max and min that keep a NaN, as torch's relu/clamp/maximum/amax do (fmaxf/fminf return the other operand):
+// one max.NaN/min.NaN instruction from sm_80 on (a compare, a NaN test and a select before it: a max pool's folds
+// are a third of its instructions), the same in plain C++ elsewhere (the CPU emulator)
+__device__ __forceinline__ float egg_max(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    float d; asm("max.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b)); return d;
+#else
+    return (a > b || a != a) ? a : b;
+#endif
+}
+__device__ __forceinline__ float egg_min(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+    float d; asm("min.NaN.f32 %0, %1, %2;" : "=f"(d) : "f"(a), "f"(b)); return d;
+#else
+    return (a < b || a != a) ? a : b;
+#endif
+}
 __device__ __forceinline__ float egg_mish(float x) {
     // x tanh(log1p(e^x)) = x n / (n + 2), n = e^x (e^x + 2): one expf and a divide where tanhf(log1pf(expf))
     // takes ~90 PTX instructions to this one's ~25 (a conv's epilogue runs it on every output); exact to a few
