@@ -557,8 +557,10 @@ class ExpertAgent:
                    f"each{', then a full-size output pass' if plan.full_output else ''}; no atomics")
         elif fam == "pool":
             a = plan.pool.attrs
+            mapping = ("a block an output row reducing input columns" if pool.default_cols(g, plan)
+                       else "each thread one or more outputs, their windows' inputs loaded once")
             how = (f"{a['kind']} pooling over {plan.nd} dim(s) (kernel {a['kernel']}, stride {a['stride']}, padding "
-                   f"{a['padding']}), a thread per output, the pointwise chain before and after it fused")
+                   f"{a['padding']}), {mapping}, the pointwise chain before and after it fused")
         elif fam == "recurrent":
             what = f"{RNN_NAMES[plan.cell]} recurrence{' writing its cell state' if plan.emits_c else ''}"
             how = (f"a{'n' if plan.cell == 'lstm' else ''} {what} over {plan.T} steps{' backwards' if plan.reverse else ''}: "
