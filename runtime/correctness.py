@@ -19,6 +19,7 @@ truth varies rejected.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import types
@@ -69,6 +70,20 @@ def in_float64(model: torch.nn.Module, device=None) -> torch.nn.Module:
 def chunk_for(n: int, chunk: int | None = None) -> int:
     """A chunk of about 1/16 of the tensor (so temporaries stay small beside it), within [256K, CHUNK]."""
     return chunk or max(1 << 18, min(CHUNK, n // 16))
+
+
+@contextlib.contextmanager
+def no_tf32(cudnn: bool = True):
+    """fp32 arithmetic as written: no TF32 in matmuls or cuDNN, and with `cudnn=False` no cuDNN at all (its
+    Winograd and FFT algorithms spread a change beyond the receptive field by rounding). Restored after."""
+    cd, mm = torch.backends.cudnn, torch.backends.cuda.matmul
+    was = mm.allow_tf32
+    try:
+        mm.allow_tf32 = False
+        with cd.flags(enabled=cd.enabled and cudnn, benchmark=cd.benchmark, deterministic=cd.deterministic, allow_tf32=False):
+            yield
+    finally:
+        mm.allow_tf32 = was
 
 
 def as_list(out) -> list:

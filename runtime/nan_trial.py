@@ -16,8 +16,6 @@ the first NaN's index.
 """
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 from runtime.correctness import CHUNK
@@ -37,8 +35,7 @@ def nan_places(inputs: list, seed: int) -> list:
         g = torch.Generator(device=x.device).manual_seed(seed + 7919 * j)
         n = min(NAN_PLACES, max(1, x.numel() // 4096))
         idx = torch.randint(0, x.numel(), (4 * n,), generator=g, device=x.device)
-        flat = x.reshape(-1)
-        idx = idx[flat[idx] != 0][:n]  # zeros kept
+        idx = idx[x[torch.unravel_index(idx, x.shape)] != 0][:n]  # zeros kept
         places.append(idx if idx.numel() else None)
     return places
 
@@ -49,21 +46,6 @@ def put(inputs: list, places: list, value: float) -> list:
         if idx is not None:
             x[torch.unravel_index(idx, x.shape)] = value
     return inputs
-
-
-@contextlib.contextmanager
-def exact_algorithms():
-    """For the dependence runs: no cuDNN (its Winograd and FFT algorithms spread a change, and a NaN, beyond the
-    receptive field, by rounding that TF32 makes large: an input moved by 160 moves an output outside the window by
-    ~0.1) and no TF32 matmuls, so what moves is what depends on the input. Eager's NaN run keeps its own algorithms."""
-    cd, mm = torch.backends.cudnn, torch.backends.cuda.matmul
-    was = mm.allow_tf32
-    try:
-        mm.allow_tf32 = False
-        with cd.flags(enabled=False, benchmark=cd.benchmark, deterministic=cd.deterministic, allow_tf32=False):
-            yield
-    finally:
-        mm.allow_tf32 = was
 
 
 def depends(a: torch.Tensor, b: torch.Tensor, chunk: int = CHUNK) -> torch.Tensor:

@@ -26,7 +26,7 @@ import torch
 from runtime import guard, nan_trial
 from runtime.compile import load_module
 from runtime.correctness import (EPS, as_list, copy_model, in_float64, check_structure, degenerate_input, error_stats, exact_equal,
-                                 float64_rule, kernelbench_allclose, relative_diff)
+                                 float64_rule, kernelbench_allclose, no_tf32, relative_diff)
 from runtime.host_policy import BANNED_CALLS, IMPORTS, PolicyError, Snapshot, check_host_code
 from runtime.kernel_api import KernelAPI
 from runtime.memory import fingerprint, oom_message, storages, truth_fits_on_device
@@ -208,14 +208,8 @@ class Worker:
                         if isinstance(o, torch.Tensor) and o.is_floating_point()]
                 return max(errs) if errs else None
             err = worst()
-            cd, mm = torch.backends.cudnn, torch.backends.cuda.matmul
-            was = mm.allow_tf32
-            try:
-                mm.allow_tf32 = False
-                with cd.flags(enabled=cd.enabled, benchmark=cd.benchmark, deterministic=cd.deterministic, allow_tf32=False):
-                    exact = worst()
-            finally:
-                mm.allow_tf32 = was
+            with no_tf32():
+                exact = worst()
             return err, exact
         except torch.OutOfMemoryError:
             return None, None
@@ -513,16 +507,17 @@ class Worker:
         where eager's is (and depends on those inputs) and nowhere else. '' when it passes or cannot run."""
         xs = self.task.make_inputs(seed, "cuda")
         places = nan_trial.nan_places(xs, seed)
-        del xs
         if all(p is None for p in places):
             corr.nan_trial = "skipped: no floating input with a nonzero element"
             return ""
         saved = [(b, b.clone()) for b in self.ref.buffers()]  # a training-mode BatchNorm's running statistics
         try:
             runs = []
-            for v in nan_trial.PROBE_VALUES:  # eager with two finite stand-ins: what depends on those inputs
-                xs = nan_trial.put(self.task.make_inputs(seed, "cuda"), places, v)
-                with torch.no_grad(), nan_trial.exact_algorithms():
+            for j, v in enumerate(nan_trial.PROBE_VALUES):  # eager with two finite stand-ins: what depends on those
+                # inputs, with the arithmetic as written (cuDNN's Winograd/FFT rounding under TF32 moves an output
+                # outside the window by ~0.1 for an input moved by 160); the first draw is the one the places came from
+                xs = nan_trial.put(xs if j == 0 else self.task.make_inputs(seed, "cuda"), places, v)
+                with torch.no_grad(), no_tf32(cudnn=False):
                     runs.append(as_list(self.ref(*xs)))
                 del xs
             dep = [nan_trial.depends_of(a, b) for a, b in zip(*runs)]

@@ -81,12 +81,15 @@ def test_dependence_ignores_rounding_and_sees_small_moves():
 
 
 def test_the_dependence_runs_use_neither_cudnn_nor_tf32_and_restore_them():
+    from runtime.correctness import no_tf32
     mm, cd = torch.backends.cuda.matmul, torch.backends.cudnn
     was_mm, was_cd = mm.allow_tf32, cd.enabled
     mm.allow_tf32 = True
     try:
-        with nt.exact_algorithms():
+        with no_tf32(cudnn=False):
             assert not mm.allow_tf32 and not cd.enabled and not cd.allow_tf32
+        with no_tf32():  # eager's exact-fp32 error: cuDNN kept, TF32 off
+            assert not mm.allow_tf32 and cd.enabled == was_cd and not cd.allow_tf32
         assert mm.allow_tf32 and cd.enabled == was_cd
     finally:
         mm.allow_tf32 = was_mm
