@@ -159,6 +159,14 @@ def _avg_window(s: str, e: str, o: str, K: int, S: int, P: int, IN: int) -> tupl
             f"{s} = {s} > 0 ? {s} : 0; {e} = {e} < {IN}LL ? {e} : {IN}LL;")
 
 
+def _avg_counts(p: PoolPlan, j: int, nm: str, ind: str) -> list[str]:
+    """An avg window's bounds along pooled dim j (`s{nm}`, `e{nm}`, clipped to the input) and its counts, with
+    padding and without, multiplied into `p_full` and `p_clip`."""
+    a = p.pool.attrs
+    padded, clipped = _avg_window(f"s{nm}", f"e{nm}", f"o{nm}", a["kernel"][j], a["stride"][j], a["padding"][j], p.inp[j])
+    return [f"{ind}{padded}", f"{ind}p_full *= e{nm} - s{nm};", f"{ind}{clipped}", f"{ind}p_clip *= e{nm} > s{nm} ? e{nm} - s{nm} : 0;"]
+
+
 def _window_loops(p: PoolPlan, names: list[str], lines: list[str], ind: str) -> tuple[list[str], list[str], str]:
     """The loops over the window along the pooled dims `names` (the first len(names)): max skips positions
     outside the input, avg walks the clipped range and appends its divisor factors to `lines`. Returns the
@@ -172,9 +180,7 @@ def _window_loops(p: PoolPlan, names: list[str], lines: list[str], ind: str) -> 
                          f"{ind}    const long long i{nm} = o{nm} * {S}LL - {P}LL + (long long)k{nm} * {D}LL;\n"
                          f"{ind}    if (i{nm} < 0 || i{nm} >= {IN}LL) continue;")
         else:
-            padded, clipped = _avg_window(f"s{nm}", f"e{nm}", f"o{nm}", K, S, P, IN)
-            lines += [f"{ind}{padded}", f"{ind}p_full *= e{nm} - s{nm};", f"{ind}{clipped}",
-                      f"{ind}p_clip *= e{nm} > s{nm} ? e{nm} - s{nm} : 0;"]
+            lines += _avg_counts(p, j, nm, ind)
             loops.append(f"{ind}for (long long i{nm} = s{nm}; i{nm} < e{nm}; ++i{nm}) {{")
         closes.append(f"{ind}}}")
     lin = "p_nc"
@@ -416,8 +422,7 @@ def _render_cols(g: OpGraph, p: PoolPlan, k: PoolKnobs) -> str:
     if not mx and not a["divisor"]:
         lines.append(f"{ind}long long p_full = 1, p_clip = 1;")
         for j, nm in enumerate(lead):
-            padded, clipped = _avg_window(f"s{nm}", f"e{nm}", f"o{nm}", a["kernel"][j], a["stride"][j], a["padding"][j], p.inp[j])
-            lines += [f"{ind}{{ {padded} p_full *= e{nm} - s{nm}; {clipped} p_clip *= e{nm} > s{nm} ? e{nm} - s{nm} : 0; }}"]
+            lines += _avg_counts(p, j, nm, ind)
     # the window's positions along the other dims, unrolled (avg's dilation is 1); along the innermost of them the
     # loads are predicated into registers first (outside the input: the fold's identity), so they go out back to back
     loops, closes, ci = [], [], ind + "    "
