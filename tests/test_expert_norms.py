@@ -92,6 +92,27 @@ def test_welford_one_pass_matches_a_float64_truth(tmp_egg, module, expr, shape, 
     assert errs[("block", True)] <= 4 * errs[("block", False)] + 1e-7, errs
 
 
+@pytest.mark.parametrize("expr,shape,loops", [
+    ("x * x.sum(1, keepdim=True) / (x * x).sum(1, keepdim=True)", "5, 300", 2),  # two sums: one pass, then the output
+    ("x / (x - x.mean(1, keepdim=True)).abs().sum(1, keepdim=True)", "5, 300", 3),  # the second reads the first's result
+])
+def test_sibling_reductions_share_a_pass_over_the_row(tmp_egg, expr, shape, loops):
+    """Reductions none of which reads another's result run in one loop over the row (a triplet loss's two
+    distances read the anchor once); one that needs an earlier result keeps its own pass. Each mapping
+    against a float64 truth."""
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    g, plan, x, params, truth, eager = _rows_case(tmp_egg, "sib", "nn.Identity()", expr, shape, 3, lambda s: torch.randn(*s) + 1.0)
+    assert rowwise.sibling_runs(plan, [0, 1]) == ({0: [0, 1]} if loops == 2 else {})
+    for mapping, block in (("block", 64), ("warp", 64), ("thread", 32)):
+        k = rowwise.RowKnobs(mapping=mapping, block=block, waves=1)
+        src = rowwise.render(g, plan, k)
+        assert src.count("for (long long r = ") == loops, (mapping, src)
+        got = cpu_emulator.run(src, "egg_rows", rowwise.grid(plan, k, 2, 256), k.block, tuple(truth.shape), [x, *params],
+                               tmp_egg / f"emu_{mapping}").double()
+        assert _rel_err(got, truth) <= 32 * max(eager, 2 ** -24), (mapping, _rel_err(got, truth), eager)
+
+
 def _rows_case(tmp, name, module, expr, shape, seed, make_x):
     """A row task written out and planned, with its input (`make_x(shape)` after seeding torch with
     `seed`), parameters, float64 truth and eager fp32's error (relative to the truth's largest magnitude)."""

@@ -183,6 +183,8 @@ def test_triplet_margin_loss_is_rows_then_a_mean(tmp_egg):
     if not cpu_emulator.available():
         pytest.skip("no g++")
     k = _emit_tuned(agent, g, fam, plan)
+    first = k.cuda_source.split("egg_rows(")[1].split("egg_rows_1(")[0]
+    assert first.count("for (long long r = ") == 1, "the two distances in one pass over the row (the anchor read once)"
     loaded = load_task(p)
     xs = loaded.make_inputs(4)
     want = loaded.make_model(42)(*xs).double()

@@ -173,6 +173,41 @@ def online_pairs(p: RowPlan) -> dict[int, int]:
     return pairs
 
 
+def _reads(n, targets: list) -> bool:
+    """Whether the value of `n` reads one of the nodes `targets` (by identity)."""
+    seen, stack = set(), [n]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, list):
+            stack.extend(x)
+            continue
+        if not isinstance(x, Node) or id(x) in seen:
+            continue
+        if any(x is t for t in targets):
+            return True
+        seen.add(id(x))
+        stack.extend(x.args)
+    return False
+
+
+def sibling_runs(p: RowPlan, plain: list[int]) -> dict[int, list[int]]:
+    """{first: [first, ...]}: runs of consecutive plain reductions (indices in `plain`) none of which reads another's
+    result, so one loop over the row computes them all (a triplet loss's two distances: the anchor read once; a mean's
+    sum beside its count)."""
+    runs: dict[int, list[int]] = {}
+    cur: list[int] = []
+    for ri in range(len(p.reductions)):
+        if ri in plain and cur and cur[-1] == ri - 1 and not _reads(p.reductions[ri].args[0], [p.reductions[j] for j in cur]):
+            cur.append(ri)
+            continue
+        if len(cur) > 1:
+            runs[cur[0]] = cur
+        cur = [ri] if ri in plain else []
+    if len(cur) > 1:
+        runs[cur[0]] = cur
+    return runs
+
+
 def online_update(m: str, s: str, v: str) -> str:
     """One element v into (running max m, sum s of exp(x - m)): a new max rescales the sum. A NaN takes the max's
     branch, so s becomes NaN (0 * NaN at the first element) and stays so, as torch's softmax makes the row NaN."""
@@ -477,8 +512,24 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
     parts = []
     pairs = welford_pairs(p) if k.welford else {}
     onl = online_pairs(p) if k.online else {}
+    paired = set(pairs) | set(pairs.values()) | set(onl) | set(onl.values())
+    plain = [ri for ri, r in enumerate(p.reductions) if ri not in paired and r.op not in ("argmax", "argmin")]
+    runs = sibling_runs(p, plain) if cache == "none" and not C and k.mapping in ("block", "warp", "thread") else {}
     for ri, red in enumerate(p.reductions):
-        if red.name in done:  # the second of a Welford or online pair: already computed
+        if red.name in done:  # the second of a Welford or online pair, or a sibling: already computed
+            continue
+        if ri in runs:  # siblings: their bodies and steps in one loop over the row, then each one's merges
+            code, steps = [], [f"            long long i = {idx};"]
+            for rj in runs[ri]:
+                em = Emitter(loader(False), special, prefix=f"a{rj}_")
+                v = em.value(p.reductions[rj].args[0], "i")
+                code.append(f"        float acc{rj} = {INIT[p.reductions[rj].op]};")
+                steps += [em.take("            "), f"            acc{rj} = {combine(p.reductions[rj].op, f'acc{rj}', v)};"]
+            code += row_loop(steps)
+            for rj in runs[ri]:
+                code += _plain_merge(p.reductions[rj].op, f"acc{rj}", k)
+                done[p.reductions[rj].name] = f"acc{rj}"
+            parts.append("\n".join(code))
             continue
         em = Emitter(loader(ri == 0), special, prefix=f"a{ri}_")
         v = em.value(red.args[0], "i")
@@ -506,37 +557,31 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                      f" if {arg_takes(better, 'ov', 'oi', acc, ai)} {{ {acc} = ov; {ai} = oi; }} }}")
         else:
             step = f"{acc} = {combine(red.op, acc, v)};"
-            wcomb = f"{acc} = {combine(red.op, acc, f'__shfl_xor_sync(0xffffffffu, {acc}, s)')};"
         code = [f"        float {acc} = {INIT[red.op]};" + (f" long long {ai} = 0;" if arg else "")]
         code += row_loop([f"            long long i = {idx};", body, f"            {step}"])
+        if not arg:
+            code += _plain_merge(red.op, acc, k)
+            if C:
+                code += _cluster_merge("plain", ri, C, [acc], red.op)
+            done[red.name] = acc
+            parts.append("\n".join(code))
+            continue
         if k.mapping in ("block", "warp"):
             code.append(f"        for (int s = 16; s > 0; s >>= 1) {wcomb}")
         if k.mapping == "cols":
-            if arg:
-                code += [f"        scol[threadIdx.x] = {acc}; scidx[threadIdx.x] = {ai};", "        __syncthreads();",
-                         f"        {acc} = scol[threadIdx.x & 31]; {ai} = scidx[threadIdx.x & 31];",
-                         "        for (int w = 1; w < (blockDim.x >> 5); ++w) { const int t = w * 32 + (threadIdx.x & 31); "
-                         f"if {arg_takes(better, 'scol[t]', 'scidx[t]', acc, ai)} {{ {acc} = scol[t]; {ai} = scidx[t]; }} }}",
-                         "        __syncthreads();"]
-            else:
-                code += cols_merge([acc], lambda a, b, op=red.op: f"{a[0]} = {combine(op, a[0], b[0])};")
+            code += [f"        scol[threadIdx.x] = {acc}; scidx[threadIdx.x] = {ai};", "        __syncthreads();",
+                     f"        {acc} = scol[threadIdx.x & 31]; {ai} = scidx[threadIdx.x & 31];",
+                     "        for (int w = 1; w < (blockDim.x >> 5); ++w) { const int t = w * 32 + (threadIdx.x & 31); "
+                     f"if {arg_takes(better, 'scol[t]', 'scidx[t]', acc, ai)} {{ {acc} = scol[t]; {ai} = scidx[t]; }} }}",
+                     "        __syncthreads();"]
         if k.mapping == "block":
-            if arg:
-                code += ["        if ((threadIdx.x & 31) == 0) { sred[threadIdx.x >> 5] = " + acc + "; sidx[threadIdx.x >> 5] = " + ai + "; }",
-                         "        __syncthreads();",
-                         f"        {acc} = sred[0]; {ai} = sidx[0];",
-                         "        for (int w = 1; w < (blockDim.x >> 5); ++w) "
-                         f"if {arg_takes(better, 'sred[w]', 'sidx[w]', acc, ai)} {{ {acc} = sred[w]; {ai} = sidx[w]; }}",
-                         "        __syncthreads();"]
-            else:
-                code += ["        if ((threadIdx.x & 31) == 0) sred[threadIdx.x >> 5] = " + acc + ";",
-                         "        __syncthreads();",
-                         f"        {acc} = sred[0];",
-                         f"        for (int w = 1; w < (blockDim.x >> 5); ++w) {acc} = {combine(red.op, acc, 'sred[w]')};",
-                         "        __syncthreads();"]
-                if C:
-                    code += _cluster_merge("plain", ri, C, [acc], red.op)
-        done[red.name] = ai if arg else acc
+            code += ["        if ((threadIdx.x & 31) == 0) { sred[threadIdx.x >> 5] = " + acc + "; sidx[threadIdx.x >> 5] = " + ai + "; }",
+                     "        __syncthreads();",
+                     f"        {acc} = sred[0]; {ai} = sidx[0];",
+                     "        for (int w = 1; w < (blockDim.x >> 5); ++w) "
+                     f"if {arg_takes(better, 'sred[w]', 'sidx[w]', acc, ai)} {{ {acc} = sred[w]; {ai} = sidx[w]; }}",
+                     "        __syncthreads();"]
+        done[red.name] = ai
         parts.append("\n".join(code))
     if p.full_output and (c4 or vec4 or k.ring) and out.dtype == "float32" and p.inner == 1:  # four results, one 16-byte store
         em = Emitter(loader(False), special, prefix="o_")
@@ -652,6 +697,22 @@ extern "C" __global__ void __launch_bounds__({k.block}) egg_rows({args}) {{
     }}
 }}
 """
+
+
+def _plain_merge(op: str, acc: str, k: RowKnobs) -> list[str]:
+    """A thread's partial `acc` of a plain reduction merged across the row's lanes, warps or a cols block's rows."""
+    code = []
+    if k.mapping in ("block", "warp"):
+        code.append(f"        for (int s = 16; s > 0; s >>= 1) {acc} = {combine(op, acc, f'__shfl_xor_sync(0xffffffffu, {acc}, s)')};")
+    if k.mapping == "cols":
+        code += cols_merge([acc], lambda a, b: f"{a[0]} = {combine(op, a[0], b[0])};")
+    if k.mapping == "block":
+        code += ["        if ((threadIdx.x & 31) == 0) sred[threadIdx.x >> 5] = " + acc + ";",
+                 "        __syncthreads();",
+                 f"        {acc} = sred[0];",
+                 f"        for (int w = 1; w < (blockDim.x >> 5); ++w) {acc} = {combine(op, acc, 'sred[w]')};",
+                 "        __syncthreads();"]
+    return code
 
 
 def _stage(p: RowPlan, Rc: int, peel: bool = False) -> str:
