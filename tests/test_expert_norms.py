@@ -288,6 +288,38 @@ def test_rows_read_16_bytes_a_thread(tmp_egg, module, expr, shape):
         assert err < 8 * max(eager_err, 2 ** -24), (mapping, err, eager_err)
 
 
+@pytest.mark.parametrize("expr,shape,full", [
+    ("((x - y) ** 2).sum(1) + (x * z).sum(1)", "6, 64", False),  # two sums of the three inputs, one pass
+    ("(x - y) * z / (x * y).sum(1, keepdim=True)", "5, 72", True),  # a full-size output from all three
+])
+def test_rows_of_several_inputs_read_16_bytes_a_thread(tmp_egg, expr, shape, full):
+    """Where no one input is the main one (a triplet loss's anchor, positive and negative), each input of the row's
+    shape is read in 16-byte pieces; a block and a warp per row, against a float64 truth."""
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    p = tmp_egg / "three.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x, y, z):\n"
+                 f"        return {expr}\ndef get_inputs():\n    return [torch.randn({shape}) for _ in range(3)]\n"
+                 "def get_init_inputs():\n    return []\n")
+    loaded = load_task(p)
+    g = export_graph(loaded)
+    plan = rowwise.plan_rows(g)
+    assert plan.main is None and len(plan.cores) == 3 and plan.full_output == full
+    torch.manual_seed(5)
+    xs = [torch.randn(*[int(s) for s in shape.split(",")]) for _ in range(3)]
+    model = loaded.make_model(42)
+    truth = model(*[x.double() for x in xs]).detach()
+    eager = _rel_err(model(*xs).detach(), truth)
+    for mapping in ("block", "warp"):
+        k = rowwise.RowKnobs(mapping=mapping, block=64, waves=1, vec=4)
+        assert rowwise.vectorizable(plan, k) and rowwise.aligned16(plan, k)
+        src = rowwise.render(g, plan, k)
+        assert all(f"float4 mv{j}s[" in src for j in range(3)), src
+        got = cpu_emulator.run(src, "egg_rows", rowwise.grid(plan, k, 2, 256), k.block, tuple(truth.shape), xs,
+                               tmp_egg / f"emu_{mapping}")
+        assert _rel_err(got, truth) < 8 * max(eager, 2 ** -24), (mapping, _rel_err(got, truth), eager)
+
+
 BN_TEMPLATE = """import torch
 import torch.nn as nn
 class Model(nn.Module):

@@ -1255,7 +1255,8 @@ class ExpertAgent:
                                  (k.block,), host.leaves(g), smem, align16=rowwise.aligned16(plan, k))
             desc = f"row program, {k.mapping} per row, block {k.block}{'' if k.cache == 'none' else f', row cached in {k.cache}'}"
             if k.vec == 4 and rowwise.vectorizable(plan, k):
-                desc += ", the main input read 16 bytes a thread" + (" (the row's odd ends one by one)" if plan.R % 4 else "")
+                desc += (f", its {len(plan.cores)} inputs read 16 bytes a thread" if plan.cores else
+                         ", the main input read 16 bytes a thread" + (" (the row's odd ends one by one)" if plan.R % 4 else ""))
             if plan.seg:
                 desc += (f", each row a channel's {plan.R // plan.seg} segment(s) of {plan.seg} (statistics over the batch "
                          f"and positions in one kernel)")

@@ -11,7 +11,7 @@ of a GEMM's output: 4096 rows of 16384), where a thread per row leaves the GPU n
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agents.expert.codegen import CLUSTER_PRELUDE, CTYPE, PRELUDE, Emitter
 from agents.expert.opgraph import (Node, OpGraph, Unsupported, block_holds_segmented, check_elementwise_after, dim_runs,
@@ -31,6 +31,8 @@ class RowPlan:
     main: Node | None  # the input read at the row's index in every pass (candidate for caching)
     seg: int = 0  # a segmented row (reduced over leading and trailing dims, a BatchNorm's channel): the
     # row's elements come in runs of `seg` contiguous ones, `inner * seg` apart; row j's run starts at j * seg
+    cores: list = field(default_factory=list)  # where no one input is the main one: the fp32 inputs of the reduced
+    # tensor's shape, each read at the row's index (a triplet loss's anchor, positive and negative), 16 bytes a read
 
 
 @dataclass
@@ -129,7 +131,9 @@ def plan_rows(g: OpGraph, grid_ok: bool = False) -> RowPlan:
     n = math.prod(shape)
     mains = [t for t in g.inputs if tuple(t.shape) == shape or
              (math.prod(t.shape) == n and g.consumers(t) and all(c.op == "view" for c in g.consumers(t)))]
-    return RowPlan(shape, dims, outer, R, inner, reds, full, mains[0] if len(mains) == 1 else None, seg)
+    cores = [t for t in mains if tuple(t.shape) == shape and t.dtype == "float32"] if len(mains) > 1 else []
+    return RowPlan(shape, dims, outer, R, inner, reds, full, mains[0] if len(mains) == 1 else None, seg,
+                   cores if len(cores) == len(mains) else [])
 
 
 def welford_pairs(p: RowPlan) -> dict[int, int]:
@@ -405,6 +409,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                 return "sv[u]" if c4 or k.ring else ("srow[r - r0 + sh]" if peel else "srow[r - r0]")
             if vec4 and t is p.main and idx == "i":
                 return "mv[u]"  # this 16-byte piece's element
+            if vec4 and idx == "i" and any(t is c for c in p.cores):
+                return f"mv{_core(p, t)}[u]"
             if cache != "none" and t is p.main and idx == "i":
                 # a thread's own row in shared memory lies down a column: lanes side by side, no bank conflicts
                 slot = ("srow[r * blockDim.x + threadIdx.x]" if k.mapping == "thread" else "srow[r]") if cache == "smem" else "xr[it]"
@@ -471,16 +477,18 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                          "            for (int u = 0; u < 4; ++u) {",
                          "            const long long r = r4 + u;"] + body_lines + ["            }", *tail, "            }", "        }",
                          "        }"])
-            return ([f"        for (long long rb = 4LL * {lane}; rb < {p.R}LL; rb += {4 * A}LL * {nl}) {{",
-                     f"            float4 mvs[{A}];",
-                     "            #pragma unroll",
+            vs = [("mv", p.main.name)] if p.main is not None else [(f"mv{j}", c.name) for j, c in enumerate(p.cores)]
+            return ([f"        for (long long rb = 4LL * {lane}; rb < {p.R}LL; rb += {4 * A}LL * {nl}) {{"] +
+                    [f"            float4 {m}s[{A}];" for m, _ in vs] +
+                    ["            #pragma unroll",
                      f"            for (int q = 0; q < {A}; ++q) {{ const long long r4 = rb + 4LL * q * {nl};"
-                     f" if (r4 < {p.R}LL) mvs[q] = *reinterpret_cast<const float4*>({p.main.name} + o * {p.R}LL + r4); }}",
+                     f" if (r4 < {p.R}LL) {{ " + " ".join(f"{m}s[q] = *reinterpret_cast<const float4*>({x} + o * {p.R}LL + r4);"
+                                                         for m, x in vs) + " } }",
                      "            #pragma unroll",
                      f"            for (int q = 0; q < {A}; ++q) {{",
                      f"            const long long r4 = rb + 4LL * q * {nl};",
-                     f"            if (r4 >= {p.R}LL) break;",
-                     "            const float mv[4] = {mvs[q].x, mvs[q].y, mvs[q].z, mvs[q].w};",
+                     f"            if (r4 >= {p.R}LL) break;"] +
+                    [f"            const float {m}[4] = {{{m}s[q].x, {m}s[q].y, {m}s[q].z, {m}s[q].w}};" for m, _ in vs] + [
                      "            #pragma unroll",
                      "            for (int u = 0; u < 4; ++u) {",
                      "            const long long r = r4 + u;"] + body_lines + ["            }", *tail, "            }", "        }"])
@@ -587,8 +595,9 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
         em = Emitter(loader(False), special, prefix="o_")
         v = em.value(out, "i")
         ob = em.take("            ")
-        one = [f"            long long i = {idx};", ob.replace("mv[u]", f"to_f({p.main.name}[i])"),
-               f"            out[i] = {v.replace('mv[u]', f'to_f({p.main.name}[i])')};"]
+        one = None if p.main is None else [  # a peeled row's odd elements (only the main input's rows are peeled)
+            f"            long long i = {idx};", ob.replace("mv[u]", f"to_f({p.main.name}[i])"),
+            f"            out[i] = {v.replace('mv[u]', f'to_f({p.main.name}[i])')};"]
         store = f"*reinterpret_cast<float4*>(out + o * {p.R}LL + r4) = ov4;"
         if k.ring and peel:  # a piece with a neighbour's elements: this slice's own, one by one
             store = (f"if (r4 >= r0 && r4 + 3 < r1) {store} else for (int u = 0; u < 4; ++u) "
@@ -752,6 +761,10 @@ def _float4_row(p: RowPlan) -> bool:
     return p.main is not None and p.main.dtype == "float32" and p.R % 4 == 0
 
 
+def _core(p: RowPlan, t: Node) -> int:
+    return next(j for j, c in enumerate(p.cores) if c is t)
+
+
 def _peeled(p: RowPlan) -> bool:
     """An fp32 main input whose rows are not whole 16-byte pieces (R % 4 != 0), long enough that
     reading its body 16 bytes at a time pays for the odd elements read one by one."""
@@ -759,9 +772,10 @@ def _peeled(p: RowPlan) -> bool:
 
 
 def vectorizable(p: RowPlan, k: RowKnobs) -> bool:
-    """16-byte reads of the main input: a contiguous fp32 row whose length is a multiple of 4, read
-    where it lies (no cache), by a block or a warp."""
-    return p.inner == 1 and (_float4_row(p) or _peeled(p)) and k.cache == "none" and k.mapping in ("block", "warp")
+    """16-byte reads of the main input (or of every core input): a contiguous fp32 row whose length is a
+    multiple of 4, read where it lies (no cache), by a block or a warp."""
+    rows16 = _float4_row(p) or _peeled(p) or (bool(p.cores) and p.R % 4 == 0)  # the cores: whole pieces only
+    return p.inner == 1 and rows16 and k.cache == "none" and k.mapping in ("block", "warp")
 
 
 def aligned16(p: RowPlan, k: RowKnobs) -> bool:
