@@ -210,6 +210,7 @@ def bsplit_pays(plan, params: dict) -> bool:
 
 
 SHORT_ROW = 1024  # contiguous rows up to this long start a warp each (32 values a lane at most)
+WARP_ROW = 4096  # and up to this long where there are rows for every warp the GPU holds
 
 
 SPLIT_MIN_KTILES = 32  # a conv's K in 32-wide tiles past which its few pixels are split along K instead
@@ -969,8 +970,12 @@ class ExpertAgent:
                 # the centred squares) beat the one-pass forms' per-element rescaling and divides (softmax over 64
                 # channels: 80 registers, no spill, where the online form spilled)
                 return {**d, "online": False, "welford": False} if regs else d
-            if plan.R <= SHORT_ROW:  # a warp a row: shuffles alone, no block barrier a row (LayerNorm over 64
-                # positions after level 2 task 34's conv: 6.07 ms for 1 GB with a 128-thread block a row, on the H100)
+            sms = prof.sms if prof is not None else DEFAULT_SMS
+            if plan.R <= SHORT_ROW or (plan.R <= WARP_ROW and plan.outer >= sms * 64):
+                # a warp a row: shuffles alone, no block barrier a row (LayerNorm over 64 positions after level 2 task
+                # 34's conv: 6.07 ms for 1 GB with a 128-thread block a row, on the H100); longer rows too where they
+                # give every warp the GPU holds one or more (level 1 task 95's 32768 rows of 4096: its online softmax
+                # 0.303 -> 0.178 ms, the copy floor, on the H100, 2026-12-07; a block's 8-warp merge and 2 barriers a row)
                 d = {"family": "rows", "mapping": "warp", "block": 256, "cache": "none", "waves": 8}
                 return {**d, "vec": 4} if rowwise.vectorizable(plan, rowwise.RowKnobs(mapping="warp")) and plan.R >= 128 else d
             # too long for one block's shared memory: a cluster holds it, where the passes are plain sums or
@@ -979,7 +984,11 @@ class ExpertAgent:
             # does their per-element exp/divide between its loads and stores), so they stream instead
             if (C := row_cluster(plan, prof)) and plan.full_output and not (rowwise.online_pairs(plan) or rowwise.welford_pairs(plan)):
                 return {"family": "rows", "mapping": "block", "block": 1024, "cache": "cluster", "cluster": C, "waves": 1}
-            d = {"family": "rows", "mapping": "block", "block": 256 if plan.R >= 256 else 128, "cache": "none", "waves": 8}
+            # fewer rows than SMs (a loss's mean over its per-row terms): a block of 1024 a row, its loop unrolled by the
+            # template so each thread has several loads in flight (95's mean of 32768 terms took 0.052 ms at 256)
+            few = plan.outer < sms
+            d = {"family": "rows", "mapping": "block", "block": 1024 if few else 256 if plan.R >= 256 else 128, "cache": "none",
+                 "waves": 8}
             return {**d, "vec": 4} if rowwise.vectorizable(plan, rowwise.RowKnobs()) and plan.R >= 1024 else d
         if plan.dtype == "float32":
             d = dict(MMA_SYNC)

@@ -497,7 +497,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                      f"            long long r = {lane} + (long long)it * {nl};",
                      f"            if (r >= {p.R}LL) break;"] + body_lines + ["        }"])
         unroll = (["        #pragma unroll 4"] if k.mapping == "cols" else  # loads of 4 steps in flight a thread
-                  ["        #pragma unroll 16"] if k.mapping == "thread" and cache == "smem" else [])  # few threads an SM
+                  ["        #pragma unroll 16"] if k.mapping == "thread" and cache == "smem" else  # few threads an SM
+                  ["        #pragma unroll 8"] if k.mapping == "block" and rows < 64 else [])  # few blocks: latency rules
         return unroll + [f"        for (long long r = {lane}; r < {p.R}LL; r += {nl}) {{"] + body_lines + ["        }"]
 
     if C:  # a cluster per row
