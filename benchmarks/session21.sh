@@ -1,0 +1,10 @@
+#!/bin/bash
+# Left for the next session (written in the twentieth; carry [".whl", ".kb", ".kbr", "bench_state"]; before the call:
+# git rev-parse --short HEAD > bench_state/COMMIT). nanconv2's remainder (34 level 2 convs; resumes from
+# bench_state/nanconv2.sqlite.xz), then the level 1 row/pointwise/grid/scan tasks after ca2443b's row defaults (nan19's
+# folder: compare with benchmarks/kernelbench_2026-12-07_h100_33f2d58_nan19.json). Copy each $OUT/NAME/NAME.sqlite.xz
+# into bench_state/ after the call; a second call resumes what the first left.
+BENCH_NAME=nanconv2 BENCH_PATHS=.kbr/nanconv2 CPS=1 REPS=10 KB_SECONDS=300 bash benchmarks/kb_device.sh --total-candidates 1 \
+  --no-profile | tail -2
+BENCH_NAME=nan21 BENCH_PATHS=.kbr/nan19 CPS=1 REPS=10 KB_SECONDS=240 bash benchmarks/kb_device.sh --total-candidates 1 \
+  --no-profile | tail -2
