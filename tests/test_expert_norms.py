@@ -320,6 +320,34 @@ def test_rows_of_several_inputs_read_16_bytes_a_thread(tmp_egg, expr, shape, ful
         assert _rel_err(got, truth) < 8 * max(eager, 2 ** -24), (mapping, _rel_err(got, truth), eager)
 
 
+@pytest.mark.parametrize("shape,vec", [("6, 256", True), ("5, 66", False)])
+def test_a_vector_along_the_row_is_read_at_the_rows_position(tmp_egg, shape, vec):
+    """A matrix-vector product (KernelBench 4): the vector, broadcast over the rows, is read at r rather than at a
+    64-bit i % R an element, and 16 bytes a read beside the matrix where the row is whole pieces; against float64."""
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    M, K = (int(v) for v in shape.split(","))
+    p = tmp_egg / "mv.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, a, b):\n"
+                 f"        return torch.matmul(a, b)\ndef get_inputs():\n    return [torch.randn({M}, {K}), torch.randn({K}, 1)]\n"
+                 "def get_init_inputs():\n    return []\n")
+    loaded = load_task(p)
+    g = export_graph(loaded)
+    plan = rowwise.plan_rows(g)
+    torch.manual_seed(6)
+    xs = [torch.randn(M, K), torch.randn(K, 1)]
+    model = loaded.make_model(42)
+    truth = model(*[x.double() for x in xs]).detach()
+    eager = _rel_err(model(*xs).detach(), truth)
+    for mapping in ("block", "warp"):
+        k = rowwise.RowKnobs(mapping=mapping, block=64, waves=1, vec=4 if vec else 1)
+        src = rowwise.render(g, plan, k)
+        assert f"% {K}LL" not in src and ("rv1s[q] = *reinterpret_cast<const float4*>(b + r4)" in src) == vec, src
+        got = cpu_emulator.run(src, "egg_rows", rowwise.grid(plan, k, 2, 256), k.block, tuple(truth.shape), xs,
+                               tmp_egg / f"emu_{mapping}")
+        assert _rel_err(got, truth) < 8 * max(eager, 2 ** -24), (mapping, _rel_err(got, truth), eager)
+
+
 BN_TEMPLATE = """import torch
 import torch.nn as nn
 class Model(nn.Module):

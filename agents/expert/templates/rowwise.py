@@ -10,6 +10,7 @@ merging through shared memory; for few long strided rows (a BatchNorm's statisti
 of a GEMM's output: 4096 rows of 16384), where a thread per row leaves the GPU nearly idle."""
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 
@@ -426,6 +427,10 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
         """The loop over a row's elements; unrolled over register slots when the row lives in registers.
         `scalar`: the body for a peeled row's odd elements (default: `body_lines` reading the main input
         element by element). `refill`: the row's last pass over a ring (its chunks go to the next row's copies)."""
+        if p.inner == 1 and not p.seg:  # i = o * R + r: a row vector broadcast over the rows is read at i % R, that is r
+            # (a 64-bit modulo an element, half of level 1 task 4's instructions)
+            body_lines = [ln.replace(f"((i) % {p.R}LL)", "r") for ln in body_lines]
+            scalar = None if scalar is None else [ln.replace(f"((i) % {p.R}LL)", "r") for ln in scalar]
         if cache == "cluster" and k.ring:  # a chunk at a time: one 16-byte read a thread, the row's first pass waiting
             # for each chunk's copy, the output pass handing each chunk back for the next row's copy. Chunks are
             # places in shared memory: srow[q] holds element r0 - sh + q (sh: the slice's start past a 16-byte
@@ -477,18 +482,25 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                          "            for (int u = 0; u < 4; ++u) {",
                          "            const long long r = r4 + u;"] + body_lines + ["            }", *tail, "            }", "        }",
                          "        }"])
-            vs = [("mv", p.main.name)] if p.main is not None else [(f"mv{j}", c.name) for j, c in enumerate(p.cores)]
+            # (the name of a piece's values, the tensor, where the row starts in it): the main input or the cores, then
+            # fp32 inputs of the row's length read at r (a matrix-vector product's vector), 16 bytes a read as well
+            at = f" + o * {p.R}LL"
+            vs = [("mv", p.main.name, at)] if p.main is not None else [(f"mv{j}", c.name, at) for j, c in enumerate(p.cores)]
+            text = "\n".join(body_lines)
+            rv = [(f"rv{j}", t.name, "") for j, t in enumerate(g.inputs) if t.dtype == "float32" and f"to_f({t.name}[r])" in text]
+            body_lines = [functools.reduce(lambda ln, v: ln.replace(f"to_f({v[1]}[r])", f"{v[0]}[u]"), rv, ln) for ln in body_lines]
+            vs += rv
             return ([f"        for (long long rb = 4LL * {lane}; rb < {p.R}LL; rb += {4 * A}LL * {nl}) {{"] +
-                    [f"            float4 {m}s[{A}];" for m, _ in vs] +
+                    [f"            float4 {m}s[{A}];" for m, _, _ in vs] +
                     ["            #pragma unroll",
                      f"            for (int q = 0; q < {A}; ++q) {{ const long long r4 = rb + 4LL * q * {nl};"
-                     f" if (r4 < {p.R}LL) {{ " + " ".join(f"{m}s[q] = *reinterpret_cast<const float4*>({x} + o * {p.R}LL + r4);"
-                                                         for m, x in vs) + " } }",
+                     f" if (r4 < {p.R}LL) {{ " + " ".join(f"{m}s[q] = *reinterpret_cast<const float4*>({x}{a} + r4);"
+                                                         for m, x, a in vs) + " } }",
                      "            #pragma unroll",
                      f"            for (int q = 0; q < {A}; ++q) {{",
                      f"            const long long r4 = rb + 4LL * q * {nl};",
                      f"            if (r4 >= {p.R}LL) break;"] +
-                    [f"            const float {m}[4] = {{{m}s[q].x, {m}s[q].y, {m}s[q].z, {m}s[q].w}};" for m, _ in vs] + [
+                    [f"            const float {m}[4] = {{{m}s[q].x, {m}s[q].y, {m}s[q].z, {m}s[q].w}};" for m, _, _ in vs] + [
                      "            #pragma unroll",
                      "            for (int u = 0; u < 4; ++u) {",
                      "            const long long r = r4 + u;"] + body_lines + ["            }", *tail, "            }", "        }"])
