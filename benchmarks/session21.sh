@@ -8,3 +8,7 @@ BENCH_NAME=nanconv2 BENCH_PATHS=.kbr/nanconv2 CPS=1 REPS=10 KB_SECONDS=300 bash 
   --no-profile | tail -2
 BENCH_NAME=nan21 BENCH_PATHS=.kbr/nan19 CPS=1 REPS=10 KB_SECONDS=240 bash benchmarks/kb_device.sh --total-candidates 1 \
   --no-profile | tail -2
+# Level 1 task 4 after 6774bbf (the vector read at r, 16 bytes a read; 3.089 ms at bcf3248, eager 2.948, compile 2.819)
+. benchmarks/probe_lib.sh
+probe s.txt .kb/level1/4_Matrix_vector_multiplication_.py 60 --first --reps 10 --vary '{}'
+cut -c1-300 "$OUT/s.txt"
