@@ -288,6 +288,20 @@ def test_rows_read_16_bytes_a_thread(tmp_egg, module, expr, shape):
         assert err < 8 * max(eager_err, 2 ** -24), (mapping, err, eager_err)
 
 
+def _inputs_case(tmp, args: str, expr: str, xs: list):
+    """A task `forward(args) = expr` on inputs shaped like `xs`, planned as rows: (graph, plan, float64 truth on xs,
+    eager fp32's error)."""
+    p = tmp / "t.py"
+    shapes = ", ".join(f"torch.randn({', '.join(map(str, x.shape))})" for x in xs)
+    p.write_text(f"import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, {args}):\n"
+                 f"        return {expr}\ndef get_inputs():\n    return [{shapes}]\ndef get_init_inputs():\n    return []\n")
+    loaded = load_task(p)
+    g = export_graph(loaded)
+    model = loaded.make_model(42)
+    truth = model(*[x.double() for x in xs]).detach()
+    return g, rowwise.plan_rows(g), truth, _rel_err(model(*xs).detach(), truth)
+
+
 @pytest.mark.parametrize("expr,shape,full", [
     ("((x - y) ** 2).sum(1) + (x * z).sum(1)", "6, 64", False),  # two sums of the three inputs, one pass
     ("(x - y) * z / (x * y).sum(1, keepdim=True)", "5, 72", True),  # a full-size output from all three
@@ -297,19 +311,10 @@ def test_rows_of_several_inputs_read_16_bytes_a_thread(tmp_egg, expr, shape, ful
     shape is read in 16-byte pieces; a block and a warp per row, against a float64 truth."""
     if not cpu_emulator.available():
         pytest.skip("no g++")
-    p = tmp_egg / "three.py"
-    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x, y, z):\n"
-                 f"        return {expr}\ndef get_inputs():\n    return [torch.randn({shape}) for _ in range(3)]\n"
-                 "def get_init_inputs():\n    return []\n")
-    loaded = load_task(p)
-    g = export_graph(loaded)
-    plan = rowwise.plan_rows(g)
-    assert plan.main is None and len(plan.cores) == 3 and plan.full_output == full
     torch.manual_seed(5)
     xs = [torch.randn(*[int(s) for s in shape.split(",")]) for _ in range(3)]
-    model = loaded.make_model(42)
-    truth = model(*[x.double() for x in xs]).detach()
-    eager = _rel_err(model(*xs).detach(), truth)
+    g, plan, truth, eager = _inputs_case(tmp_egg, "x, y, z", expr, xs)
+    assert plan.main is None and len(plan.cores) == 3 and plan.full_output == full
     for mapping in ("block", "warp"):
         k = rowwise.RowKnobs(mapping=mapping, block=64, waves=1, vec=4)
         assert rowwise.vectorizable(plan, k) and rowwise.aligned16(plan, k)
@@ -327,18 +332,9 @@ def test_a_vector_along_the_row_is_read_at_the_rows_position(tmp_egg, shape, vec
     if not cpu_emulator.available():
         pytest.skip("no g++")
     M, K = (int(v) for v in shape.split(","))
-    p = tmp_egg / "mv.py"
-    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, a, b):\n"
-                 f"        return torch.matmul(a, b)\ndef get_inputs():\n    return [torch.randn({M}, {K}), torch.randn({K}, 1)]\n"
-                 "def get_init_inputs():\n    return []\n")
-    loaded = load_task(p)
-    g = export_graph(loaded)
-    plan = rowwise.plan_rows(g)
     torch.manual_seed(6)
     xs = [torch.randn(M, K), torch.randn(K, 1)]
-    model = loaded.make_model(42)
-    truth = model(*[x.double() for x in xs]).detach()
-    eager = _rel_err(model(*xs).detach(), truth)
+    g, plan, truth, eager = _inputs_case(tmp_egg, "a, b", "torch.matmul(a, b)", xs)
     for mapping in ("block", "warp"):
         k = rowwise.RowKnobs(mapping=mapping, block=64, waves=1, vec=4 if vec else 1)
         src = rowwise.render(g, plan, k)
