@@ -113,3 +113,20 @@ def test_widened_inputs_keep_shape_zeros_and_scale_and_widen_in_place():
     bf = torch.rand(100, dtype=torch.bfloat16) + 1
     (wb,) = _widen([bf], seed=3)
     assert wb.dtype == torch.bfloat16 and bool((wb < 0).any())
+
+
+def test_a_program_asserts_alignment_where_any_launch_reads_16_bytes(tmp_path):
+    """A program's inputs are checked 16-byte aligned where a later launch, not only the first, reads one 16 bytes at a
+    time (a misaligned float4 read is a fault, not an error the user can read)."""
+    from agents.expert import host
+    from agents.expert.opgraph import export_graph
+    from tasks import load_task
+    p = tmp_path / "t.py"
+    p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
+                 "        return torch.softmax(x, dim=1)\ndef get_inputs():\n    return [torch.randn(4, 64)]\n"
+                 "def get_init_inputs():\n    return []\n")
+    g = export_graph(load_task(p))
+    first, later = host.Launch("k0", (1,), (32,), list(g.inputs), 0), host.Launch("k1", (1,), (32,), list(g.inputs), 0)
+    assert "data_ptr() % 16" not in host.module_source_program(g, [(first, g.output), (later, g.output)])
+    later.align16 = True
+    assert "assert x0.data_ptr() % 16 == 0" in host.module_source_program(g, [(first, g.output), (later, g.output)])

@@ -92,7 +92,9 @@ def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]], graph: b
     forward checks its inputs and hands the launches (method `run_kernels`) to `egg.graphed`, which replays
     them as one CUDA graph. `views` (name -> (input position, element offset)): slices of an input a
     kernel reads as a tensor of its own, passed as views (`x0.view(-1)[off:]`: no copy, no kernel)."""
-    head = module_source(g, replace(steps[0][0], tensors=[], maps=[])).rsplit("        out = egg.empty", 1)[0]
+    # the inputs asserted 16-byte aligned where any launch reads one 16 bytes at a time (a later stage's too)
+    head = module_source(g, replace(steps[0][0], tensors=[], maps=[], align16=any(ln.align16 for ln, _ in steps)))
+    head = head.rsplit("        out = egg.empty", 1)[0]
     names = _host_names(g)
     dev = _device(g)
     lines = []
