@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass, field
 
 from agents.expert.codegen import CLUSTER_PRELUDE, CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import (Node, OpGraph, Unsupported, block_holds_segmented, check_elementwise_after, dim_runs,
-                                   segmented_row, unview)
+from agents.expert.opgraph import (Node, OpGraph, Unsupported, ancestors, block_holds_segmented, check_elementwise_after,
+                                   dim_runs, segmented_row, unview)
 from agents.expert.templates.gemm_tf32 import TMA_PRELUDE
 
 
@@ -178,23 +178,6 @@ def online_pairs(p: RowPlan) -> dict[int, int]:
     return pairs
 
 
-def _reads(n, targets: list) -> bool:
-    """Whether the value of `n` reads one of the nodes `targets` (by identity)."""
-    seen, stack = set(), [n]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, list):
-            stack.extend(x)
-            continue
-        if not isinstance(x, Node) or id(x) in seen:
-            continue
-        if any(x is t for t in targets):
-            return True
-        seen.add(id(x))
-        stack.extend(x.args)
-    return False
-
-
 def sibling_runs(p: RowPlan, plain: list[int]) -> dict[int, list[int]]:
     """{first: [first, ...]}: runs of consecutive plain reductions (indices in `plain`) none of which reads another's
     result, so one loop over the row computes them all (a triplet loss's two distances: the anchor read once; a mean's
@@ -202,7 +185,7 @@ def sibling_runs(p: RowPlan, plain: list[int]) -> dict[int, list[int]]:
     runs: dict[int, list[int]] = {}
     cur: list[int] = []
     for ri in range(len(p.reductions)):
-        if ri in plain and cur and cur[-1] == ri - 1 and not _reads(p.reductions[ri].args[0], [p.reductions[j] for j in cur]):
+        if ri in plain and cur and cur[-1] == ri - 1 and not ancestors(p.reductions[ri].args[0]) & {id(p.reductions[j]) for j in cur}:
             cur.append(ri)
             continue
         if len(cur) > 1:
@@ -410,8 +393,8 @@ def render(g: OpGraph, p: RowPlan, k: RowKnobs) -> str:
                 return "sv[u]" if c4 or k.ring else ("srow[r - r0 + sh]" if peel else "srow[r - r0]")
             if vec4 and t is p.main and idx == "i":
                 return "mv[u]"  # this 16-byte piece's element
-            if vec4 and idx == "i" and any(t is c for c in p.cores):
-                return f"mv{_core(p, t)}[u]"
+            if vec4 and idx == "i" and (j := next((j for j, c in enumerate(p.cores) if c is t), None)) is not None:
+                return f"mv{j}[u]"  # a core input's element
             if cache != "none" and t is p.main and idx == "i":
                 # a thread's own row in shared memory lies down a column: lanes side by side, no bank conflicts
                 slot = ("srow[r * blockDim.x + threadIdx.x]" if k.mapping == "thread" else "srow[r]") if cache == "smem" else "xr[it]"
@@ -772,10 +755,6 @@ def _stage(p: RowPlan, Rc: int, peel: bool = False) -> str:
 def _float4_row(p: RowPlan) -> bool:
     """The main input's rows are whole 16-byte pieces: fp32, length a multiple of 4."""
     return p.main is not None and p.main.dtype == "float32" and p.R % 4 == 0
-
-
-def _core(p: RowPlan, t: Node) -> int:
-    return next(j for j, c in enumerate(p.cores) if c is t)
 
 
 def _peeled(p: RowPlan) -> bool:
