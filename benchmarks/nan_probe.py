@@ -2,7 +2,8 @@
 candidate allocates with NaN bytes (so an element no kernel writes fails), and a program's failure says only that
 its output had NaN. This runs the default design (or a --vary of it) once on a task's inputs, with the buffers
 poisoned as the verifier does, and after each launch prints how many of its first argument's elements are NaN
-and the first and last of them.
+and the first and last of them, how many are infinite and the largest finite magnitude (a wrong but finite stage
+shows there, before the NaN it causes downstream).
 
   python3 benchmarks/nan_probe.py TASK [--vary '{"BM": 64}'] [--seed 7] [--stats-3d-phased]
 
@@ -26,6 +27,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--decode", help="a shape (e.g. 16,32,31,63,63) the first elements of each buffer are read as: "
                     "NaN counts along each of its dims")
+    ap.add_argument("--twice", action="append", default=[], help="a kernel name launched once more before its own launch, "
+                    "into a poisoned copy of its output (a NaN the second launch lacks depends on what ran before it)")
     ap.add_argument("--stats-3d-phased", action="store_true", help="let conv_stats take a 3-d phased conv")
     a = ap.parse_args()
     import torch
@@ -48,13 +51,21 @@ def main() -> None:
     launch, shape = KernelAPI.launch, [int(v) for v in a.decode.split(",")] if a.decode else []
 
     def checked(self, name, grid, block, args, shared_mem=0):
+        if name in a.twice:  # first into a poisoned copy of its output, then as the program launches it
+            spare = self.empty_like(args[0])
+            torch.cuda.synchronize()
+            launch(self, name, grid, block, [spare, *args[1:]], shared_mem)
+            torch.cuda.synchronize()
+            print(f"{name} (an extra launch before): {int(torch.isnan(spare).sum())} NaN", flush=True)
         launch(self, name, grid, block, args, shared_mem)
         torch.cuda.synchronize()
         out = args[0]
         if isinstance(out, torch.Tensor) and out.is_floating_point():
             bad = torch.isnan(out.reshape(-1)).nonzero().reshape(-1)
             where = f" at {bad[:12].tolist()} ... {bad[-4:].tolist()}" if bad.numel() else ""
-            print(f"{name} grid {grid} block {block}: {bad.numel()} of {out.numel()} NaN{where}", flush=True)
+            fin = out.reshape(-1)[torch.isfinite(out.reshape(-1))]
+            big = f", {int(torch.isinf(out).sum())} Inf, largest finite {float(fin.abs().max()) if fin.numel() else 0.0:.3g}"
+            print(f"{name} grid {grid} block {block}: {bad.numel()} of {out.numel()} NaN{big}{where}", flush=True)
             if bad.numel() and shape and out.numel() >= math.prod(shape):
                 nan = torch.isnan(out.reshape(-1)[:math.prod(shape)].reshape(shape))
                 for d in range(len(shape)):

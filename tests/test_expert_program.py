@@ -864,3 +864,29 @@ def test_an_unrolled_loops_input_slices_are_views_so_its_steps_share_kernels(tmp
     check_host_code(k.host_code, "strict")
     err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, k=k)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+FIRE = ("self.sq = nn.Conv2d(3, 6, 1)\n        self.e1 = nn.Conv2d(6, 16, 1)\n        self.e3 = nn.Conv2d(6, 16, 3, padding=1)",
+        "x = torch.relu(self.sq(x))\n        return torch.cat([torch.relu(self.e1(x)), torch.relu(self.e3(x))], 1)", "2, 3, 8, 8")
+
+
+@pytest.mark.parametrize("eager_err", [None, 1.6e-7])
+def test_a_program_whose_eager_ran_exact_takes_every_conv_at_fp32_grade(tmp_path, eager_err):
+    """KernelBench level 3 task 17 (SqueezeNet's fire module): eager's cuDNN summed each conv's few products in
+    exact fp32, and the untuned 1x1 expand conv ran plain TF32 as a GEMM, 65 times past the float64 rule's room.
+    Where eager was measured exact, the program's candidates carry `fp32` and every conv kernel is exact
+    (direct) or 3xTF32; elsewhere the untuned convs keep plain TF32, eager's own room."""
+    from tests import cpu_emulator
+    from tests.test_expert_conv import _analysed
+    path = tmp_path / "fire.py"
+    path.write_text(TEMPLATE.format(init=FIRE[0], body=FIRE[1], shape=FIRE[2]))
+    agent = ExpertAgent()
+    prop = agent.propose(_analysed(path, eager_err))
+    assert prop.kernels and all(bool(k.params.get("fp32")) == bool(eager_err) for k in prop.kernels)
+    k = prop.kernels[0]
+    plain_tf32 = [d for d in k.description.split("; then ") if "TF32" in d and "3xTF32" not in d]
+    assert (plain_tf32 == []) == bool(eager_err), k.description
+    if eager_err and cpu_emulator.available():
+        g = export_graph(load_task(str(path)))
+        err, eager = cpu_emulator.run_module(str(path), g, k, tmp_path / "emu")
+        assert err < 16 * max(eager, 2 ** -24), (err, eager)

@@ -326,6 +326,19 @@ def epilogue_tile(fam: str, plan, d: dict, profile) -> dict:
     return half if blocks_per_sm(fam, plan, half, profile) > 1 else d
 
 
+def fp32_grade(fam: str, plan, d: dict, profile) -> dict:
+    """A conv design `d` at fp32 grade, for a program's untuned kernels where eager ran exact (the float64 rule then
+    gives plain TF32 no room: KernelBench level 3 task 17's 1x1 expand conv over 6 channels, TF32 as a GEMM, missed
+    it 65-fold where cuDNN summed the 6 products in fp32): few channels direct on the CUDA cores, else 3xTF32."""
+    if fam in EPILOGUE_CONVS:
+        return d if d.get("split", 1) == 3 else epilogue_tile(fam, plan, {**d, "split": 3, "planes": True}, profile)
+    if fam != "conv" or d.get("split", 1) == 3 or d.get("algo") == "direct":
+        return d
+    if direct_conv.suits(plan):
+        return {"family": "conv", "algo": "direct", "block": 256, "waves": 8, "ocb": direct_conv.channel_blocks(plan)[0]}
+    return {**on_mma_sync(d), "split": 3}
+
+
 def _fill_tile(plan, d: dict, sms: int) -> dict:
     tiles = [(128, d["BN"], d["WM"], d["WN"])] + [(bm, bn, 1 if bm == 32 else 2, max(1, bn // 32))
                                                    for bm, bn in ((64, d["BN"]), (64, 64), (32, 64), (32, 32))
@@ -612,6 +625,8 @@ class ExpertAgent:
             out = self._variants(req, f, sg, p)
             auto = graph_default(g, len(plan.stages()))
             out = [v if "graph" in v else {**v, "graph": auto} for v in out]
+            if eager_is_fp32_grade(req):  # every kernel of the program at fp32 grade, the untuned ones too
+                out = [{**v, "fp32": True} for v in out]
             if req.stage == "memory_optimization" and req.best is not None and req.params_override is None:
                 # whether the graph pays is measured, not assumed: the other launch mode of the best
                 out.insert(0, {**req.best.params, "graph": not req.best.params.get("graph", auto)})
@@ -1027,7 +1042,8 @@ class ExpertAgent:
             return params
         sg, fam, plan, _ = prog.stages()[i]
         over = {k.split(".", 1)[1]: v for k, v in params.items() if k.startswith(f"r{i}.")}
-        return {**self._default(fam, sg, plan, None, profile), **over}
+        d = self._default(fam, sg, plan, None, profile)
+        return {**(fp32_grade(fam, plan, d, profile) if params.get("fp32") else d), **over}
 
     def _emit_program(self, g: OpGraph, prog, params: dict, profile) -> ProposedKernel:
         """The stages' kernels in one module: the heavy one with the tuned knobs, the rest with their
