@@ -1,0 +1,15 @@
+#!/bin/bash
+# Left for the next session (written in the twenty-first; carry [".whl", ".kb3"], with .kb3/level3 and .kb3/probe as
+# benchmarks/NOTES.md "twenty-first session" describes). KernelBench level 3 task 27 (RegNet): its second stage's
+# conv_stats conv leaves NaN on its first launch inside the program only. Which conv_stats kernels do it, whether
+# eager module loading changes it, and whether the clean second launches are also accurate (the output line's
+# max abs diff to eager, where no NaN is left).
+. benchmarks/probe_lib.sh
+cd benchmarks
+V='{"family": "conv", "algo": "direct", "block": 256, "waves": 8, "ocb": 8, "graph": false}'
+T=../.kb3/level3/27_RegNet.py
+echo "== every conv_stats conv twice"
+timeout 120 python3 nan_probe.py $T --vary "$V" --twice egg_conv_5 --twice egg_conv_6 --twice egg_conv_8 --twice egg_conv_9 \
+  2>&1 | grep "^egg_conv_[0-9]\|^output" | cut -c1-160
+echo "== eager module loading"
+CUDA_MODULE_LOADING=EAGER timeout 120 python3 nan_probe.py $T --vary "$V" 2>&1 | grep "^egg_conv_5 \|^output" | cut -c1-160
