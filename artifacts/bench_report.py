@@ -66,6 +66,9 @@ def summarize(results: list[TaskResult]) -> BenchSummary:
                         geomean_speedup_compile=_geomean([r.speedup_vs_compile for r in ok]), by_policy=pol)
 
 
+TOP_KERNELS = 3  # a program's kernels named in the report's table of where its time goes
+
+
 def _f(x, nd=3) -> str:
     return "-" if x is None else f"{x:.{nd}f}"
 
@@ -119,6 +122,15 @@ def markdown(res: BenchResults) -> str:
     if prof:  # what the verification node's Nsight Compute run said of each best candidate
         lines += ["", "## Profile of the best candidate (Nsight Compute)", "", "| task | profile |", "|---|---|"]
         lines += [f"| {r.task} | {r.profile} |" for r in prof]
+    progs = [r for r in res.results if r.correct and len(r.kernel_ms) > 1]
+    if progs:  # issue 19: where a program's time goes, region by region (its kernels, timed back to back)
+        lines += ["", f"## Where each program's time goes (its {TOP_KERNELS} slowest kernels: ms, share of the kernels' sum)", "",
+                  "| task | kernels | sum ms | call ms | slowest |", "|---|---|---|---|---|"]
+        for r in progs:
+            tot = sum(r.kernel_ms.values())
+            top = sorted(r.kernel_ms.items(), key=lambda kv: -kv[1])[:TOP_KERNELS]
+            lines.append(f"| {r.task} | {len(r.kernel_ms)} | {tot:.3f} | {_f(r.egg_ms)} | "
+                         + ", ".join(f"{k} {ms:.3f} ({ms / tot:.0%})" for k, ms in top) + " |")
     lines += ["", "## Best time after each stage (ms)", "", "| task | " + " | ".join(STAGES) + " |",
               "|---|" + "---|" * len(STAGES)]
     for r in res.results:

@@ -26,6 +26,7 @@ class TaskResult(BaseModel):
     design: str | None = None  # the best candidate's description (its algorithm, tile, pipeline)
     profile: str | None = None  # its Nsight Compute summary where a stage profiled it (None with --no-profile or no ncu)
     stage_best_ms: dict[str, float | None] = Field(default_factory=dict)
+    kernel_ms: dict[str, float] = Field(default_factory=dict)  # a program's kernels, each one's time within a call
     kernel_path: str | None = None
     wall_s: float | None = None  # this session's wall time on the task (None when it came from a checkpoint)
     device: str | None = None

@@ -197,3 +197,37 @@ def test_results_by_family_show_each_familys_least_and_median_roofline():
         r.family = "conv_rows"
     md = markdown(run)
     assert "| conv | 3 |" in md and "| conv_rows |" in md and "| conv_rows | 3 |" not in md
+
+
+def test_results_show_where_each_programs_time_goes():
+    """Issue 19 asks for per-region times in the report: a verified program's kernels, the slowest three with
+    their share of the kernels' sum, beside the whole call's time; single-kernel tasks have no row."""
+    from artifacts.bench_report import markdown
+    run = BenchResults.model_validate_json((ROOT / "benchmarks" / "kernelbench_2026-12-06_h100_91b228f_mem.json").read_text())
+    prog, single = run.results[0], run.results[1]
+    assert prog.correct and single.correct and not prog.kernel_ms  # (a run from before the field: none recorded)
+    assert "## Where each program's time goes" not in markdown(run)
+    prog.kernel_ms = {"egg_conv": 0.6, "egg_conv_xt": 0.1, "egg_rows": 0.25, "egg_conv_wt": 0.05}
+    single.kernel_ms = {}
+    md = markdown(run)
+    assert "## Where each program's time goes" in md
+    row = next(line for line in md.splitlines() if line.startswith(f"| {prog.task} | 4 |"))
+    assert "| 1.000 |" in row and row.endswith("egg_conv 0.600 (60%), egg_rows 0.250 (25%), egg_conv_xt 0.100 (10%) |"), row
+    assert not any(line.startswith(f"| {single.task} | ") and "%)" in line for line in md.splitlines())
+
+
+def test_a_bench_records_each_programs_kernel_times(tmp_path):
+    """The best candidate's kernel times (the evaluator's, for a program of 3 kernels) reach results.json and the
+    report's table; a single-kernel run records none."""
+    suite = make_suite(tmp_path, n=1)
+    prog = {s: [[{**p, "regions": 3} for p in rounds[0]]] for s, rounds in SCRIPT.items()}
+    res = bench([str(suite)], out_dir=str(tmp_path / "p"), agent_obj=ScriptedAgent(prog), evaluator_obj=ScriptedEvaluator(),
+                profile="h200")
+    r = res.results[0]
+    assert r.correct and list(r.kernel_ms) == ["k0", "k1", "k2"] and abs(sum(r.kernel_ms.values()) - 0.4) < 1e-9
+    assert json.loads((tmp_path / "p" / "results.json").read_text())["results"][0]["kernel_ms"] == r.kernel_ms
+    assert "| level1/00_task | 3 | 0.400 | 0.400 | k0 0.229 (57%), k1 0.114 (29%), k2 0.057 (14%) |" in \
+        (tmp_path / "p" / "results.md").read_text()
+    single = bench([str(suite)], out_dir=str(tmp_path / "s"), agent_obj=ScriptedAgent(SCRIPT), evaluator_obj=ScriptedEvaluator(),
+                   profile="h200")
+    assert single.results[0].kernel_ms == {}
