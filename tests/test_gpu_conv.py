@@ -233,7 +233,9 @@ def test_a_programs_kernels_are_timed_one_by_one(tmp_egg, evaluator):
     (ev,) = evaluator.evaluate(str(path), [cand], None)
     assert ev.verdict.value == "correct", ev.reason
     assert list(ev.kernel_ms) == cand.kernel_names and all(ms > 0 for ms in ev.kernel_ms.values())
-    assert sum(ev.kernel_ms.values()) < 3 * ev.timing.median_ms + 0.05, (ev.kernel_ms, ev.timing)
+    # timed back to back behind a spin kernel (runtime/worker.py `_kernel_times`): about the call's own time, not the
+    # call's plus Python's launch gaps
+    assert sum(ev.kernel_ms.values()) < 1.5 * ev.timing.median_ms + 0.01, (ev.kernel_ms, ev.timing)
 
 
 def _epilogue_family_verifies(evaluator, path, family):
