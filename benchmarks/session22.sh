@@ -1,5 +1,5 @@
 #!/bin/bash
-# Left for the next session (written in the twenty-first; carry [".whl", ".kb3"], with .kb3/level3 and .kb3/probe as
+# Left for the next session (written in the twenty-first; carry [".whl", ".kb3", "bench_state"], with .kb3/level3 and .kb3/probe as
 # benchmarks/NOTES.md "twenty-first session" describes). KernelBench level 3 task 27 (RegNet): its second stage's
 # conv_stats conv leaves NaN on its first launch inside the program only. Which conv_stats kernels do it, whether
 # eager module loading changes it, and whether the clean second launches are also accurate (the output line's
@@ -15,3 +15,9 @@ timeout 120 python3 nan_probe.py $T --vary "$V" --twice egg_conv_5 --twice egg_c
   2>&1 | grep "^egg_conv_[0-9]\|^output" | cut -c1-160
 echo "== eager module loading"
 CUDA_MODULE_LOADING=EAGER timeout 120 python3 nan_probe.py $T --vary "$V" 2>&1 | grep "^egg_conv_5 \|^output" | cut -c1-160
+cd ..
+# Then the rest of the fetched level 3 (14 more files, NOTES "twenty-first session"; the 19 benched resume from
+# bench_state/l3.sqlite.xz; carry bench_state too, and before the call: git rev-parse --short HEAD > bench_state/COMMIT).
+# Task 17 reruns only if its checkpoint is cleared; the RNNs plan for 30-100 s each (torch.export unrolls them).
+BENCH_NAME=l3 BENCH_PATHS=.kb3/level3 CPS=1 REPS=10 KB_SECONDS=420 bash benchmarks/kb_device.sh --total-candidates 1 --no-profile \
+  | tail -3
