@@ -112,6 +112,7 @@ def _widen(inputs: list, seed: int, chunk: int = 1 << 26) -> list:
 GATE_S = 100e-6  # the spin a program's launch is given to be enqueued before the GPU reaches it (Python: 10-50 us)
 GATE_HZ = 2.0e9  # cycles a second to count the spin in: at least GATE_S a launch at any clock up to 2 GHz
 
+
 class Worker:
     def __init__(self):
         self.task = self.ref = self.ref64 = self.compiled = None
@@ -641,8 +642,8 @@ class Worker:
         launch, L2 flushed before each call, fresh inputs), the median of `calls`. Informational: the
         verdict and the speedup come from the whole call's time. The GPU is held by a spin kernel while
         Python enqueues the call's launches (GATE_S a launch), so they run back to back as in the CUDA
-        graph: timed as launched, a small kernel's time was mostly the GPU waiting for Python's next
-        launch (KernelBench's ResNet-18: 76 kernels summing to 2.43 ms, the graphed call 0.93)."""
+        graph. Timed as launched, a kernel's events also held the GPU's wait for Python's next launch
+        (KernelBench's ResNet-18: its 76 kernels summed to 2.43 ms, the graphed call took 0.93)."""
         per: dict[str, list[float]] = {}
         with torch.no_grad():
             before, api.events = api.launches, []  # (events on: launched one by one, not replayed as a graph)
