@@ -5,7 +5,7 @@ poisoned as the verifier does, and after each launch prints how many of its firs
 and the first and last of them, how many are infinite and the largest finite magnitude (a wrong but finite stage
 shows there, before the NaN it causes downstream).
 
-  python3 benchmarks/nan_probe.py TASK [--vary '{"BM": 64}'] [--seed 7] [--stats-3d-phased]
+  python3 benchmarks/nan_probe.py TASK [--vary '{"BM": 64}'] [--seed 7] [--twice KERNEL] [--fill-smem PREFIX] [--stats-3d-phased]
 
 --stats-3d-phased lifts conv_stats' refusal of 3-d phased convs (level 2 task 15's NaN, still unexplained), e.g. under
 `compute-sanitizer --tool racecheck` on a copy of the task with a smaller batch."""
@@ -20,6 +20,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
+FILL = r"""
+extern "C" __global__ void egg_fill_smem(int words) {
+    extern __shared__ unsigned int s[];
+    for (int i = threadIdx.x; i < words; i += blockDim.x) s[i] = 0xFFFFFFFFu;
+    __syncthreads();
+    if (s[(threadIdx.x * 7) % words] == 1u) s[0] = 0u;  // kept: the stores are not dead
+}
+"""
+
+
+def smem_filler(blocks: int = 1056, kb: int = 200):
+    """A launcher of `blocks` blocks each filling `kb` KB of shared memory with NaN bytes: every SM's, a few times over."""
+    import cupy
+    k = cupy.RawKernel(FILL, "egg_fill_smem")
+    k.max_dynamic_shared_size_bytes = kb * 1024
+    return lambda: k((blocks,), (256,), (cupy.int32(kb * 256),), shared_mem=kb * 1024)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("task")
@@ -29,6 +47,8 @@ def main() -> None:
                     "NaN counts along each of its dims")
     ap.add_argument("--twice", action="append", default=[], help="a kernel name launched once more before its own launch, "
                     "into a poisoned copy of its output (a NaN the second launch lacks depends on what ran before it)")
+    ap.add_argument("--fill-smem", metavar="PREFIX", help="before each launch whose kernel name starts so, fill every SM's "
+                    "shared memory with NaN bytes (a kernel clean without it and NaN with it reads shared memory it never wrote)")
     ap.add_argument("--stats-3d-phased", action="store_true", help="let conv_stats take a 3-d phased conv")
     a = ap.parse_args()
     import torch
@@ -50,7 +70,11 @@ def main() -> None:
     cand = candidate(pk, "nan-probe")
     launch, shape = KernelAPI.launch, [int(v) for v in a.decode.split(",")] if a.decode else []
 
+    fill = smem_filler() if a.fill_smem else None
+
     def checked(self, name, grid, block, args, shared_mem=0):
+        if fill is not None and name.startswith(a.fill_smem):
+            fill()
         if name in a.twice:  # first into a poisoned copy of its output, then as the program launches it
             spare = self.empty_like(args[0])
             torch.cuda.synchronize()
