@@ -683,13 +683,17 @@ extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_conv_xt(float* _
     }}
 }}
 """
+    E = p.groups * p.R * p.OCg * p.Kg
+    # the weight's index in 32 bits where it fits (every KernelBench conv's): unsigned divides by constants are a
+    # multiply and a shift, 64-bit ones a long sequence each, five an element
+    u, ity = ("u", "unsigned") if E < 2 ** 31 else ("LL", "long long")
     return xt + f"""
 extern "C" __global__ void __launch_bounds__({STAGE_BLOCK}) egg_conv_wt(float* __restrict__ out, const float* __restrict__ W) {{
-    const long long i = (long long)blockIdx.x * {STAGE_BLOCK} + threadIdx.x;
-    if (i >= {p.groups * p.R * p.OCg * p.Kg}LL) return;
-    const long long ic = i % {p.Cg}, oc = (i / {p.Kg}LL) % {p.OCg};
-    const int res = (int)((i / {p.OCg * p.Kg}LL) % {p.R}), g = (int)(i / {p.R * p.OCg * p.Kg}LL);
-    int r_ = (int)((i / {p.Cg}) % {math.prod(p.taps)});
+    const {ity} i = ({ity})blockIdx.x * {STAGE_BLOCK}{u} + threadIdx.x;
+    if (i >= {E}{u}) return;
+    const {ity} ic = i % {p.Cg}{u}, oc = (i / {p.Kg}{u}) % {p.OCg}{u};
+    const int res = (int)((i / {p.OCg * p.Kg}{u}) % {p.R}{u}), g = (int)(i / {p.R * p.OCg * p.Kg}{u});
+    int r_ = (int)((i / {p.Cg}{u}) % {math.prod(p.taps)}{u});
     bool ok = true;
 {_weight_taps(p)}
     {put("out", "i", f"W[{src_w}]", wl, "ok")}
