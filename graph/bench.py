@@ -63,7 +63,7 @@ def result_of(key: str, tid: str, st: RunState) -> TaskResult:
         tr.design = st.candidate(st.design.best_id).description or None
         kp = st.kernel_profile(st.design.best_id)
         tr.profile = kp.summary() if kp is not None and kp.available else None
-    if ok and best and len(best.kernel_ms) > 1:
+    if ok and best:  # (the evaluator times kernels one by one only for a program of several)
         tr.kernel_ms = dict(best.kernel_ms)
     if ok and best and best.peak_bytes and best.eager_peak_bytes:
         tr.peak_ratio = round(best.peak_bytes / best.eager_peak_bytes, 2)
