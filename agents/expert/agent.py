@@ -17,7 +17,7 @@ from agents.expert.codegen import CLUSTER_PRELUDE, PRELUDE
 from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
 from agents.expert.templates.scan import BOOL_PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported, ancestors, export_graph
-from agents.expert.templates import (colreduce, conv, conv_pooled, conv_rows, conv_short, conv_stats, conv_sum, conv_tma, direct_conv, gemm,
+from agents.expert.templates import (attention, colreduce, conv, conv_pooled, conv_rows, conv_short, conv_stats, conv_sum, conv_tma, direct_conv, gemm,
                                     gemm_sum, gemm_tf32, gemm_wgmma16, gridreduce, pointwise, pool, recurrent, rowwise, scan)
 from tasks import load_task, materialize
 
@@ -34,6 +34,8 @@ def family_of(g: OpGraph) -> str:
         raise Unsupported("aten::flip (the expert knows it only as flip-cumsum-flip, a reverse scan)")
     if "rnn" in kinds:
         return "recurrent"
+    if "attention" in kinds:
+        return "attention"
     if "conv" in kinds:
         return "conv"
     if "scan" in kinds:
@@ -445,7 +447,7 @@ class ExpertAgent:
     def graph(self, path: str) -> OpGraph:
         if path not in self._graphs:
             try:
-                self._graphs[path] = export_graph(load_task(path))
+                self._graphs[path] = attention.fuse(export_graph(load_task(path)))  # softmax(Q K^T) V as one node
             except Unsupported as exc:
                 self._graphs[path] = exc
         g = self._graphs[path]
@@ -481,7 +483,8 @@ class ExpertAgent:
                     return "grid", gridreduce.check_grid(rp)
                 return fam, rp
             return fam, {"gemm": gemm.plan_gemm, "scan": scan.plan_scan, "pool": pool.plan_pool,
-                         "conv": conv.plan_conv, "recurrent": recurrent.plan_rnn}.get(fam, lambda _: None)(g)
+                         "conv": conv.plan_conv, "recurrent": recurrent.plan_rnn,
+                         "attention": attention.plan_attention}.get(fam, lambda _: None)(g)
         except Unsupported:
             if fam == "gemm":
                 try:  # a matmul only summed over its columns: a matrix-vector product with the weight's column sums
@@ -580,6 +583,11 @@ class ExpertAgent:
             how = (f"a{'n' if plan.cell == 'lstm' else ''} {what} over {plan.T} steps{' backwards' if plan.reverse else ''}: "
                    f"a persistent block per batch element ({plan.B}), the state in shared memory, a warp per gate row "
                    f"of W_hh ({plan.G * plan.H} x {plan.H}) each step")
+        elif fam == "attention":
+            how = (f"attention over {plan.n} (batch x heads) of {plan.L} queries and {plan.S} keys (head dims {plan.E}, "
+                   f"{plan.Ev}) in one kernel: Q K^T on 3xTF32 MMAs, the score chain and "
+                   f"{'an online softmax' if plan.node.op == 'softmax' else 'the elementwise weights'} in registers, "
+                   f"then P V; the scores never written")
         elif fam == "scan":
             how = (f"a {'reverse ' if plan.scan.reverse else ''}{plan.scan.op} over (outer={plan.outer}, L={plan.L}, "
                    f"inner={plan.inner}), the pointwise chain before and after it fused")
@@ -933,6 +941,8 @@ class ExpertAgent:
             return conv_wgmma(g, plan, d, prof) or d
         if fam == "scan":
             return {"family": "scan", "block": 256, "items": 8, "waves": 8}
+        if fam == "attention":
+            return {"family": "attention"}
         if fam == "recurrent":  # a cluster sharing W_hh where its rows fit in the blocks' shared memory
             smem = smem_limit(prof)
             for c in ((8, 4) if clusters(prof) else ()):
@@ -1254,6 +1264,15 @@ class ExpertAgent:
                 desc = (f"{RNN_NAMES[plan.cell]} recurrence, a persistent block of {k.block} threads per batch element "
                         f"over {plan.T} steps")
             launch = host.Launch("egg_rnn", (recurrent.grid(plan, k, sms),), (k.block,), host.leaves(g), smem)
+        elif fam == "attention":
+            smem = attention.shared_bytes(plan)
+            if smem > profile.shared_per_block_optin:
+                raise Unsupported("attention tiles do not fit in shared memory")
+            src = attention.render(g, plan)
+            launch = host.Launch("egg_attention", attention.grid(plan), (attention.THREADS,), attention.arg_order(g, plan), smem)
+            desc = (f"fused attention ({'online softmax' if plan.node.op == 'softmax' else 'elementwise weights'}), "
+                    f"3xTF32 mma.sync, {attention.BM} query rows a block over key tiles of {attention.BN}; the scores "
+                    f"stay in registers")
         elif fam == "scan":
             k = scan.ScanKnobs(block=params["block"], items=params["items"], waves=params["waves"])
             src = scan.render(g, plan, k)

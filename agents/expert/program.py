@@ -12,10 +12,10 @@ from dataclasses import dataclass, replace
 from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported, _flat, ancestors, unview
 from agents.expert.templates import conv_rows, conv_stats, conv_sum, gemm_sum
 
-PRODUCERS = ("conv", "gemm")
-HEAVY = ("conv", "gemm", "pool", "reduce", "scan", "rnn")
+PRODUCERS = ("conv", "gemm", "attention")
+HEAVY = ("conv", "gemm", "pool", "reduce", "scan", "rnn", "attention")
 LEAVES = ("input", "param")
-SINGLE = ("conv", "gemm", "pool", "rows", "grid", "pointwise", "scan", "direct_conv", "recurrent", "conv_sum", "gemm_sum",
+SINGLE = ("attention", "conv", "gemm", "pool", "rows", "grid", "pointwise", "scan", "direct_conv", "recurrent", "conv_sum", "gemm_sum",
           "conv_rows", "conv_pooled", "conv_stats")  # a stage's families
 MAX_STAGES = 1024  # a transformer block is a dozen regions, a VGG-16 two dozen, a ResNet-101 trained-mode
 # (batch statistics) several hundred
@@ -137,8 +137,8 @@ def candidates(g: OpGraph) -> list[Node]:
     # the first heavy op's computed matmul or conv operands last: a pointwise front that materialises one
     # (a permuted k^T, an SE block's x * s) is the fallback when nothing else splits
     viewed = []  # a conv reads its input only as a leaf: the view itself, written in its shape, is a cut too
-    for h in heavy[1:] + [h for h in heavy[:1] if h.kind in ("gemm", "conv")]:
-        for mid in h.args[:2] if h.kind == "gemm" else h.args[:1]:  # both matmul operands may be computed
+    for h in heavy[1:] + [h for h in heavy[:1] if h.kind in ("gemm", "conv", "attention")]:
+        for mid in h.args[:2] if h.kind == "gemm" else h.args[:3] if h.kind == "attention" else h.args[:1]:  # computed operands
             if h.kind == "conv" and isinstance(mid, Node) and mid.kind == "pw" and mid.op == "view":
                 viewed.append(mid)
             mid = unview(mid)

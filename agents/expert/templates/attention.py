@@ -1,0 +1,413 @@
+"""Attention in one kernel: out = P V with P = softmax(f(Q K^T)) along the keys (or P = h(Q K^T), an
+elementwise h such as ReLU attention's), the scores never written to memory.
+
+`fuse` finds the pattern in an op graph after lowering: a batched matmul S = Q K^T, a pointwise chain f
+on S (the scale, a masked_fill from a buffer: anything elementwise that reads S and leaves only), the
+softmax as `_softmax` lowers it (or no reduction at all) and a second batched matmul with V; it replaces
+the second matmul by one `attention` node. Eager and a program of kernels write the (n, L, S) scores
+and read them back three times: KernelBench level 3 task 31's 8 x 16384 x 16384 floats are 8.6 GB.
+
+The kernel (FlashAttention-2's schedule on mma.sync): a block of 4 warps takes 64 query rows, a warp 16,
+and walks the keys in tiles of 64. S's tile comes from 3xTF32 MMAs (Q and K tiles in shared memory,
+each operand split into TF32 high and low parts: fp32 grade, as eager's fp32 matmul is); f is applied to
+each score at its own (batch, row, key) index; the online softmax keeps a running max and sum per row
+in registers (the output rescaled when the max grows). P goes into the second MMA straight from the
+first one's accumulator registers: the m16n8k8 accumulator holds keys 2t and 2t+1 of a row where the A
+operand wants keys t and t + 4, so the k index is read as the key order 0 2 4 6 1 3 5 7 and V's rows
+are loaded in that order (no shuffles). Each key tile's P V goes to its own accumulator and is added to
+the output in fp32 (the MMA's truncating accumulation over 16384 keys drifts: gemm_tf32's note)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agents.expert.codegen import CTYPE, PRELUDE, Emitter
+from agents.expert.opgraph import Node, OpGraph, Unsupported, _flat, unview
+from agents.expert.templates.gemm import _batched_source
+from agents.expert.templates.gemm_tf32 import TF32_PRELUDE
+
+BM = 64  # query rows a block (16 a warp)
+BN = 64  # keys a tile
+THREADS = 128
+MAX_HEAD = 128  # head dims the registers hold (S tile 32, the output 2 x head / 8 x 4)
+
+
+# -- finding it ----------------------------------------------------------------------------------------
+def fuse(g: OpGraph) -> OpGraph:
+    """`g` with each attention pattern's second matmul replaced by an `attention` node (the scores' chain
+    kept in its attrs, off the node list); `g` itself where there is none."""
+    readers: dict[int, list[Node]] = {}
+    for n in g.nodes:
+        for a in {id(a): a for a in _flat(n.args) if isinstance(a, Node)}.values():
+            readers.setdefault(id(a), []).append(n)
+    pos = {id(n): i for i, n in enumerate(g.nodes)}
+    swap: dict[int, Node] = {}
+    for n in g.nodes:
+        if n.kind == "gemm" and n.op == "bmm" and n.args[2] is None:
+            got = _match(n, readers, pos, g.output)
+            if got is not None:
+                swap[id(n)] = got
+    if not swap:
+        return g
+
+    def remap(a):
+        if isinstance(a, (list, tuple)):
+            return type(a)(remap(x) for x in a)
+        return swap.get(id(a), a) if isinstance(a, Node) else a
+    for n in g.nodes:  # readers of a replaced matmul read the attention node (same shape, same values)
+        if id(n) not in swap and n.kind not in ("input", "param"):
+            n.args = [remap(a) for a in n.args]
+    out = swap.get(id(g.output), g.output)
+    nodes = [swap.get(id(n), n) for n in g.nodes]
+    live = _live(out)
+    return OpGraph(nodes=[n for n in nodes if id(n) in live or n.kind == "input"], inputs=g.inputs,
+                   params=[p for p in g.params if id(p) in live], output=out, aten_ops=g.aten_ops, scalars=g.scalars)
+
+
+def _live(out: Node) -> set[int]:
+    seen, stack = set(), [out]
+    while stack:
+        n = stack.pop()
+        if id(n) not in seen:
+            seen.add(id(n))
+            stack += [a for a in _flat(n.args) if isinstance(a, Node)]
+    return seen
+
+
+def _match(mm2: Node, readers: dict[int, list[Node]], pos: dict[int, int], output: Node) -> Node | None:
+    """The attention node for second matmul `mm2`, or None where its A operand is not P of the pattern."""
+    v, views, p = mm2.args[1], [], mm2.args[0]
+    while isinstance(p, Node) and p.kind == "pw" and p.op == "view":  # P as the matmul reads it, merged batch dims
+        views.append(p)
+        p = p.args[0]
+    if not isinstance(p, Node):
+        return None
+    if len(mm2.shape) != 3 or len(v.shape) != 3:
+        return None
+    # the region between the first matmul and P: P's ancestors up to (not through) a matmul
+    region, stack, mm1 = {}, [p], None
+    while stack:
+        x = stack.pop()
+        if not isinstance(x, Node) or id(x) in region or x.kind in ("input", "param"):
+            continue
+        if x.kind == "gemm":
+            if mm1 is not None and x is not mm1:
+                return None
+            mm1 = x
+            continue
+        if x.kind not in ("pw", "reduce"):
+            return None
+        region[id(x)] = x
+        stack += [a for a in _flat(x.args) if isinstance(a, Node)]
+    if mm1 is None or mm1.op != "bmm" or mm1.args[2] is not None or len(mm1.shape) != 3:
+        return None
+    n, L, S = mm1.shape
+    if tuple(mm2.shape[:2]) != (n, L) or mm2.args[0].shape != mm1.shape or tuple(v.shape[:2]) != (n, S):
+        return None
+    E, Ev = mm1.args[0].shape[-1], v.shape[-1]
+    if E % 8 or Ev % 8 or E > MAX_HEAD or Ev > MAX_HEAD or {mm1.dtype, mm2.dtype} != {"float32"}:
+        return None  # left to the matmuls (level 1 task 97's heads of 1024)
+    # the scores' chain: the region's nodes computed from S; the rest reads leaves only (a mask from a buffer)
+    from_s = {id(mm1)}
+    def order(x):
+        return pos[id(x)]
+    for x in sorted(region.values(), key=order):
+        if any(isinstance(a, Node) and id(a) in from_s for a in _flat(x.args)):
+            from_s.add(id(x))
+    chain = [x for x in region.values() if id(x) in from_s]
+    side = [x for x in region.values() if id(x) not in from_s]
+    if any(x.kind != "pw" for x in side):
+        return None
+    inside = set(region) | {id(mm2)} | {id(x) for x in views}
+    for x in [mm1] + chain + views:  # nothing outside reads the scores
+        if x is output or any(id(r) not in inside for r in readers.get(id(x), [])):
+            return None
+    for x in chain:  # elementwise on the scores: views and same-size ops only (no slice, permute, broadcast growth)
+        if x.kind == "pw" and (x.op not in ("view",) and _numel(x.shape) != n * L * S or x.op in _MOVES):
+            return None
+        if x.kind == "reduce" and _numel(x.shape) * S != n * L * S:
+            return None
+    reduces = [x for x in chain if x.kind == "reduce"]
+    if not reduces:
+        kind, score = "pointwise", p
+    else:
+        score = _softmax_input(p, S)
+        if score is None or any(x.kind == "reduce" for x in chain if _below(score, x, mm1)):
+            return None
+        kind = "softmax"
+    leaves = []
+    for x in side + chain:
+        for a in _flat(x.args):
+            if isinstance(a, Node) and a.kind in ("input", "param") and all(a is not b for b in leaves):
+                leaves.append(a)
+    q, kt = mm1.args[0], mm1.args[1]
+    sig = ";".join(f"{x.kind}:{x.op}:{x.shape}:{[a if not isinstance(a, Node) else a.kind for a in x.args]}"
+                   for x in sorted(side + chain, key=order))  # the graph's structure() tells two chains apart by it
+    return Node(f"attention_{mm2.name}", "attention", kind, [q, kt, v] + leaves, tuple(mm2.shape), mm2.dtype,
+                attrs={"scores": mm1, "score": score, "chain": sig})
+
+
+_MOVES = {"narrow", "pad", "cat", "permute", "transpose2d", "gather_row", "unfold", "roll", "take_rows", "repeat", "expand"}
+
+
+def _numel(shape) -> int:
+    out = 1
+    for s in shape:
+        out *= s
+    return out
+
+
+def _below(top: Node, x: Node, stop: Node) -> bool:
+    """Whether `x` is an ancestor of `top` (stopping at `stop`)."""
+    stack, seen = [top], set()
+    while stack:
+        y = stack.pop()
+        if not isinstance(y, Node) or id(y) in seen or y is stop:
+            continue
+        if y is x:
+            return True
+        seen.add(id(y))
+        stack += [a for a in _flat(y.args) if isinstance(a, Node)]
+    return False
+
+
+def _softmax_input(p: Node, S: int) -> Node | None:
+    """X where p = exp(X - amax(X)) / sum(exp(X - amax(X))) over the last dim (as `_softmax` lowers it)."""
+    if not (p.kind == "pw" and p.op == "div" and len(p.args) == 2 and all(isinstance(a, Node) for a in p.args)):
+        return None
+    e2, tot = p.args
+    if not (tot.kind == "reduce" and tot.op == "sum" and tot.keepdim and tot.dims == (len(tot.shape) - 1,)):
+        return None
+    e1 = tot.args[0]
+    xs = []
+    for e in (e1, e2):
+        if not (isinstance(e, Node) and e.kind == "pw" and e.op == "exp"):
+            return None
+        sh = e.args[0]
+        if not (isinstance(sh, Node) and sh.kind == "pw" and sh.op == "sub" and isinstance(sh.args[1], Node)):
+            return None
+        x, m = sh.args
+        if not (m.kind == "reduce" and m.op == "amax" and m.args[0] is x and m.keepdim and m.dims == (len(m.shape) - 1,)):
+            return None
+        xs.append(x)
+    if xs[0] is not xs[1] or xs[0].shape[-1] != S or tuple(e2.shape) != tuple(xs[0].shape):
+        return None
+    return xs[0]
+
+
+# -- planning ------------------------------------------------------------------------------------------
+@dataclass
+class AttnPlan:
+    node: Node
+    n: int  # batch x heads
+    L: int  # query rows
+    S: int  # keys
+    E: int  # Q and K's head dim
+    Ev: int  # V's
+    q: Node  # the leaves read in place
+    k: Node
+    k_rows: bool  # K stored (n, S, E) (k-contiguous); else (n, E, S)
+    v: Node
+
+
+def plan_attention(g: OpGraph) -> AttnPlan:
+    at = [x for x in g.nodes if x.kind == "attention"]
+    if len(at) != 1 or any(x.kind in ("gemm", "conv", "reduce", "pool", "scan", "rnn") for x in g.nodes):
+        raise Unsupported("attention beside other heavy ops in one kernel")
+    a = at[0]
+    if unview(g.output) is not a:
+        raise Unsupported("ops after attention in its kernel")
+    q, kt, v = a.args[:3]
+    (sq, tq), (sk, tk), (sv, tv) = _batched_source(q), _batched_source(kt), _batched_source(v)
+    if tq or tv:
+        raise Unsupported("a transposed Q or V")
+    if {sq.dtype, sk.dtype, sv.dtype, a.dtype} != {"float32"}:
+        raise Unsupported("attention on other than fp32")
+    n, L, E = q.shape
+    S, Ev = v.shape[1], v.shape[2]
+    if E % 8 or Ev % 8 or E > MAX_HEAD or Ev > MAX_HEAD:
+        raise Unsupported(f"attention with head dims {E}, {Ev} (multiples of 8 up to {MAX_HEAD})")
+    return AttnPlan(a, n, L, S, E, Ev, sq, sk, tk, sv)
+
+
+def arg_order(g: OpGraph, p: AttnPlan) -> list[Node]:
+    fixed = [p.q, p.k, p.v]
+    return fixed + [t for t in g.inputs + g.params if all(t is not f for f in fixed)]
+
+
+def shared_bytes(p: AttnPlan) -> int:
+    k = (BN * (p.E + 4)) if p.k_rows else p.E * (BN + 8)
+    return 4 * (BM * (p.E + 4) + k + BN * (p.Ev + 4))
+
+
+def grid(p: AttnPlan) -> tuple[int, int]:
+    return (-(-p.L // BM), p.n)
+
+
+# -- the kernel ----------------------------------------------------------------------------------------
+def render(g: OpGraph, p: AttnPlan) -> str:
+    a = p.node
+    mm1, score = a.attrs["scores"], a.attrs["score"]
+    rest = [t for t in g.inputs + g.params if all(t is not f for f in (p.q, p.k, p.v))]
+    em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", lambda x: "s_val" if x is mm1 else None, prefix="f")
+    val = em.value(score, "i")
+    side = "".join(f", const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in rest)
+    side_args = "".join(f", {t.name}" for t in rest)
+    L, S, E, Ev = p.L, p.S, p.E, p.Ev
+    QP, KP = E + 4, (E + 4 if p.k_rows else BN + 8)
+    VP = Ev + 4
+    soft = a.op == "softmax"
+    NV = Ev // 8
+    # K's element (key j, dim e) of this batch in shared memory and in global memory
+    ks = (lambda j, e: f"s_k[({j}) * {KP} + ({e})]") if p.k_rows else (lambda j, e: f"s_k[({e}) * {KP} + ({j})]")
+    if p.k_rows:
+        kload = f"""        for (int x = threadIdx.x; x < {BN * E}; x += {THREADS}) {{
+            const int j = x / {E}, e = x % {E};
+            s_k[j * {KP} + e] = j0 + j < {S} ? Kb[(long long)(j0 + j) * {E} + e] : 0.0f;
+        }}"""
+    else:
+        kload = f"""        for (int x = threadIdx.x; x < {BN * E}; x += {THREADS}) {{
+            const int e = x / {BN}, j = x % {BN};
+            s_k[e * {KP} + j] = j0 + j < {S} ? Kb[(long long)e * {S} + j0 + j] : 0.0f;
+        }}"""
+    if soft:
+        online = f"""        // online softmax: each thread holds rows g and g + 8 of its warp's 16 (4 lanes a row)
+        float s_new[2];
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {{
+            float mx = s_m[h];
+            #pragma unroll
+            for (int nt = 0; nt < 8; ++nt) mx = fmaxf(mx, fmaxf(s_acc[nt][2 * h], s_acc[nt][2 * h + 1]));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            s_new[h] = mx;
+        }}
+        #pragma unroll
+        for (int h = 0; h < 2; ++h) {{
+            const float base = s_new[h] == -INFINITY ? 0.0f : s_new[h];  // a row masked so far: no NaN from -inf - -inf
+            const float alpha = expf(s_m[h] - base);
+            s_m[h] = s_new[h];
+            s_l[h] *= alpha;
+            #pragma unroll
+            for (int vt = 0; vt < {NV}; ++vt) {{ s_o[vt][2 * h] *= alpha; s_o[vt][2 * h + 1] *= alpha; }}
+            #pragma unroll
+            for (int nt = 0; nt < 8; ++nt) {{
+                s_acc[nt][2 * h] = expf(s_acc[nt][2 * h] - base);
+                s_acc[nt][2 * h + 1] = expf(s_acc[nt][2 * h + 1] - base);
+                s_l[h] += s_acc[nt][2 * h] + s_acc[nt][2 * h + 1];
+            }}
+        }}"""
+        fin = """    #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+        s_l[h] += __shfl_xor_sync(0xffffffffu, s_l[h], 1);
+        s_l[h] += __shfl_xor_sync(0xffffffffu, s_l[h], 2);
+        s_l[h] = 1.0f / s_l[h];
+    }"""
+        outside = "-INFINITY"
+        scale = " * s_l[h]"
+    else:
+        online, fin, outside, scale = "", "", "0.0f", ""
+    return f"""{PRELUDE}{TF32_PRELUDE}
+__device__ __forceinline__ float egg_score(float s_val, long long i{side}) {{
+{em.take("    ")}
+    return {val};
+}}
+
+extern "C" __global__ void __launch_bounds__({THREADS}) egg_attention(float* __restrict__ out, const float* __restrict__ Q,
+        const float* __restrict__ K, const float* __restrict__ V{side}) {{
+    extern __shared__ __align__(16) float s_mem[];
+    float* s_q = s_mem;
+    float* s_k = s_q + {BM * QP};
+    float* s_v = s_k + {(BN * KP) if p.k_rows else (E * KP)};
+    const int b = blockIdx.y, r0 = blockIdx.x * {BM};
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const float* Qb = Q + (long long)b * {L * E};
+    const float* Kb = K + (long long)b * {S * E};
+    const float* Vb = V + (long long)b * {S * Ev};
+    for (int x = threadIdx.x; x < {BM * E}; x += {THREADS}) {{
+        const int r = x / {E}, e = x % {E};
+        s_q[r * {QP} + e] = r0 + r < {L} ? Qb[(long long)(r0 + r) * {E} + e] : 0.0f;
+    }}
+    float s_o[{NV}][4];
+    #pragma unroll
+    for (int vt = 0; vt < {NV}; ++vt) s_o[vt][0] = s_o[vt][1] = s_o[vt][2] = s_o[vt][3] = 0.0f;
+    float s_m[2] = {{-INFINITY, -INFINITY}}, s_l[2] = {{0.0f, 0.0f}};
+    const float* qw = s_q + (warp * 16) * {QP};
+    for (int j0 = 0; j0 < {S}; j0 += {BN}) {{
+        __syncthreads();  // the last tile's readers are done (and, the first time, s_q is written)
+{kload}
+        for (int x = threadIdx.x; x < {BN * Ev}; x += {THREADS}) {{
+            const int j = x / {Ev}, c = x % {Ev};
+            s_v[j * {VP} + c] = j0 + j < {S} ? Vb[(long long)(j0 + j) * {Ev} + c] : 0.0f;
+        }}
+        __syncthreads();
+        float s_acc[8][4];
+        #pragma unroll
+        for (int nt = 0; nt < 8; ++nt) s_acc[nt][0] = s_acc[nt][1] = s_acc[nt][2] = s_acc[nt][3] = 0.0f;
+        #pragma unroll
+        for (int k0 = 0; k0 < {E}; k0 += 8) {{  // S = Q K^T, 3xTF32
+            unsigned ah[4], al[4];
+            split_tf32(qw[g * {QP} + k0 + t], ah[0], al[0]);
+            split_tf32(qw[(g + 8) * {QP} + k0 + t], ah[1], al[1]);
+            split_tf32(qw[g * {QP} + k0 + t + 4], ah[2], al[2]);
+            split_tf32(qw[(g + 8) * {QP} + k0 + t + 4], ah[3], al[3]);
+            #pragma unroll
+            for (int nt = 0; nt < 8; ++nt) {{
+                unsigned bh[2], bl[2];
+                split_tf32({ks("nt * 8 + g", "k0 + t")}, bh[0], bl[0]);
+                split_tf32({ks("nt * 8 + g", "k0 + t + 4")}, bh[1], bl[1]);
+                mma_tf32(s_acc[nt], al, bh);
+                mma_tf32(s_acc[nt], ah, bl);
+                mma_tf32(s_acc[nt], ah, bh);
+            }}
+        }}
+        #pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {{  // the chain on each score at its index; keys past the end count for nothing
+            #pragma unroll
+            for (int c = 0; c < 4; ++c) {{
+                const int row = r0 + warp * 16 + g + (c >> 1) * 8, key = j0 + nt * 8 + 2 * t + (c & 1);
+                s_acc[nt][c] = key < {S} && row < {L}
+                    ? egg_score(s_acc[nt][c], ((long long)b * {L} + row) * {S}LL + key{side_args}) : {outside};
+            }}
+        }}
+{online}
+        float s_t[{NV}][4];  // this tile's P V, added to the output in fp32 after
+        #pragma unroll
+        for (int vt = 0; vt < {NV}; ++vt) s_t[vt][0] = s_t[vt][1] = s_t[vt][2] = s_t[vt][3] = 0.0f;
+        #pragma unroll
+        for (int nt = 0; nt < 8; ++nt) {{  // k index t <-> key 2t, t + 4 <-> key 2t + 1 (the accumulator's own order)
+            unsigned ph[4], pl[4];
+            split_tf32(s_acc[nt][0], ph[0], pl[0]);
+            split_tf32(s_acc[nt][2], ph[1], pl[1]);
+            split_tf32(s_acc[nt][1], ph[2], pl[2]);
+            split_tf32(s_acc[nt][3], ph[3], pl[3]);
+            const float* v0 = s_v + (nt * 8 + 2 * t) * {VP} + g;
+            #pragma unroll
+            for (int vt = 0; vt < {NV}; ++vt) {{
+                unsigned bh[2], bl[2];
+                split_tf32(v0[vt * 8], bh[0], bl[0]);
+                split_tf32(v0[{VP} + vt * 8], bh[1], bl[1]);
+                mma_tf32(s_t[vt], pl, bh);
+                mma_tf32(s_t[vt], ph, bl);
+                mma_tf32(s_t[vt], ph, bh);
+            }}
+        }}
+        #pragma unroll
+        for (int vt = 0; vt < {NV}; ++vt) {{
+            s_o[vt][0] += s_t[vt][0]; s_o[vt][1] += s_t[vt][1]; s_o[vt][2] += s_t[vt][2]; s_o[vt][3] += s_t[vt][3];
+        }}
+    }}
+{fin}
+    #pragma unroll
+    for (int h = 0; h < 2; ++h) {{
+        const int row = r0 + warp * 16 + g + h * 8;
+        if (row < {L}) {{
+            float* o = out + ((long long)b * {L} + row) * {Ev};
+            #pragma unroll
+            for (int vt = 0; vt < {NV}; ++vt) {{
+                o[vt * 8 + 2 * t] = s_o[vt][2 * h]{scale};
+                o[vt * 8 + 2 * t + 1] = s_o[vt][2 * h + 1]{scale};
+            }}
+        }}
+    }}
+}}
+"""

@@ -1,0 +1,93 @@
+"""Fused attention (agents/expert/templates/attention.py): which graphs fuse, and the kernel against a
+float64 truth on the CPU emulator (sizes that leave partial query and key tiles)."""
+from __future__ import annotations
+
+import pytest
+
+from agents.expert.agent import ExpertAgent
+from hardware_profiles import load_profile
+from tests import cpu_emulator
+
+HEAD = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+
+
+def _task(tmp, body: str, inputs: str, init: str = "", name: str = "attn.py"):
+    p = tmp / name
+    p.write_text(HEAD + "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+                 f"{init or '        pass'}\n    def forward(self, q, k, v):\n        {body}\n"
+                 f"def get_inputs():\n    return [{inputs}]\ndef get_init_inputs():\n    return []\n")
+    return p
+
+
+def _check(p, fams_want=None):
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    stages = [f for _, f, _, _ in plan.stages()] if fam == "program" else [fam]
+    assert "attention" in stages, stages
+    if fams_want is not None:
+        assert stages == fams_want, stages
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    sg, f, pl, _ = plan.stages()[plan.tuned] if fam == "program" else (g, fam, plan, None)
+    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    assert "egg_attention" in k.kernel_names
+    from runtime.compile import compile_check
+    assert compile_check(k.cuda_source, k.compile_options, "sm_90a").ok
+    err, eager_err = cpu_emulator.run_module(p, g, k, p.parent / "emu", input_seed=5)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+    return g
+
+
+@pytest.mark.parametrize("shapes,scale", [
+    (((2, 3, 70, 16), (2, 3, 75, 16), (2, 3, 75, 24)), None),  # partial tiles of queries and keys, Ev != E
+    (((3, 20, 8), (3, 130, 8), (3, 130, 8)), 0.7),  # three key tiles, the last of 2 keys
+])
+def test_sdpa_is_one_kernel_matching_a_float64_truth(tmp_egg, shapes, scale):
+    sq, sk, sv = shapes
+    p = _task(tmp_egg, f"return F.scaled_dot_product_attention(q, k, v, scale={scale})",
+              f"torch.randn{sq}, torch.randn{sk}, torch.randn{sv}")
+    _check(p, ["attention"])
+
+
+def test_k_stored_transposed_is_read_in_place(tmp_egg):
+    """torch.bmm(q, kt) with kt an input of (n, E, S): K's tile loaded from its columns."""
+    p = _task(tmp_egg, "return torch.bmm(torch.softmax(torch.bmm(q, k) * 0.3, dim=-1), v)",
+              "torch.rand(2, 33, 16), torch.rand(2, 16, 90), torch.randn(2, 90, 8)")
+    g = _check(p, ["attention"])
+    (at,) = [n for n in g.nodes if n.kind == "attention"]
+    from agents.expert.templates import attention
+    assert not attention.plan_attention(g).k_rows and at.op == "softmax"
+
+
+MASKED = ("        self.register_buffer('bias', torch.tril(torch.ones(40, 40)).view(1, 1, 40, 40))")
+
+
+@pytest.mark.parametrize("act,op", [("F.softmax(att, dim=-1)", "softmax"), ("F.relu(att)", "pointwise")])
+def test_causal_mask_from_a_buffer_is_in_the_scores_chain(tmp_egg, act, op):
+    """minGPT's masked_fill(bias[:, :, :T, :T] == 0, -inf) (KernelBench level 3 43/44) before a softmax, and
+    level 3 50's ReLU weights: the mask read from the buffer at each score's index; rows past the end of the
+    keys and masked keys count for nothing."""
+    body = ("T = q.size(-2)\n        att = (q @ k.transpose(-2, -1)) * 0.25\n"
+            "        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))\n"
+            f"        att = {act}\n        return att @ v")
+    p = _task(tmp_egg, body, "torch.randn(2, 2, 37, 16), torch.randn(2, 2, 37, 16), torch.randn(2, 2, 37, 16)", MASKED)
+    g = _check(p)
+    (at,) = [n for n in g.nodes if n.kind == "attention"]
+    assert at.op == op and "masked_fill" in at.attrs["chain"]
+
+
+def test_scores_read_elsewhere_stay_materialised(tmp_egg):
+    """Weights the model also returns (or sums) are written: no fusion, the matmuls and the row softmax."""
+    p = _task(tmp_egg, "w = torch.softmax(q @ k.transpose(-2, -1), dim=-1)\n        return (w @ v).sum() + w.sum()",
+              "torch.randn(2, 9, 8), torch.randn(2, 9, 8), torch.randn(2, 9, 8)")
+    g, fam, plan = ExpertAgent()._plan(str(p))
+    assert all(n.kind != "attention" for n in g.nodes)
+
+
+def test_heads_too_wide_for_the_registers_stay_two_gemms(tmp_egg):
+    """Level 1 task 97's heads of 1024: the matmuls around a row softmax, as before."""
+    p = _task(tmp_egg, "return F.scaled_dot_product_attention(q, k, v)",
+              "torch.randn(2, 8, 136), torch.randn(2, 8, 136), torch.randn(2, 8, 136)")
+    g, fam, plan = ExpertAgent()._plan(str(p))
+    assert all(n.kind != "attention" for n in g.nodes)
+    assert [f for _, f, _, _ in plan.stages()] == ["gemm", "rows", "gemm"]
