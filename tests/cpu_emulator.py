@@ -62,6 +62,7 @@ struct EmuBlock {
     std::vector<std::barrier<>*> wgs;  // a warpgroup's 128 threads (its MMAs are collective)
     alignas(8) unsigned char warp_buf[32][32][8];
     unsigned char* smem = nullptr;
+    int vote = 0;  // __syncthreads_or's
 };
 static thread_local EmuBlock* emu_blk;
 static thread_local unsigned emu_rank;
@@ -77,6 +78,15 @@ inline float* cluster_map(float* p, unsigned r) {
     return reinterpret_cast<float*>(emu_cluster[r].smem + (reinterpret_cast<unsigned char*>(p) - emu_blk->smem)); }
 inline void cluster_sync() { emu_cluster_barrier->arrive_and_wait(); }
 inline void __syncthreads() { emu_block_barrier->arrive_and_wait(); }
+inline int __syncthreads_or(int p) {  // a barrier returning whether any thread's p was nonzero
+    emu_block_barrier->arrive_and_wait();
+    if (p) std::atomic_ref<int>(emu_blk->vote).store(1);
+    emu_block_barrier->arrive_and_wait();
+    const int r = std::atomic_ref<int>(emu_blk->vote).load();
+    emu_block_barrier->arrive_and_wait();
+    if (threadIdx.x == 0) std::atomic_ref<int>(emu_blk->vote).store(0);  // before anyone's next vote (its first barrier)
+    return r;
+}
 template <typename T> inline T emu_shfl(T v, int src_lane) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     std::memcpy(emu_warp_buf[warp][lane], &v, sizeof(T));

@@ -59,21 +59,22 @@ def test_k_stored_transposed_is_read_in_place(tmp_egg):
     assert not attention.plan_attention(g).k_rows and at.op == "softmax"
 
 
-MASKED = ("        self.register_buffer('bias', torch.tril(torch.ones(40, 40)).view(1, 1, 40, 40))")
+MASKED = ("        self.register_buffer('bias', torch.tril(torch.ones(160, 160)).view(1, 1, 160, 160))")
 
 
 @pytest.mark.parametrize("act,op", [("F.softmax(att, dim=-1)", "softmax"), ("F.relu(att)", "pointwise")])
 def test_causal_mask_from_a_buffer_is_in_the_scores_chain(tmp_egg, act, op):
     """minGPT's masked_fill(bias[:, :, :T, :T] == 0, -inf) (KernelBench level 3 43/44) before a softmax, and
     level 3 50's ReLU weights: the mask read from the buffer at each score's index; rows past the end of the
-    keys and masked keys count for nothing."""
+    keys and masked keys count for nothing, and key tiles masked for all of a block's rows are skipped (150
+    queries: three tiles of 64, the three above the diagonal masked)."""
     body = ("T = q.size(-2)\n        att = (q @ k.transpose(-2, -1)) * 0.25\n"
             "        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))\n"
             f"        att = {act}\n        return att @ v")
-    p = _task(tmp_egg, body, "torch.randn(2, 2, 37, 16), torch.randn(2, 2, 37, 16), torch.randn(2, 2, 37, 16)", MASKED)
+    p = _task(tmp_egg, body, "torch.randn(2, 2, 150, 16), torch.randn(2, 2, 150, 16), torch.randn(2, 2, 150, 16)", MASKED)
     g = _check(p)
     (at,) = [n for n in g.nodes if n.kind == "attention"]
-    assert at.op == op and "masked_fill" in at.attrs["chain"]
+    assert at.op == op and "masked_fill" in at.attrs["chain"] and at.attrs["mask"] is not None
 
 
 def test_scores_read_elsewhere_stay_materialised(tmp_egg):

@@ -134,6 +134,7 @@ def _match(mm2: Node, readers: dict[int, list[Node]], pos: dict[int, int], outpu
         if score is None or any(x.kind == "reduce" for x in chain if _below(score, x, mm1)):
             return None
         kind = "softmax"
+    mask = _tile_mask(kind, score, from_s)
     leaves = []
     for x in side + chain:
         for a in _flat(x.args):
@@ -143,7 +144,24 @@ def _match(mm2: Node, readers: dict[int, list[Node]], pos: dict[int, int], outpu
     sig = ";".join(f"{x.kind}:{x.op}:{x.shape}:{[a if not isinstance(a, Node) else a.kind for a in x.args]}"
                    for x in sorted(side + chain, key=order))  # the graph's structure() tells two chains apart by it
     return Node(f"attention_{mm2.name}", "attention", kind, [q, kt, v] + leaves, tuple(mm2.shape), mm2.dtype,
-                attrs={"scores": mm1, "score": score, "chain": sig})
+                attrs={"scores": mm1, "score": score, "chain": sig, "mask": mask})
+
+
+def _tile_mask(kind: str, score: Node, from_s: set[int]) -> Node | None:
+    """The mask (a function of leaves alone) under which a score counts for nothing whatever its value: the
+    softmax's input masked_fill(x, mask, -inf), or weights relu(masked_fill(x, mask, -inf)) or
+    masked_fill(x, mask, 0). A key tile masked for all of a block's rows is then skipped (causal attention: the
+    tiles above the diagonal, about half)."""
+    x = score
+    if kind == "pointwise" and x.kind == "pw" and x.op == "relu" and isinstance(x.args[0], Node):
+        x, fill = x.args[0], float("-inf")
+    else:
+        fill = float("-inf") if kind == "softmax" else 0.0
+    if x.kind == "pw" and x.op == "masked_fill" and len(x.args) == 3 and isinstance(x.args[1], Node) \
+            and id(x.args[1]) not in from_s and isinstance(x.args[2], (int, float)) and float(x.args[2]) == fill:
+        # read at the score's index as the masked_fill reads it (broadcast from its own shape)
+        return Node(f"{x.name}_mask", "pw", "mul", [x.args[1], 1.0], tuple(x.shape), "float32")
+    return None
 
 
 _MOVES = {"narrow", "pad", "cat", "permute", "transpose2d", "gather_row", "unfold", "roll", "take_rows", "repeat", "expand"}
@@ -250,6 +268,10 @@ def render(g: OpGraph, p: AttnPlan) -> str:
     rest = [t for t in g.inputs + g.params if all(t is not f for f in (p.q, p.k, p.v))]
     em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", lambda x: "s_val" if x is mm1 else None, prefix="f")
     val = em.value(score, "i")
+    mask = a.attrs.get("mask")
+    if mask is not None:
+        mem = Emitter(lambda t, i: f"to_f({t.name}[{i}])", prefix="m")
+        mval = mem.value(mask, "i")
     side = "".join(f", const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in rest)
     side_args = "".join(f", {t.name}" for t in rest)
     L, S, E, Ev = p.L, p.S, p.E, p.Ev
@@ -306,12 +328,26 @@ def render(g: OpGraph, p: AttnPlan) -> str:
         scale = " * s_l[h]"
     else:
         online, fin, outside, scale = "", "", "0.0f", ""
+    mask_fn, skip = "", ""
+    if mask is not None:
+        mask_fn = f"""__device__ __forceinline__ bool egg_masked(long long i{side}) {{
+{mem.take("    ")}
+    return ({mval}) != 0.0f;
+}}
+"""
+        skip = f"""        int live = 0;  // any score of the block's rows on this key tile not masked? (else it counts for nothing)
+        for (int x = threadIdx.x; x < {BM * BN} && !live; x += {THREADS}) {{
+            const int row = r0 + x / {BN}, key = j0 + x % {BN};
+            live = row < {L} && key < {S} && !egg_masked(((long long)b * {L} + row) * {S}LL + key{side_args});
+        }}
+        if (!__syncthreads_or(live)) continue;  // a barrier too: the last tile's readers are done
+"""
     return f"""{PRELUDE}{TF32_PRELUDE}
 __device__ __forceinline__ float egg_score(float s_val, long long i{side}) {{
 {em.take("    ")}
     return {val};
 }}
-
+{mask_fn}
 extern "C" __global__ void __launch_bounds__({THREADS}) egg_attention(float* __restrict__ out, const float* __restrict__ Q,
         const float* __restrict__ K, const float* __restrict__ V{side}) {{
     extern __shared__ __align__(16) float s_mem[];
@@ -333,7 +369,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) egg_attention(float* __r
     float s_m[2] = {{-INFINITY, -INFINITY}}, s_l[2] = {{0.0f, 0.0f}};
     const float* qw = s_q + (warp * 16) * {QP};
     for (int j0 = 0; j0 < {S}; j0 += {BN}) {{
-        __syncthreads();  // the last tile's readers are done (and, the first time, s_q is written)
+{skip}        __syncthreads();  // the last tile's readers are done (and, the first time, s_q is written)
 {kload}
         for (int x = threadIdx.x; x < {BN * Ev}; x += {THREADS}) {{
             const int j = x / {Ev}, c = x % {Ev};
