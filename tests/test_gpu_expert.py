@@ -180,6 +180,18 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                     "    def forward(self, x):\n        return self.pool(x)\n"
                     "def get_inputs():\n    return [torch.randn(8, 16, 4096)]\ndef get_init_inputs():\n    return []\n",
                     "stored from shared memory"),
+    "attention_sdpa": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, q, k, v):\n"
+                       "        return torch.nn.functional.scaled_dot_product_attention(q, k, v)\ndef get_inputs():\n"
+                       "    return [torch.randn(4, 6, 300, 64), torch.randn(4, 6, 333, 64), torch.randn(4, 6, 333, 40)]\n"
+                       "def get_init_inputs():\n    return []\n", "fused attention (online softmax)"),
+    "attention_causal": ("import math\nimport torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                         "        super().__init__()\n        self.register_buffer('bias', torch.tril(torch.ones(256, 256)).view(1, 1, 256, 256))\n"
+                         "    def forward(self, q, k, v):\n        T = q.size(-2)\n"
+                         "        att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))\n"
+                         "        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))\n"
+                         "        return torch.softmax(att, dim=-1) @ v\ndef get_inputs():\n"
+                         "    return [torch.randn(8, 4, 200, 96), torch.randn(8, 4, 200, 96), torch.randn(8, 4, 200, 96)]\n"
+                         "def get_init_inputs():\n    return []\n", "fused attention (online softmax)"),
     "odd_cluster": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
                     "        return x / torch.sum(torch.abs(x), dim=1, keepdim=True)\n"
                     "def get_inputs():\n    return [torch.randn(8, 65535)]\ndef get_init_inputs():\n    return []\n",
@@ -192,7 +204,8 @@ def test_first_candidate_verifies(tmp_egg, name):
     """Split-K (4 output tiles), an L2-norm row over a cluster's shared memory (1.5 MB), the cluster
     recurrence, a conv's spatial mean from box sums, a matmul's row sum from the weight's column sums and
     a BatchNorm's batch statistics by 32-row blocks, rows off 16-byte boundaries (streamed and in a
-    cluster), each as the expert's first candidate: verified under the float64 rule on the H200."""
+    cluster), fused attention (partial tiles; a causal mask from a buffer), each as the expert's first
+    candidate: verified under the float64 rule on the H200."""
     src, says = FIRST_CANDIDATE_TASKS[name]
     p = tmp_egg / f"{name}.py"
     p.write_text(src)
