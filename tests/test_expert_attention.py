@@ -19,7 +19,7 @@ def _task(tmp, body: str, inputs: str, init: str = "", name: str = "attn.py"):
     return p
 
 
-def _check(p, fams_want=None):
+def _check(p, fams_want=None, ring=True):
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     stages = [f for _, f, _, _ in plan.stages()] if fam == "program" else [fam]
@@ -29,7 +29,7 @@ def _check(p, fams_want=None):
     if not cpu_emulator.available():
         pytest.skip("no g++")
     sg, f, pl, _ = plan.stages()[plan.tuned] if fam == "program" else (g, fam, plan, None)
-    k = agent.emit(g, fam, plan, agent._default(f, sg, pl, None), load_profile("h200"))
+    k = agent.emit(g, fam, plan, {**agent._default(f, sg, pl, None), "ring": ring}, load_profile("h200"))
     assert "egg_attention" in k.kernel_names
     from runtime.compile import compile_check
     assert compile_check(k.cuda_source, k.compile_options, "sm_90a").ok
@@ -53,7 +53,7 @@ def test_k_stored_transposed_is_read_in_place(tmp_egg):
     """torch.bmm(q, kt) with kt an input of (n, E, S): K's tile loaded from its columns."""
     p = _task(tmp_egg, "return torch.bmm(torch.softmax(torch.bmm(q, k) * 0.3, dim=-1), v)",
               "torch.rand(2, 33, 16), torch.rand(2, 16, 90), torch.randn(2, 90, 8)")
-    g = _check(p, ["attention"])
+    g = _check(p, ["attention"], ring=False)
     (at,) = [n for n in g.nodes if n.kind == "attention"]
     from agents.expert.templates import attention
     assert not attention.plan_attention(g).k_rows and at.op == "softmax"
@@ -62,8 +62,9 @@ def test_k_stored_transposed_is_read_in_place(tmp_egg):
 MASKED = ("        self.register_buffer('bias', torch.tril(torch.ones(160, 160)).view(1, 1, 160, 160))")
 
 
-@pytest.mark.parametrize("act,op", [("F.softmax(att, dim=-1)", "softmax"), ("F.relu(att)", "pointwise")])
-def test_causal_mask_from_a_buffer_is_in_the_scores_chain(tmp_egg, act, op):
+@pytest.mark.parametrize("act,op,ring", [("F.softmax(att, dim=-1)", "softmax", True), ("F.relu(att)", "pointwise", True),
+                                         ("F.softmax(att, dim=-1)", "softmax", False)])
+def test_causal_mask_from_a_buffer_is_in_the_scores_chain(tmp_egg, act, op, ring):
     """minGPT's masked_fill(bias[:, :, :T, :T] == 0, -inf) (KernelBench level 3 43/44) before a softmax, and
     level 3 50's ReLU weights: the mask read from the buffer at each score's index; rows past the end of the
     keys and masked keys count for nothing, and key tiles masked for all of a block's rows are skipped (150
@@ -72,7 +73,7 @@ def test_causal_mask_from_a_buffer_is_in_the_scores_chain(tmp_egg, act, op):
             "        att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float('-inf'))\n"
             f"        att = {act}\n        return att @ v")
     p = _task(tmp_egg, body, "torch.randn(2, 2, 150, 16), torch.randn(2, 2, 150, 16), torch.randn(2, 2, 150, 16)", MASKED)
-    g = _check(p)
+    g = _check(p, ring=ring)
     (at,) = [n for n in g.nodes if n.kind == "attention"]
     assert at.op == op and "masked_fill" in at.attrs["chain"] and at.attrs["mask"] is not None
 

@@ -803,6 +803,9 @@ class ExpertAgent:
                     elif base.get("tma") and not base.get("persist"):
                         out.insert(0, {**base, "persist": True})
                 out += [{**base, "ldm": True}] + [{**base, "layout": lay} for lay in conv.LAYOUTS if lay != base.get("layout", "nchw")]
+        elif fam == "attention":
+            if st == "memory_optimization":  # the tile copies a tile ahead (cp.async ring) or one tile at a time
+                out = [{**base, "ring": not base.get("ring", True)}]
         elif fam == "recurrent":
             if st == "parallel_mapping":  # threads a block; with clusters, also half the cluster and no cluster
                 out = [{**base, "block": b} for b in (256, 1024)]
@@ -942,7 +945,7 @@ class ExpertAgent:
         if fam == "scan":
             return {"family": "scan", "block": 256, "items": 8, "waves": 8}
         if fam == "attention":
-            return {"family": "attention"}
+            return {"family": "attention", "ring": True}
         if fam == "recurrent":  # a cluster sharing W_hh where its rows fit in the blocks' shared memory
             smem = smem_limit(prof)
             for c in ((8, 4) if clusters(prof) else ()):
@@ -1265,14 +1268,17 @@ class ExpertAgent:
                         f"over {plan.T} steps")
             launch = host.Launch("egg_rnn", (recurrent.grid(plan, k, sms),), (k.block,), host.leaves(g), smem)
         elif fam == "attention":
-            smem = attention.shared_bytes(plan)
+            ring = bool(params.get("ring", True))
+            smem = attention.shared_bytes(plan, ring)
             if smem > profile.shared_per_block_optin:
                 raise Unsupported("attention tiles do not fit in shared memory")
-            src = attention.render(g, plan)
-            launch = host.Launch("egg_attention", attention.grid(plan), (attention.THREADS,), attention.arg_order(g, plan), smem)
+            src = attention.render(g, plan, ring)
+            launch = host.Launch("egg_attention", attention.grid(plan), (attention.THREADS,), attention.arg_order(g, plan), smem,
+                                 align16=True)
             desc = (f"fused attention ({'online softmax' if plan.node.op == 'softmax' else 'elementwise weights'}), "
-                    f"3xTF32 mma.sync, {attention.BM} query rows a block over key tiles of {attention.BN}; the scores "
-                    f"stay in registers")
+                    f"3xTF32 mma.sync, {attention.BM} query rows a block over key tiles of {attention.BN} "
+                    f"({'copied a tile ahead by cp.async' if ring else 'one tile at a time'}); the scores stay in registers"
+                    + ("; key tiles masked for all the block's rows skipped" if plan.node.attrs.get("mask") is not None else ""))
         elif fam == "scan":
             k = scan.ScanKnobs(block=params["block"], items=params["items"], waves=params["waves"])
             src = scan.render(g, plan, k)

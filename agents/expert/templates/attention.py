@@ -252,9 +252,9 @@ def arg_order(g: OpGraph, p: AttnPlan) -> list[Node]:
     return fixed + [t for t in g.inputs + g.params if all(t is not f for f in fixed)]
 
 
-def shared_bytes(p: AttnPlan) -> int:
+def shared_bytes(p: AttnPlan, ring: bool = True) -> int:
     k = (BN * (p.E + 4)) if p.k_rows else p.E * (BN + 8)
-    return 4 * (BM * (p.E + 4) + k + BN * (p.Ev + 4))
+    return 4 * (BM * (p.E + 4) + (2 if ring else 1) * (k + BN * (p.Ev + 4)))
 
 
 def grid(p: AttnPlan) -> tuple[int, int]:
@@ -262,7 +262,7 @@ def grid(p: AttnPlan) -> tuple[int, int]:
 
 
 # -- the kernel ----------------------------------------------------------------------------------------
-def render(g: OpGraph, p: AttnPlan) -> str:
+def render(g: OpGraph, p: AttnPlan, ring: bool = True) -> str:
     a = p.node
     mm1, score = a.attrs["scores"], a.attrs["score"]
     rest = [t for t in g.inputs + g.params if all(t is not f for f in (p.q, p.k, p.v))]
@@ -279,18 +279,32 @@ def render(g: OpGraph, p: AttnPlan) -> str:
     VP = Ev + 4
     soft = a.op == "softmax"
     NV = Ev // 8
-    # K's element (key j, dim e) of this batch in shared memory and in global memory
-    ks = (lambda j, e: f"s_k[({j}) * {KP} + ({e})]") if p.k_rows else (lambda j, e: f"s_k[({e}) * {KP} + ({j})]")
+    # K's element (key j, dim e) in shared memory: (BN, E) rows or (E, BN) columns as K is stored
+    ks = (lambda j, e: f"s_kt[({j}) * {KP} + ({e})]") if p.k_rows else (lambda j, e: f"s_kt[({e}) * {KP} + ({j})]")
+    k_floats = BN * KP if p.k_rows else E * KP
+    # tiles by cp.async, 16 bytes a copy (rows of E or Ev, K's columns where S is a multiple of 4), zero-filled past
+    # the end (the source address then clamped to a valid one: nothing is read)
+    rows16 = lambda dst, src, n, pitch, width, limit, start: f"""        for (int x = threadIdx.x; x < {n * width // 4}; x += {THREADS}) {{
+            const int r = x / {width // 4}, c = (x % {width // 4}) * 4;
+            const bool in = {start} + r < {limit};
+            cp_async<16>({dst} + r * {pitch} + c, {src} + (long long)(in ? {start} + r : 0) * {width} + c, in ? 16 : 0);
+        }}"""  # noqa: E731
     if p.k_rows:
-        kload = f"""        for (int x = threadIdx.x; x < {BN * E}; x += {THREADS}) {{
-            const int j = x / {E}, e = x % {E};
-            s_k[j * {KP} + e] = j0 + j < {S} ? Kb[(long long)(j0 + j) * {E} + e] : 0.0f;
+        kload = rows16("s_kd", "Kb", BN, KP, E, S, "j0")
+    elif S % 4 == 0:
+        kload = f"""        for (int x = threadIdx.x; x < {E * BN // 4}; x += {THREADS}) {{
+            const int e = x / {BN // 4}, j = (x % {BN // 4}) * 4;
+            const bool in = j0 + j < {S};
+            cp_async<16>(s_kd + e * {KP} + j, Kb + (long long)e * {S} + (in ? j0 + j : 0), in ? 16 : 0);
         }}"""
     else:
-        kload = f"""        for (int x = threadIdx.x; x < {BN * E}; x += {THREADS}) {{
+        kload = f"""        for (int x = threadIdx.x; x < {E * BN}; x += {THREADS}) {{
             const int e = x / {BN}, j = x % {BN};
-            s_k[e * {KP} + j] = j0 + j < {S} ? Kb[(long long)e * {S} + j0 + j] : 0.0f;
+            const bool in = j0 + j < {S};
+            cp_async<4>(s_kd + e * {KP} + j, Kb + (long long)e * {S} + (in ? j0 + j : 0), in ? 4 : 0);
         }}"""
+    vload = rows16("s_vd", "Vb", BN, VP, Ev, S, "j0")
+    qload = rows16("s_q", "Qb", BM, QP, E, L, "r0")
     if soft:
         online = f"""        // online softmax: each thread holds rows g and g + 8 of its warp's 16 (4 lanes a row)
         float s_new[2];
@@ -328,20 +342,65 @@ def render(g: OpGraph, p: AttnPlan) -> str:
         scale = " * s_l[h]"
     else:
         online, fin, outside, scale = "", "", "0.0f", ""
-    mask_fn, skip = "", ""
+    mask_fn = ""
     if mask is not None:
         mask_fn = f"""__device__ __forceinline__ bool egg_masked(long long i{side}) {{
 {mem.take("    ")}
     return ({mval}) != 0.0f;
 }}
 """
-        skip = f"""        int live = 0;  // any score of the block's rows on this key tile not masked? (else it counts for nothing)
+        mask_fn += f"""__device__ __forceinline__ int egg_next_tile(int j0, int b, int r0{side}) {{
+    // the first key tile from j0 with a score of the block's rows not masked (the others count for nothing)
+    for (; j0 < {S}; j0 += {BN}) {{
+        int live = 0;
         for (int x = threadIdx.x; x < {BM * BN} && !live; x += {THREADS}) {{
             const int row = r0 + x / {BN}, key = j0 + x % {BN};
             live = row < {L} && key < {S} && !egg_masked(((long long)b * {L} + row) * {S}LL + key{side_args});
         }}
-        if (!__syncthreads_or(live)) continue;  // a barrier too: the last tile's readers are done
+        if (__syncthreads_or(live)) return j0;
+    }}
+    return j0;
+}}
 """
+    nxt = (lambda j: f"egg_next_tile({j}, b, r0{side_args})") if mask is not None else (lambda j: j)  # noqa: E731
+    if ring:  # the next live tile's copies in flight under this one's MMAs
+        loop = f"""    int j0 = {nxt("0")};
+    if (j0 < {S}) {{
+        float* s_kd = s_k;
+        float* s_vd = s_v;
+{kload}
+{vload}
+    }}
+    cp_async_commit();
+    for (int it = 0; j0 < {S}; ++it) {{
+        const int jn = {nxt(f"j0 + {BN}")};
+        __syncthreads();  // the buffer the next tile goes to was the last tile's: its readers are done
+        if (jn < {S}) {{
+            const int j0 = jn;
+            float* s_kd = s_k + ((it + 1) & 1) * {k_floats};
+            float* s_vd = s_v + ((it + 1) & 1) * {BN * VP};
+{kload}
+{vload}
+        }}
+        cp_async_commit();
+        cp_async_wait<1>();  // this tile's copies (and Q's) landed; the next tile's may still fly
+        __syncthreads();
+        const float* s_kt = s_k + (it & 1) * {k_floats};
+        const float* s_vt = s_v + (it & 1) * {BN * VP};"""
+        loop_end = "        j0 = jn;\n    }"
+    else:
+        loop = f"""    for (int j0 = {nxt("0")}; j0 < {S}; j0 = {nxt(f"j0 + {BN}")}) {{
+        __syncthreads();  // the last tile's readers are done
+        float* s_kd = s_k;
+        float* s_vd = s_v;
+{kload}
+{vload}
+        cp_async_commit();
+        cp_async_wait<0>();
+        __syncthreads();
+        const float* s_kt = s_k;
+        const float* s_vt = s_v;"""
+        loop_end = "    }"
     return f"""{PRELUDE}{TF32_PRELUDE}
 __device__ __forceinline__ float egg_score(float s_val, long long i{side}) {{
 {em.take("    ")}
@@ -353,29 +412,19 @@ extern "C" __global__ void __launch_bounds__({THREADS}) egg_attention(float* __r
     extern __shared__ __align__(16) float s_mem[];
     float* s_q = s_mem;
     float* s_k = s_q + {BM * QP};
-    float* s_v = s_k + {(BN * KP) if p.k_rows else (E * KP)};
+    float* s_v = s_k + {(2 if ring else 1) * k_floats};
     const int b = blockIdx.y, r0 = blockIdx.x * {BM};
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const float* Qb = Q + (long long)b * {L * E};
     const float* Kb = K + (long long)b * {S * E};
     const float* Vb = V + (long long)b * {S * Ev};
-    for (int x = threadIdx.x; x < {BM * E}; x += {THREADS}) {{
-        const int r = x / {E}, e = x % {E};
-        s_q[r * {QP} + e] = r0 + r < {L} ? Qb[(long long)(r0 + r) * {E} + e] : 0.0f;
-    }}
+{qload}
     float s_o[{NV}][4];
     #pragma unroll
     for (int vt = 0; vt < {NV}; ++vt) s_o[vt][0] = s_o[vt][1] = s_o[vt][2] = s_o[vt][3] = 0.0f;
     float s_m[2] = {{-INFINITY, -INFINITY}}, s_l[2] = {{0.0f, 0.0f}};
     const float* qw = s_q + (warp * 16) * {QP};
-    for (int j0 = 0; j0 < {S}; j0 += {BN}) {{
-{skip}        __syncthreads();  // the last tile's readers are done (and, the first time, s_q is written)
-{kload}
-        for (int x = threadIdx.x; x < {BN * Ev}; x += {THREADS}) {{
-            const int j = x / {Ev}, c = x % {Ev};
-            s_v[j * {VP} + c] = j0 + j < {S} ? Vb[(long long)(j0 + j) * {Ev} + c] : 0.0f;
-        }}
-        __syncthreads();
+{loop}
         float s_acc[8][4];
         #pragma unroll
         for (int nt = 0; nt < 8; ++nt) s_acc[nt][0] = s_acc[nt][1] = s_acc[nt][2] = s_acc[nt][3] = 0.0f;
@@ -416,7 +465,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) egg_attention(float* __r
             split_tf32(s_acc[nt][2], ph[1], pl[1]);
             split_tf32(s_acc[nt][1], ph[2], pl[2]);
             split_tf32(s_acc[nt][3], ph[3], pl[3]);
-            const float* v0 = s_v + (nt * 8 + 2 * t) * {VP} + g;
+            const float* v0 = s_vt + (nt * 8 + 2 * t) * {VP} + g;
             #pragma unroll
             for (int vt = 0; vt < {NV}; ++vt) {{
                 unsigned bh[2], bl[2];
@@ -431,7 +480,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) egg_attention(float* __r
         for (int vt = 0; vt < {NV}; ++vt) {{
             s_o[vt][0] += s_t[vt][0]; s_o[vt][1] += s_t[vt][1]; s_o[vt][2] += s_t[vt][2]; s_o[vt][3] += s_t[vt][3];
         }}
-    }}
+{loop_end}
 {fin}
     #pragma unroll
     for (int h = 0; h < 2; ++h) {{
