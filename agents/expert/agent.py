@@ -944,8 +944,9 @@ class ExpertAgent:
             return conv_wgmma(g, plan, d, prof) or d
         if fam == "scan":
             return {"family": "scan", "block": 256, "items": 8, "waves": 8}
-        if fam == "attention":
-            return {"family": "attention", "ring": True}
+        if fam == "attention":  # the copies a tile ahead where two blocks an SM still fit (heads of 96: 132 KB with the
+            # ring, one block of 4 warps an SM; 79 KB without)
+            return {"family": "attention", "ring": 2 * attention.shared_bytes(plan, True) <= smem_limit(prof)}
         if fam == "recurrent":  # a cluster sharing W_hh where its rows fit in the blocks' shared memory
             smem = smem_limit(prof)
             for c in ((8, 4) if clusters(prof) else ()):
