@@ -18,6 +18,8 @@ are loaded in that order (no shuffles). Each key tile's P V goes to its own accu
 the output in fp32 (the MMA's truncating accumulation over 16384 keys drifts: gemm_tf32's note)."""
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
@@ -342,11 +344,19 @@ def render(g: OpGraph, p: AttnPlan, ring: bool = True) -> str:
         scale = " * s_l[h]"
     else:
         online, fin, outside, scale = "", "", "0.0f", ""
+    # the chain's index arithmetic in 32 bits where every tensor it indexes is small enough: a 64-bit divide by a
+    # constant is a dozen instructions, and the chain runs on each score (a causal mask's index: three of them)
+    small = max([p.n * L * S] + [math.prod(t.shape) for t in rest]) < 2 ** 29
+    ix = "int" if small else "long long"
+
+    def narrow(code: str) -> str:
+        return re.sub(r"\b(\d+)LL\b", r"\1", code.replace("long long", "int")) if small else code
+    at = f"({ix})(b * {L} + row) * {S} + key{side_args}" if small else f"((long long)b * {L} + row) * {S}LL + key{side_args}"
     mask_fn = ""
     if mask is not None:
-        mask_fn = f"""__device__ __forceinline__ bool egg_masked(long long i{side}) {{
-{mem.take("    ")}
-    return ({mval}) != 0.0f;
+        mask_fn = f"""__device__ __forceinline__ bool egg_masked({ix} i{side}) {{
+{narrow(mem.take("    "))}
+    return ({narrow(mval)}) != 0.0f;
 }}
 """
         mask_fn += f"""__device__ __forceinline__ int egg_next_tile(int j0, int b, int r0{side}) {{
@@ -355,7 +365,7 @@ def render(g: OpGraph, p: AttnPlan, ring: bool = True) -> str:
         int live = 0;
         for (int x = threadIdx.x; x < {BM * BN} && !live; x += {THREADS}) {{
             const int row = r0 + x / {BN}, key = j0 + x % {BN};
-            live = row < {L} && key < {S} && !egg_masked(((long long)b * {L} + row) * {S}LL + key{side_args});
+            live = row < {L} && key < {S} && !egg_masked({at});
         }}
         if (__syncthreads_or(live)) return j0;
     }}
@@ -402,9 +412,9 @@ def render(g: OpGraph, p: AttnPlan, ring: bool = True) -> str:
         const float* s_vt = s_v;"""
         loop_end = "    }"
     return f"""{PRELUDE}{TF32_PRELUDE}
-__device__ __forceinline__ float egg_score(float s_val, long long i{side}) {{
-{em.take("    ")}
-    return {val};
+__device__ __forceinline__ float egg_score(float s_val, {ix} i{side}) {{
+{narrow(em.take("    "))}
+    return {narrow(val)};
 }}
 {mask_fn}
 extern "C" __global__ void __launch_bounds__({THREADS}) egg_attention(float* __restrict__ out, const float* __restrict__ Q,
@@ -451,7 +461,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) egg_attention(float* __r
             for (int c = 0; c < 4; ++c) {{
                 const int row = r0 + warp * 16 + g + (c >> 1) * 8, key = j0 + nt * 8 + 2 * t + (c & 1);
                 s_acc[nt][c] = key < {S} && row < {L}
-                    ? egg_score(s_acc[nt][c], ((long long)b * {L} + row) * {S}LL + key{side_args}) : {outside};
+                    ? egg_score(s_acc[nt][c], {at}) : {outside};
             }}
         }}
 {online}
