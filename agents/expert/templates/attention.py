@@ -15,7 +15,10 @@ in registers (the output rescaled when the max grows). P goes into the second MM
 first one's accumulator registers: the m16n8k8 accumulator holds keys 2t and 2t+1 of a row where the A
 operand wants keys t and t + 4, so the k index is read as the key order 0 2 4 6 1 3 5 7 and V's rows
 are loaded in that order (no shuffles). Each key tile's P V goes to its own accumulator and is added to
-the output in fp32 (the MMA's truncating accumulation over 16384 keys drifts: gemm_tf32's note)."""
+the output in fp32 (the MMA's truncating accumulation over 16384 keys drifts: gemm_tf32's note).
+Tiles arrive by cp.async, the next one in flight under this one's MMAs where two blocks an SM still fit
+(`ring`). Where the chain is a masked_fill with -inf from a mask of leaves (a causal mask from a buffer), a
+key tile masked for all of a block's rows is skipped (the tiles above the diagonal)."""
 from __future__ import annotations
 
 import math
