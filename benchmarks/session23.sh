@@ -1,0 +1,10 @@
+#!/bin/bash
+# Left for the next session (written in the twenty-second; carry [".whl", ".kb3", "bench_state"]; before the call:
+# git rev-parse --short HEAD > bench_state/COMMIT). .kb3/smallm holds copies of level 3 9, 11, 34 (the tasks whose
+# programs have matmuls of at most 32 rows: NOTES "twenty-second session"); .kb3/level3 as NOTES "twenty-first" says.
+# 1) the narrow-tile matmuls measured in their programs (34: 34.6 ms before, eager 20.9; 11: 3.60, eager 3.37);
+# 2) the RegNet probes of session22.sh; 3) the rest of the level 3 bench if time is left.
+BENCH_NAME=smallm BENCH_PATHS=.kb3/smallm CPS=1 REPS=10 KB_SECONDS=${SMALLM_SECONDS:-200} bash benchmarks/kb_device.sh \
+  --total-candidates 1 --no-profile | tail -3
+grep -h "^| [0-9]" "$OUT/smallm/results.md" 2>/dev/null | head -8
+S22_BENCH=0 timeout 200 bash benchmarks/session22.sh 2>&1 | tail -30
