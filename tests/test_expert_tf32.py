@@ -473,3 +473,29 @@ def test_linears_where_both_planes_pay_take_the_tma_planes_past_512_rows(tmp_egg
     assert planes_pay(plan, {})
     base = agent._default(fam, g, plan, None, load_profile("h200"))
     assert base["planes"] and bool(base.get("bsplit")) == bsplit and bool(base.get("tma")) != bsplit
+
+
+@pytest.mark.parametrize("sa,sb,bm,sk", [((8, 1280), (1280, 256), 16, 5),  # level 3 task 34's step (i2h)
+                                         ((24, 400), (400, 40), 32, 1)])  # too short a K to split in ranges of 256
+def test_a_few_rows_take_narrow_tiles_and_split_k(tmp_egg, sa, sb, bm, sk):
+    """A matmul of at most SMALL_M rows: tiles of 16 or 32 rows (a 128-row tile multiplied 120 rows of padding for
+    level 3 task 34's 8-row step), K split in ranges of at least SMALL_M_K; fp32 grade against a float64 truth."""
+    import torch
+
+    from agents.expert import ExpertAgent
+    from hardware_profiles import load_profile
+    from tests import cpu_emulator
+    g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b)", sa, sb)
+    agent = ExpertAgent()
+    d = agent._default("gemm", g, plan, None)
+    assert (d["BM"], d.get("splitk", 1), d["WM"]) == (bm, sk, 1), d
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    k = agent.emit(g, "gemm", plan, d, load_profile("h200"))
+    torch.manual_seed(3)
+    a, b = torch.rand(*sa), torch.rand(*sb)
+    truth = a.double() @ b.double()
+    got = cpu_emulator.run_host(k.cuda_source, k.host_code, {"x0": a, "x1": b}, tmp_egg / "emu").double()
+    eager_err = ((a @ b).double() - truth).abs().max() / truth.abs().max()
+    err = (got - truth).abs().max() / truth.abs().max()
+    assert got.shape == truth.shape and err < 4 * max(eager_err, 2 ** -24), (err, eager_err)

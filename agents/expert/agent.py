@@ -68,6 +68,12 @@ def smem_limit(profile) -> int:
     """The shared memory a block may opt into on the GPU `profile` names (none: the H200's)."""
     return profile.shared_per_block_optin if profile is not None else DEFAULT_SMEM
 MIN_SPLIT_K = 1024  # K a split-K range sums at least: shorter ranges cost more in partials than they gain
+# A matmul of at most SMALL_M rows (a hand-written recurrence's step, a classifier head at batch 10) on 128-row tiles
+# multiplies mostly padding: KernelBench level 3 task 34's step, 8 x 1280 by 1280 x 256, ran as two 128x128 tiles that
+# took 110 us (H100, 2026-12-07). Tiles of 16 or 32 rows instead, K split in ranges of at least SMALL_M_K (the
+# partials are small: M x N a range) across the SMs.
+SMALL_M = 32
+SMALL_M_K = 256
 # a 3xTF32 GEMM this short in K writes its output (4 bytes an element at 4.19 TB/s) slower than it computes
 # it (6K tensor FLOPs an element at a few hundred TFLOP/s): KernelBench 7 (K = 64) and 9 (K = 32)
 STORE_BOUND_K = 256
@@ -97,14 +103,14 @@ def short_planes(plan) -> dict | None:
     return d
 
 
-def split_k(plan, params: dict, sms: int) -> int:
+def split_k(plan, params: dict, sms: int, min_k: int = MIN_SPLIT_K) -> int:
     """K ranges for a 3xTF32 GEMM whose output tiles fill less than one wave of the GPU (KernelBench
     level 1 task 6: M = N = 256, K = 2^19 is 4 tiles of 128x128 for 132 SMs): enough ranges to fill
-    it, each at least MIN_SPLIT_K long, the partials no larger than the operands they come from."""
+    it, each at least `min_k` long, the partials no larger than the operands they come from."""
     tiles = -(-plan.M // params["BM"]) * -(-plan.N // params["BN"]) * plan.batch
-    if tiles >= sms or plan.K < 2 * MIN_SPLIT_K:
+    if tiles >= sms or plan.K < 2 * min_k:
         return 1
-    cap = max(1, min(-(-sms // tiles), plan.K // MIN_SPLIT_K,
+    cap = max(1, min(-(-sms // tiles), plan.K // min_k,
                      (plan.M * plan.K + plan.K * plan.N) // max(1, plan.M * plan.N)))
     # time ~ waves of blocks / ranges: 128 tiles on 132 SMs gain nothing from 2 ranges (2 waves of
     # half-length blocks), 4 tiles gain 33x; split only where it saves at least a quarter
@@ -1021,6 +1027,10 @@ class ExpertAgent:
             return {**d, "vec": 4} if rowwise.vectorizable(plan, rowwise.RowKnobs()) and plan.R >= 1024 else d
         if plan.dtype == "float32":
             d = dict(MMA_SYNC)
+            if plan.M <= SMALL_M:  # a few rows: tiles of 16 or 32 rows, K split across the SMs in ranges of SMALL_M_K
+                d.update(BM=16 if plan.M <= 16 else 32, BN=64 if plan.N >= 64 else 32, WM=1, WN=2 if plan.N >= 64 else 1)
+                sk = split_k(plan, d, prof.sms if prof is not None else DEFAULT_SMS, SMALL_M_K)
+                return {**d, "splitk": sk} if sk > 1 else d
             sk = split_k(plan, d, prof.sms if prof is not None else DEFAULT_SMS)
             if sk > 1:
                 return {**d, "splitk": sk}
