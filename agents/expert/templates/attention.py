@@ -127,9 +127,9 @@ def _match(mm2: Node, readers: dict[int, list[Node]], pos: dict[int, int], outpu
         if x is output or any(id(r) not in inside for r in readers.get(id(x), [])):
             return None
     for x in chain:  # elementwise on the scores: views and same-size ops only (no slice, permute, broadcast growth)
-        if x.kind == "pw" and (x.op not in ("view",) and _numel(x.shape) != n * L * S or x.op in _MOVES):
+        if x.kind == "pw" and (x.op not in ("view",) and math.prod(x.shape) != n * L * S or x.op in _MOVES):
             return None
-        if x.kind == "reduce" and _numel(x.shape) * S != n * L * S:
+        if x.kind == "reduce" and math.prod(x.shape) * S != n * L * S:
             return None
     reduces = [x for x in chain if x.kind == "reduce"]
     if not reduces:
@@ -170,13 +170,6 @@ def _tile_mask(kind: str, score: Node, from_s: set[int]) -> Node | None:
 
 
 _MOVES = {"narrow", "pad", "cat", "permute", "transpose2d", "gather_row", "unfold", "roll", "take_rows", "repeat", "expand"}
-
-
-def _numel(shape) -> int:
-    out = 1
-    for s in shape:
-        out *= s
-    return out
 
 
 def _below(top: Node, x: Node, stop: Node) -> bool:
