@@ -7,4 +7,10 @@
 BENCH_NAME=smallm BENCH_PATHS=.kb3/smallm CPS=1 REPS=10 KB_SECONDS=${SMALLM_SECONDS:-200} bash benchmarks/kb_device.sh \
   --total-candidates 1 --no-profile | tail -3
 grep -h "^| [0-9]" "$OUT/smallm/results.md" 2>/dev/null | head -8
+# the attention kernel's ring on and off in 43 (heads of 96: off by default, 2 blocks an SM) and 50 (heads of 64: on),
+# with each variant's kernels under Nsight Compute (43 and 50 reach 20-25% of the TF32 rate where 31 reaches 58%)
+. benchmarks/probe_lib.sh
+probe att.txt .kb3/level3/43_MinGPTCausalAttention.py 120 --vary '{}' --vary '{"r4.ring": true}' --ncu
+probe att.txt .kb3/level3/50_ReLUSelfAttention.py 120 --vary '{}' --vary '{"r4.ring": false}' --ncu
+cut -c1-400 "$OUT/att.txt"
 S22_BENCH=0 timeout 200 bash benchmarks/session22.sh 2>&1 | tail -30
