@@ -16,8 +16,10 @@ timeout 120 python3 nan_probe.py $T --vary "$V" --twice egg_conv_5 --twice egg_c
 echo "== eager module loading"
 CUDA_MODULE_LOADING=EAGER timeout 120 python3 nan_probe.py $T --vary "$V" 2>&1 | grep "^egg_conv_5 \|^output" | cut -c1-160
 cd ..
-echo "== the bundled whole models under the float64 rule (issue 19's GPU test; last run long ago)"
-timeout 400 python3 -m pytest -m gpu -q tests/test_gpu_expert.py -k bundled_whole_model 2>&1 | tail -4
+if [ "${S22_BUNDLED:-1}" = 1 ]; then
+  echo "== the bundled whole models under the float64 rule (issue 19's GPU test; last run long ago)"
+  timeout 400 python3 -m pytest -m gpu -q tests/test_gpu_expert.py -k bundled_whole_model 2>&1 | tail -4
+fi
 # Then the rest of the fetched level 3 (14 more files, NOTES "twenty-first session"; the 19 benched resume from
 # bench_state/l3.sqlite.xz; carry bench_state too, and before the call: git rev-parse --short HEAD > bench_state/COMMIT).
 # Task 17 reruns only if its checkpoint is cleared; the RNNs plan for 30-100 s each (torch.export unrolls them).
