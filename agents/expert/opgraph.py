@@ -65,6 +65,14 @@ class OpGraph:
     def consumers(self, n: Node) -> list[Node]:
         return [m for m in self.nodes if any(a is n for a in _flat(m.args))]
 
+    def readers(self) -> dict[int, list[Node]]:
+        """Each node's readers (by the node's id), each listed once, in one pass over the nodes."""
+        out: dict[int, list[Node]] = {}
+        for n in self.nodes:
+            for a in {id(a): a for a in _flat(n.args) if isinstance(a, Node)}.values():
+                out.setdefault(id(a), []).append(n)
+        return out
+
 
 def _flat(args):
     for a in args:

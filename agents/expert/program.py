@@ -161,10 +161,7 @@ def candidates(g: OpGraph) -> list[Node]:
                 add(n.args[0])
         # and each heavy op with its own epilogue (the pointwise ops only it feeds, e.g. a downsample
         # conv's batch norm before a residual add joins it with another branch)
-        readers: dict[int, list[Node]] = {}
-        for n in g.nodes:
-            for a in {id(a): a for a in _flat(n.args) if isinstance(a, Node)}.values():
-                readers.setdefault(id(a), []).append(n)
+        readers = g.readers()
         for h in heavy:
             add(_epilogue_end(g, h, B, readers))
     return out

@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter
-from agents.expert.opgraph import Node, OpGraph, Unsupported, _flat, unview
+from agents.expert.opgraph import REMAPS, Node, OpGraph, Unsupported, _flat, ancestors, unview
 from agents.expert.templates.gemm import _batched_source
 from agents.expert.templates.gemm_tf32 import TF32_PRELUDE
 
@@ -40,10 +40,7 @@ MAX_HEAD = 128  # head dims the registers hold (S tile 32, the output 2 x head /
 def fuse(g: OpGraph) -> OpGraph:
     """`g` with each attention pattern's second matmul replaced by an `attention` node (the scores' chain
     kept in its attrs, off the node list); `g` itself where there is none."""
-    readers: dict[int, list[Node]] = {}
-    for n in g.nodes:
-        for a in {id(a): a for a in _flat(n.args) if isinstance(a, Node)}.values():
-            readers.setdefault(id(a), []).append(n)
+    readers = g.readers()
     pos = {id(n): i for i, n in enumerate(g.nodes)}
     swap: dict[int, Node] = {}
     for n in g.nodes:
@@ -63,19 +60,9 @@ def fuse(g: OpGraph) -> OpGraph:
             n.args = [remap(a) for a in n.args]
     out = swap.get(id(g.output), g.output)
     nodes = [swap.get(id(n), n) for n in g.nodes]
-    live = _live(out)
+    live = ancestors(out)
     return OpGraph(nodes=[n for n in nodes if id(n) in live or n.kind == "input"], inputs=g.inputs,
                    params=[p for p in g.params if id(p) in live], output=out, aten_ops=g.aten_ops, scalars=g.scalars)
-
-
-def _live(out: Node) -> set[int]:
-    seen, stack = set(), [out]
-    while stack:
-        n = stack.pop()
-        if id(n) not in seen:
-            seen.add(id(n))
-            stack += [a for a in _flat(n.args) if isinstance(a, Node)]
-    return seen
 
 
 def _match(mm2: Node, readers: dict[int, list[Node]], pos: dict[int, int], output: Node) -> Node | None:
@@ -127,7 +114,7 @@ def _match(mm2: Node, readers: dict[int, list[Node]], pos: dict[int, int], outpu
         if x is output or any(id(r) not in inside for r in readers.get(id(x), [])):
             return None
     for x in chain:  # elementwise on the scores: views and same-size ops only (no slice, permute, broadcast growth)
-        if x.kind == "pw" and (x.op not in ("view",) and math.prod(x.shape) != n * L * S or x.op in _MOVES):
+        if x.kind == "pw" and (x.op in REMAPS or math.prod(x.shape) != n * L * S):
             return None
         if x.kind == "reduce" and math.prod(x.shape) * S != n * L * S:
             return None
@@ -136,7 +123,10 @@ def _match(mm2: Node, readers: dict[int, list[Node]], pos: dict[int, int], outpu
         kind, score = "pointwise", p
     else:
         score = _softmax_input(p, S)
-        if score is None or any(x.kind == "reduce" for x in chain if _below(score, x, mm1)):
+        if score is None:
+            return None
+        below = ancestors(score)  # the softmax's own two reductions only: none under its input
+        if any(id(x) in below for x in reduces):
             return None
         kind = "softmax"
     mask = _tile_mask(kind, score, from_s)
@@ -167,23 +157,6 @@ def _tile_mask(kind: str, score: Node, from_s: set[int]) -> Node | None:
         # read at the score's index as the masked_fill reads it (broadcast from its own shape)
         return Node(f"{x.name}_mask", "pw", "mul", [x.args[1], 1.0], tuple(x.shape), "float32")
     return None
-
-
-_MOVES = {"narrow", "pad", "cat", "permute", "transpose2d", "gather_row", "unfold", "roll", "take_rows", "repeat", "expand"}
-
-
-def _below(top: Node, x: Node, stop: Node) -> bool:
-    """Whether `x` is an ancestor of `top` (stopping at `stop`)."""
-    stack, seen = [top], set()
-    while stack:
-        y = stack.pop()
-        if not isinstance(y, Node) or id(y) in seen or y is stop:
-            continue
-        if y is x:
-            return True
-        seen.add(id(y))
-        stack += [a for a in _flat(y.args) if isinstance(a, Node)]
-    return False
 
 
 def _softmax_input(p: Node, S: int) -> Node | None:
