@@ -6,6 +6,7 @@ and the first and last of them, how many are infinite and the largest finite mag
 shows there, before the NaN it causes downstream).
 
   python3 benchmarks/nan_probe.py TASK [--vary '{"BM": 64}'] [--seed 7] [--twice KERNEL] [--fill-smem PREFIX] [--stats-3d-phased]
+     [--smem-extra KERNEL=BYTES] [--cold KERNEL]
 
 --stats-3d-phased lifts conv_stats' refusal of 3-d phased convs (level 2 task 15's NaN, still unexplained), e.g. under
 `compute-sanitizer --tool racecheck` on a copy of the task with a smaller batch."""
@@ -50,6 +51,10 @@ def main() -> None:
     ap.add_argument("--fill-smem", metavar="PREFIX", help="before each launch whose kernel name starts so, fill every SM's "
                     "shared memory with NaN bytes (a kernel clean without it and NaN with it reads shared memory it never wrote)")
     ap.add_argument("--stats-3d-phased", action="store_true", help="let conv_stats take a 3-d phased conv")
+    ap.add_argument("--smem-extra", action="append", default=[], metavar="KERNEL=BYTES", help="launch KERNEL with BYTES "
+                    "more dynamic shared memory (fewer blocks an SM: a NaN that goes with one block an SM is a neighbour's)")
+    ap.add_argument("--cold", action="append", default=[], help="a kernel name whose launches (the extra one of --twice "
+                    "too) follow an L2 flush (a NaN that only a cold L2 shows is a load read before it landed)")
     a = ap.parse_args()
     import torch
 
@@ -71,16 +76,26 @@ def main() -> None:
     launch, shape = KernelAPI.launch, [int(v) for v in a.decode.split(",")] if a.decode else []
 
     fill = smem_filler() if a.fill_smem else None
+    extra = {k: int(v) for k, v in (e.split("=") for e in a.smem_extra)}
+    flush = torch.empty(1 << 28, dtype=torch.uint8, device="cuda") if a.cold else None  # 256 MB: 5x the L2
+
+    def cold(name):
+        if name in a.cold:
+            flush.add_(1)
+            torch.cuda.synchronize()
 
     def checked(self, name, grid, block, args, shared_mem=0):
         if fill is not None and name.startswith(a.fill_smem):
             fill()
+        shared_mem += extra.get(name, 0)
         if name in a.twice:  # first into a poisoned copy of its output, then as the program launches it
             spare = self.empty_like(args[0])
             torch.cuda.synchronize()
+            cold(name)
             launch(self, name, grid, block, [spare, *args[1:]], shared_mem)
             torch.cuda.synchronize()
             print(f"{name} (an extra launch before): {int(torch.isnan(spare).sum())} NaN", flush=True)
+        cold(name)
         launch(self, name, grid, block, args, shared_mem)
         torch.cuda.synchronize()
         out = args[0]
