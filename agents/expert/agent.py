@@ -950,9 +950,10 @@ class ExpertAgent:
             return conv_wgmma(g, plan, d, prof) or d
         if fam == "scan":
             return {"family": "scan", "block": 256, "items": 8, "waves": 8}
-        if fam == "attention":  # the copies a tile ahead where two blocks an SM still fit (heads of 96: 132 KB with the
-            # ring, one block of 4 warps an SM; 79 KB without)
-            return {"family": "attention", "ring": 2 * attention.shared_bytes(plan, True) <= smem_limit(prof)}
+        if fam == "attention":  # the copies a tile ahead only where four blocks an SM still fit: blocks beat the ring
+            # (H100, 2026-12-07: heads of 64, level 3 task 50, 2.39 ms with it at two blocks an SM, 2.06 without at
+            # four; heads of 96, task 43, 9.72 with it at one block, 7.16 without at two). Heads of 32 keep it (task 31)
+            return {"family": "attention", "ring": 4 * attention.shared_bytes(plan, True) <= smem_limit(prof)}
         if fam == "recurrent":  # a cluster sharing W_hh where its rows fit in the blocks' shared memory
             smem = smem_limit(prof)
             for c in ((8, 4) if clusters(prof) else ()):
