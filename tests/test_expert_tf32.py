@@ -475,7 +475,18 @@ def test_linears_where_both_planes_pay_take_the_tma_planes_past_512_rows(tmp_egg
     assert base["planes"] and bool(base.get("bsplit")) == bsplit and bool(base.get("tma")) != bsplit
 
 
+def test_a_classifier_head_at_batch_10_fills_four_small_blocks_an_sm(tmp_egg):
+    """VGG16's first classifier layer (10 x 25088 by 25088 x 4096, weights stored (N, K)) streams 411 MB of
+    weights: its 64 tiles of 16 x 64 split 9 ways on 132 SMs (4 blocks an SM), not twice (one)."""
+    from agents.expert import ExpertAgent
+    from hardware_profiles import load_profile
+    g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b.T)", (10, 25088), (4096, 25088))
+    d = ExpertAgent()._default("gemm", g, plan, None, load_profile("h200"))
+    assert (d["BM"], d["BN"], d.get("splitk")) == (16, 64, 9), d
+
+
 @pytest.mark.parametrize("sa,sb,bm,sk", [((8, 1280), (1280, 256), 16, 5),  # level 3 task 34's step (i2h)
+                                         ((10, 1000), (1000, 72), 16, 3),  # ranges not a multiple of the k-tile
                                          ((24, 400), (400, 40), 32, 1)])  # too short a K to split in ranges of 256
 def test_a_few_rows_take_narrow_tiles_and_split_k(tmp_egg, sa, sb, bm, sk):
     """A matmul of at most SMALL_M rows: tiles of 16 or 32 rows (a 128-row tile multiplied 120 rows of padding for

@@ -74,6 +74,11 @@ MIN_SPLIT_K = 1024  # K a split-K range sums at least: shorter ranges cost more 
 # partials are small: M x N a range) across the SMs.
 SMALL_M = 32
 SMALL_M_K = 256
+# Such a matmul streams its weights (VGG16's first classifier layer, 10 x 25088 by 25088 x 4096: 411 MB) and is bound
+# by the bytes in flight: its 64 tiles split twice, one 2-warp block an SM, read at 650 GB/s (0.63 ms, H100,
+# 2026-12-07). Split to fill SMALL_M_BLOCKS of those small blocks an SM instead (a 3-stage ring of 16x32 and 64x32
+# tiles is 30 KB of shared memory).
+SMALL_M_BLOCKS = 4
 # a 3xTF32 GEMM this short in K writes its output (4 bytes an element at 4.19 TB/s) slower than it computes
 # it (6K tensor FLOPs an element at a few hundred TFLOP/s): KernelBench 7 (K = 64) and 9 (K = 32)
 STORE_BOUND_K = 256
@@ -117,6 +122,13 @@ def split_k(plan, params: dict, sms: int, min_k: int = MIN_SPLIT_K) -> int:
     waves = lambda s: -(-tiles * s // sms) / s  # noqa: E731
     best = min(range(1, cap + 1), key=lambda s: (waves(s), s))
     return best if waves(best) <= 0.75 * waves(1) else 1
+
+
+def small_m_split(plan, params: dict, sms: int) -> int:
+    """K ranges for a matmul of at most SMALL_M rows: its tiles times the ranges fill SMALL_M_BLOCKS blocks an SM,
+    each range at least SMALL_M_K long (level 3 task 34's 8 x 1280 step: 4 tiles, 5 ranges)."""
+    tiles = -(-plan.M // params["BM"]) * -(-plan.N // params["BN"]) * plan.batch
+    return max(1, min(plan.K // SMALL_M_K, -(-SMALL_M_BLOCKS * sms // tiles)))
 
 
 def clusters(profile) -> bool:
@@ -1030,7 +1042,7 @@ class ExpertAgent:
             d = dict(MMA_SYNC)
             if plan.M <= SMALL_M:  # a few rows: tiles of 16 or 32 rows, K split across the SMs in ranges of SMALL_M_K
                 d.update(BM=16 if plan.M <= 16 else 32, BN=64 if plan.N >= 64 else 32, WM=1, WN=2 if plan.N >= 64 else 1)
-                sk = split_k(plan, d, prof.sms if prof is not None else DEFAULT_SMS, SMALL_M_K)
+                sk = small_m_split(plan, d, prof.sms if prof is not None else DEFAULT_SMS)
                 return {**d, "splitk": sk} if sk > 1 else d
             sk = split_k(plan, d, prof.sms if prof is not None else DEFAULT_SMS)
             if sk > 1:
