@@ -6,7 +6,7 @@ and the first and last of them, how many are infinite and the largest finite mag
 shows there, before the NaN it causes downstream).
 
   python3 benchmarks/nan_probe.py TASK [--vary '{"BM": 64}'] [--seed 7] [--twice KERNEL] [--fill-smem PREFIX] [--stats-3d-phased]
-     [--smem-extra KERNEL=BYTES] [--cold KERNEL]
+     [--smem-extra KERNEL=BYTES] [--cold KERNEL] [--again PREFIX]
 
 --stats-3d-phased lifts conv_stats' refusal of 3-d phased convs (level 2 task 15's NaN, still unexplained), e.g. under
 `compute-sanitizer --tool racecheck` on a copy of the task with a smaller batch."""
@@ -53,6 +53,9 @@ def main() -> None:
     ap.add_argument("--stats-3d-phased", action="store_true", help="let conv_stats take a 3-d phased conv")
     ap.add_argument("--smem-extra", action="append", default=[], metavar="KERNEL=BYTES", help="launch KERNEL with BYTES "
                     "more dynamic shared memory (fewer blocks an SM: a NaN that goes with one block an SM is a neighbour's)")
+    ap.add_argument("--again", metavar="PREFIX", help="each kernel whose name starts so launched twice more after its own "
+                    "launch, into poisoned copies of its output: how far each lands from the program's launch (a "
+                    "deterministic kernel lands on it exactly; a race does not)")
     ap.add_argument("--cold", action="append", default=[], help="a kernel name whose launches (the extra one of --twice "
                     "too) follow an L2 flush (a NaN that only a cold L2 shows is a load read before it landed)")
     a = ap.parse_args()
@@ -101,6 +104,16 @@ def main() -> None:
         launch(self, name, grid, block, args, shared_mem)
         torch.cuda.synchronize()
         out = args[0]
+        if a.again and name.startswith(a.again) and isinstance(out, torch.Tensor) and out.is_floating_point():
+            rows = []
+            for _ in range(2):
+                spare = self.empty_like(out)
+                launch(self, name, grid, block, [spare, *args[1:]], shared_mem)
+                torch.cuda.synchronize()
+                both = torch.isfinite(spare) & torch.isfinite(out)
+                rows.append(f"{float((spare - out)[both].abs().max()) if both.any() else 0.0:.3g} "
+                            f"({int((torch.isnan(spare) != torch.isnan(out)).sum())} NaN apart)")
+            print(f"{name} again: max |diff| to its launch {', '.join(rows)}; {int(torch.isnan(out).sum())} NaN in it", flush=True)
         if isinstance(out, torch.Tensor) and out.is_floating_point():
             bad = torch.isnan(out.reshape(-1)).nonzero().reshape(-1)
             where = f" at {bad[:12].tolist()} ... {bad[-4:].tolist()}" if bad.numel() else ""
