@@ -11,6 +11,6 @@ for T in ../.kb3/level3/9_ResNet18.py ../.kb3/level3/27_RegNet.py; do
     | cut -c1-150
 done
 echo "== racecheck, egg_conv_5 alone"
-timeout 90 compute-sanitizer --tool racecheck --racecheck-report hazard --kernel-name kns=egg_conv_5 --print-limit 4 \
+timeout 60 compute-sanitizer --tool racecheck --racecheck-report hazard --kernel-name kns=egg_conv_5 --print-limit 4 \
   python3 nan_probe.py ../.kb3/level3/27_RegNet.py --vary "$V" > "$OUT/race.txt" 2>&1
 grep -v "^egg_\|Warning\|^  \|^Traceback\|^torch\|^Search\|^CUDA\|^Compile\|^For debug" "$OUT/race.txt" | head -40 | cut -c1-200
