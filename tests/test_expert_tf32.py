@@ -475,14 +475,18 @@ def test_linears_where_both_planes_pay_take_the_tma_planes_past_512_rows(tmp_egg
     assert base["planes"] and bool(base.get("bsplit")) == bsplit and bool(base.get("tma")) != bsplit
 
 
-def test_a_classifier_head_at_batch_10_fills_four_small_blocks_an_sm(tmp_egg):
-    """VGG16's first classifier layer (10 x 25088 by 25088 x 4096, weights stored (N, K)) streams 411 MB of
-    weights: its 64 tiles of 16 x 64 split 9 ways on 132 SMs (4 blocks an SM), not twice (one)."""
+def test_a_few_rows_split_k_to_fill_the_sms_where_n_is_narrow(tmp_egg):
+    """A few rows over a narrow N (10 x 25088 by 25088 x 256, weights stored (N, K)): 4 tiles of 16 x 64 split 98
+    ways to fill four blocks an SM (132 SMs). Over a wide N (VGG16's classifier, N = 4096) the 128-row wgmma tiles
+    stay: narrow tiles were slower there and failed ResNet-18's head on the GPU (SMALL_M_MAX_N)."""
     from agents.expert import ExpertAgent
     from hardware_profiles import load_profile
+    g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b.T)", (10, 25088), (256, 25088))
+    d = ExpertAgent()._default("gemm", g, plan, None, load_profile("h200"))
+    assert (d["BM"], d["BN"], d.get("splitk")) == (16, 64, 98), d
     g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b.T)", (10, 25088), (4096, 25088))
     d = ExpertAgent()._default("gemm", g, plan, None, load_profile("h200"))
-    assert (d["BM"], d["BN"], d.get("splitk")) == (16, 64, 9), d
+    assert d["BM"] == 128, d
 
 
 @pytest.mark.parametrize("sa,sb,bm,sk", [((8, 1280), (1280, 256), 16, 5),  # level 3 task 34's step (i2h)

@@ -79,6 +79,11 @@ SMALL_M_K = 256
 # 2026-12-07). Split to fill SMALL_M_BLOCKS of those small blocks an SM instead (a 3-stage ring of 16x32 and 64x32
 # tiles is 30 KB of shared memory).
 SMALL_M_BLOCKS = 4
+# Only where 128-wide tiles would number at most 4 along N (task 34's step: 2 tiles; 4x faster on narrow ones). Wider
+# ones keep the 3xTF32 wgmma on planes: VGG16's 32-tile classifier layer took 0.630 ms on narrow tiles against 0.48,
+# and ResNet-18's 2 x 512 by 512 x 1000 head on them failed the float64 rule on the H100 (norm-wise 0.17) while it
+# matches a float64 truth on the CPU emulator: not understood yet (NOTES, twenty-third session)
+SMALL_M_MAX_N = 512
 # a 3xTF32 GEMM this short in K writes its output (4 bytes an element at 4.19 TB/s) slower than it computes
 # it (6K tensor FLOPs an element at a few hundred TFLOP/s): KernelBench 7 (K = 64) and 9 (K = 32)
 STORE_BOUND_K = 256
@@ -1040,7 +1045,7 @@ class ExpertAgent:
             return {**d, "vec": 4} if rowwise.vectorizable(plan, rowwise.RowKnobs()) and plan.R >= 1024 else d
         if plan.dtype == "float32":
             d = dict(MMA_SYNC)
-            if plan.M <= SMALL_M:  # a few rows: tiles of 16 or 32 rows, K split across the SMs in ranges of SMALL_M_K
+            if plan.M <= SMALL_M and plan.N <= SMALL_M_MAX_N:  # a few rows: tiles of 16 or 32 rows, K split across the SMs in ranges of SMALL_M_K
                 d.update(BM=16 if plan.M <= 16 else 32, BN=64 if plan.N >= 64 else 32, WM=1, WN=2 if plan.N >= 64 else 1)
                 sk = small_m_split(plan, d, prof.sms if prof is not None else DEFAULT_SMS)
                 return {**d, "splitk": sk} if sk > 1 else d
