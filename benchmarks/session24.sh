@@ -22,3 +22,6 @@ cd ..
 BENCH_NAME=smallm2 BENCH_PATHS=.kb3/smallm CPS=1 REPS=10 KB_SECONDS=200 bash benchmarks/kb_device.sh --total-candidates 1 \
   --no-profile | tail -3
 grep -h "^| [0-9]" "$OUT/smallm2/results.md" 2>/dev/null | head -8
+# Then, a call of its own: the level 3 bench resumed (bench_state/l3.sqlite.xz; 13 fetched tasks not benched yet: NOTES
+# "twenty-third session"), and the H200 norms cluster (`session21b.sh`, needs_h200):
+#   BENCH_NAME=l3 BENCH_PATHS=.kb3/level3 CPS=1 REPS=10 KB_SECONDS=420 bash benchmarks/kb_device.sh --total-candidates 1 --no-profile
