@@ -7,7 +7,7 @@ shows there, before the NaN it causes downstream).
 
   python3 benchmarks/nan_probe.py TASK [--vary '{"BM": 64}'] [--seed 7] [--twice KERNEL] [--fill-smem PREFIX] [--stats-3d-phased]
      [--smem-extra KERNEL=BYTES] [--cold KERNEL] [--again PREFIX]
-     [--set MODULE.NAME=VALUE]
+     [--set MODULE.NAME=VALUE] [--stage FAMILY=JSON]
 
 --stats-3d-phased lifts conv_stats' refusal of 3-d phased convs (level 2 task 15's NaN, still unexplained), e.g. under
 `compute-sanitizer --tool racecheck` on a copy of the task with a smaller batch."""
@@ -62,6 +62,8 @@ def main() -> None:
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE", help="a module constant set "
                     "before the design (a Python literal), e.g. agents.expert.agent.SMALL_M=0: the same task with one "
                     "choice undone")
+    ap.add_argument("--stage", action="append", default=[], metavar="FAMILY=JSON", help="knobs merged into every default "
+                    "design of that family, a program's untuned stages too (e.g. conv_stats='{\"stages\": 2}')")
     ap.add_argument("--cold", action="append", default=[], help="a kernel name whose launches (the extra one of --twice "
                     "too) follow an L2 flush (a NaN that only a cold L2 shows is a load read before it landed)")
     a = ap.parse_args()
@@ -73,6 +75,15 @@ def main() -> None:
         target, value = e.split("=", 1)
         mod, name = target.rsplit(".", 1)
         setattr(importlib.import_module(mod), name, ast.literal_eval(value))
+    if a.stage:
+        from agents.expert.agent import ExpertAgent
+        over = {f: json.loads(v) for f, v in (e.split("=", 1) for e in a.stage)}
+        plain = ExpertAgent._default
+
+        def _default(self, fam, *args, **kw):
+            d = plain(self, fam, *args, **kw)
+            return {**d, **over[fam]} if fam in over and isinstance(d, dict) else d
+        ExpertAgent._default = _default
     if a.stats_3d_phased:
         from agents.expert.templates import conv_stats
         conv_stats.DECLINE_3D_PHASED = False

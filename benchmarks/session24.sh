@@ -16,8 +16,13 @@ for S in "" "--set agents.expert.agent.SMALL_M_MAX_N=4096"; do
 done
 # 3) RegNet's racy conv_stats conv: NaN it computes, or elements it leaves unwritten (--again's second launch goes into
 #    a sentinel)? Then the knobs NOTES (twenty-third session) lists, one at a time, with --again egg_conv_5.
-echo "== RegNet egg_conv_5"
-timeout 90 python3 nan_probe.py ../.kb3/level3/27_RegNet.py --vary "$V" --again egg_conv_5 2>&1 | grep "again\|Error" | cut -c1-200
+# With one warpgroup a block (BM 64: a race between the two would go) and without the swizzle (an address fault would
+# move); `--stage` merges knobs into the program's conv_stats stages (2 stages or 64-wide tiles plan nothing there).
+for S in "" 'conv_stats={"BM": 64}' 'conv_stats={"swz": false}'; do
+  echo "== RegNet egg_conv_5 $S"
+  timeout 90 python3 nan_probe.py ../.kb3/level3/27_RegNet.py --vary "$V" --again egg_conv_5 ${S:+--stage "$S"} 2>&1 \
+    | grep "again\|Error" | cut -c1-200
+done
 cd ..
 BENCH_NAME=smallm2 BENCH_PATHS=.kb3/smallm CPS=1 REPS=10 KB_SECONDS=200 bash benchmarks/kb_device.sh --total-candidates 1 \
   --no-profile | tail -3
