@@ -484,9 +484,10 @@ def test_a_few_rows_split_k_to_fill_the_sms_where_n_is_narrow(tmp_egg):
     g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b.T)", (10, 25088), (256, 25088))
     d = ExpertAgent()._default("gemm", g, plan, None, load_profile("h200"))
     assert (d["BM"], d["BN"], d.get("splitk")) == (16, 64, 98), d
-    g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b.T)", (10, 25088), (4096, 25088))
-    d = ExpertAgent()._default("gemm", g, plan, None, load_profile("h200"))
-    assert d["BM"] == 128, d
+    for sa, sb in (((10, 25088), (4096, 25088)), ((2, 512), (1000, 512))):  # and ResNet-18's head
+        g, plan = _graph_plan(tmp_egg, "torch.matmul(a, b.T)", sa, sb)
+        d = ExpertAgent()._default("gemm", g, plan, None, load_profile("h200"))
+        assert d["BM"] == 128, (sa, d)
 
 
 @pytest.mark.parametrize("sa,sb,bm,sk", [((8, 1280), (1280, 256), 16, 5),  # level 3 task 34's step (i2h)
