@@ -57,8 +57,9 @@ def main() -> None:
     ap.add_argument("--smem-extra", action="append", default=[], metavar="KERNEL=BYTES", help="launch KERNEL with BYTES "
                     "more dynamic shared memory (fewer blocks an SM: a NaN that goes with one block an SM is a neighbour's)")
     ap.add_argument("--again", metavar="PREFIX", help="each kernel whose name starts so launched twice more after its own "
-                    "launch, into poisoned copies of its output: how far each lands from the program's launch (a "
-                    "deterministic kernel lands on it exactly; a race does not)")
+                    "launch, into a poisoned copy of its output, then one filled with a sentinel: how far each lands from the "
+                    "program's launch (a deterministic kernel lands on it exactly; a race does not) and how much the "
+                    "second left unwritten")
     ap.add_argument("--set", action="append", default=[], metavar="MODULE.NAME=VALUE", help="a module constant set "
                     "before the design (a Python literal), e.g. agents.expert.agent.SMALL_M=0: the same task with one "
                     "choice undone")

@@ -113,14 +113,19 @@ def short_planes(plan) -> dict | None:
     return d
 
 
-def split_k(plan, params: dict, sms: int, min_k: int = MIN_SPLIT_K) -> int:
+def output_tiles(plan, params: dict) -> int:
+    """A GEMM's output tiles of BM x BN, over its batch."""
+    return -(-plan.M // params["BM"]) * -(-plan.N // params["BN"]) * plan.batch
+
+
+def split_k(plan, params: dict, sms: int) -> int:
     """K ranges for a 3xTF32 GEMM whose output tiles fill less than one wave of the GPU (KernelBench
     level 1 task 6: M = N = 256, K = 2^19 is 4 tiles of 128x128 for 132 SMs): enough ranges to fill
-    it, each at least `min_k` long, the partials no larger than the operands they come from."""
-    tiles = -(-plan.M // params["BM"]) * -(-plan.N // params["BN"]) * plan.batch
-    if tiles >= sms or plan.K < 2 * min_k:
+    it, each at least MIN_SPLIT_K long, the partials no larger than the operands they come from."""
+    tiles = output_tiles(plan, params)
+    if tiles >= sms or plan.K < 2 * MIN_SPLIT_K:
         return 1
-    cap = max(1, min(-(-sms // tiles), plan.K // min_k,
+    cap = max(1, min(-(-sms // tiles), plan.K // MIN_SPLIT_K,
                      (plan.M * plan.K + plan.K * plan.N) // max(1, plan.M * plan.N)))
     # time ~ waves of blocks / ranges: 128 tiles on 132 SMs gain nothing from 2 ranges (2 waves of
     # half-length blocks), 4 tiles gain 33x; split only where it saves at least a quarter
@@ -132,8 +137,7 @@ def split_k(plan, params: dict, sms: int, min_k: int = MIN_SPLIT_K) -> int:
 def small_m_split(plan, params: dict, sms: int) -> int:
     """K ranges for a matmul of at most SMALL_M rows: its tiles times the ranges fill SMALL_M_BLOCKS blocks an SM,
     each range at least SMALL_M_K long (level 3 task 34's 8 x 1280 step: 4 tiles, 5 ranges)."""
-    tiles = -(-plan.M // params["BM"]) * -(-plan.N // params["BN"]) * plan.batch
-    return max(1, min(plan.K // SMALL_M_K, -(-SMALL_M_BLOCKS * sms // tiles)))
+    return max(1, min(plan.K // SMALL_M_K, -(-SMALL_M_BLOCKS * sms // output_tiles(plan, params))))
 
 
 def clusters(profile) -> bool:
