@@ -7,7 +7,7 @@ shows there, before the NaN it causes downstream).
 
   python3 benchmarks/nan_probe.py TASK [--vary '{"BM": 64}'] [--seed 7] [--twice KERNEL] [--fill-smem PREFIX] [--stats-3d-phased]
      [--smem-extra KERNEL=BYTES] [--cold KERNEL] [--again PREFIX]
-     [--set MODULE.NAME=VALUE] [--stage FAMILY=JSON]
+     [--set MODULE.NAME=VALUE] [--stage FAMILY=JSON] [--patch 'KERNEL|OLD|NEW']
 
 --stats-3d-phased lifts conv_stats' refusal of 3-d phased convs (level 2 task 15's NaN, still unexplained), e.g. under
 `compute-sanitizer --tool racecheck` on a copy of the task with a smaller batch."""
@@ -42,6 +42,19 @@ def smem_filler(blocks: int = 1056, kb: int = 200):
     return lambda: k((blocks,), (256,), (cupy.int32(kb * 256),), shared_mem=kb * 1024)
 
 
+def patched(src: str, kernel: str, old: str, new: str) -> str:
+    """`src` with the first `old` in `kernel`'s definition (its signature up to the next `__global__`) made `new`."""
+    start = src.find(f" {kernel}(")
+    if start < 0:
+        sys.exit(f"--patch: no kernel {kernel} in the program")
+    end = src.find("__global__", start)
+    end = len(src) if end < 0 else end
+    at = src.find(old, start, end)
+    if at < 0:
+        sys.exit(f"--patch: {old!r} is not in {kernel}")
+    return src[:at] + new + src[at + len(old):]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("task")
@@ -65,6 +78,9 @@ def main() -> None:
                     "choice undone")
     ap.add_argument("--stage", action="append", default=[], metavar="FAMILY=JSON", help="knobs merged into every default "
                     "design of that family, a program's untuned stages too (e.g. conv_stats='{\"stages\": 2}')")
+    ap.add_argument("--patch", action="append", default=[], metavar="KERNEL|OLD|NEW", help="in KERNEL's source (from its "
+                    "signature to the next kernel's) the first OLD replaced by NEW: a probe's line (a printf), a wait made "
+                    "stricter; the run stops where OLD is not there")
     ap.add_argument("--cold", action="append", default=[], help="a kernel name whose launches (the extra one of --twice "
                     "too) follow an L2 flush (a NaN that only a cold L2 shows is a load read before it landed)")
     a = ap.parse_args()
@@ -99,6 +115,8 @@ def main() -> None:
     prof = detect()
     pk = agent.emit(g, fam, plan, {**base, **json.loads(a.vary)}, prof)
     print(pk.description, pk.params, flush=True)
+    for e in a.patch:
+        pk.cuda_source = patched(pk.cuda_source, *e.split("|", 2))
     cand = candidate(pk, "nan-probe")
     launch, shape = KernelAPI.launch, [int(v) for v in a.decode.split(",")] if a.decode else []
 

@@ -62,6 +62,7 @@ struct EmuBlock {
     std::vector<std::barrier<>*> wgs;  // a warpgroup's 128 threads (its MMAs are collective)
     alignas(8) unsigned char warp_buf[32][32][8];
     unsigned char* smem = nullptr;
+    unsigned long long addr = 0;  // smem[0]'s shared address: past the static shared memory where a kernel has some
     int vote = 0;  // __syncthreads_or's
 };
 static thread_local EmuBlock* emu_blk;
@@ -72,6 +73,15 @@ static std::barrier<>* emu_cluster_barrier;
 #define emu_warp_barriers (emu_blk->warps)
 #define emu_warp_buf (emu_blk->warp_buf)
 #define emu_dyn_smem (emu_blk->smem)
+// a dynamic shared pointer's shared address, and the dynamic shared byte at a shared address (a read outside the
+// dynamic memory, as a misplaced swizzle's could be, stops the run)
+inline unsigned long long emu_saddr(const void* p) { return emu_blk->addr + ((const unsigned char*)p - emu_dyn_smem); }
+inline unsigned __cvta_generic_to_shared(const void* p) { return (unsigned)emu_saddr(p); }
+inline const unsigned char* emu_sbyte(unsigned long long at) {
+    if (at < emu_blk->addr || at - emu_blk->addr >= (1ull << 20)) {
+        fprintf(stderr, "a shared read at %llu, outside the dynamic shared memory (from %llu)\n", at, emu_blk->addr); abort(); }
+    return emu_dyn_smem + (at - emu_blk->addr);
+}
 // the thread-block cluster's PTX (agents/expert/codegen.py CLUSTER_PRELUDE)
 inline unsigned cluster_rank() { return emu_rank; }
 inline float* cluster_map(float* p, unsigned r) {
@@ -157,15 +167,15 @@ inline void ldsm_x4(unsigned* r, const float* row) {  // lane l: row l / 4 of ma
 // registers of the D fragment (warp w of the warpgroup: rows 16w.., register i*4 + h*2 + e at row
 // 16w + g + 8h, column 8i + 2t + e)
 inline unsigned long long wg_desc(const float* p) {
-    const unsigned long long a = (unsigned long long)((const unsigned char*)p - emu_dyn_smem);
+    const unsigned long long a = emu_saddr(p);
     return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16) | ((unsigned long long)(1024 >> 4) << 32);
 }
 inline unsigned long long wg_desc_sbo(const float* p, unsigned sbo) {
-    const unsigned long long a = (unsigned long long)((const unsigned char*)p - emu_dyn_smem);
+    const unsigned long long a = emu_saddr(p);
     return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16) | ((unsigned long long)(sbo >> 4) << 32);
 }
 inline unsigned long long wg_desc_sw128(const float* p) {
-    const unsigned long long a = (unsigned long long)((const unsigned char*)p - emu_dyn_smem);
+    const unsigned long long a = emu_saddr(p);
     return ((a & 0x3FFFF) >> 4) | (1ULL << 16) | ((unsigned long long)(1024 >> 4) << 32) | (1ULL << 62);
 }
 // EMU_LATE_READS (run_program's `timing="late_reads"`): a warpgroup MMA reading shared memory does so when a wait
@@ -213,7 +223,7 @@ inline unsigned long long emu_wg_at(unsigned long long d, int r, int kb) {  // r
     return at;
 }
 inline float emu_wg_el(unsigned long long d, int r, int k) {
-    float v; std::memcpy(&v, emu_dyn_smem + emu_wg_at(d, r, 4 * k), 4);
+    float v; std::memcpy(&v, emu_sbyte(emu_wg_at(d, r, 4 * k)), 4);
     return emu_tf32_operand(__float_as_uint(v));
 }
 // D += A B^T over one k-step of KS elements, A's read by EL, B's by ELB (the D fragment as emu_wgmma_rs's)
@@ -256,7 +266,7 @@ inline void wgmma_tf32_rs_n128(float* d, const unsigned* a, unsigned long long b
 inline void wgmma_tf32_rs_n256(float* d, const unsigned* a, unsigned long long b) { emu_wgmma_rs<256>(d, a, b); }
 // the 16-bit wgmma (gemm_wgmma16): k16 a step, element k at byte 2k of the row (the same canonical layout)
 template <bool BF> inline float emu_wg_el16(unsigned long long d, int r, int k) {
-    unsigned short v; std::memcpy(&v, emu_dyn_smem + emu_wg_at(d, r, 2 * k), 2);
+    unsigned short v; std::memcpy(&v, emu_sbyte(emu_wg_at(d, r, 2 * k)), 2);
     return BF ? emu_bf16(v) : emu_f16(v);
 }
 template <int N, bool BF> inline void emu_wgmma16(float* d, unsigned long long da, unsigned long long db) {
@@ -266,7 +276,7 @@ template <int N, bool BF> inline void emu_wgmma16(float* d, unsigned long long d
 // layout, ((T,8,m),(8,k)):((1,T,LBO),(8T,SBO)) in elements: 64 consecutive columns a 128-byte row, rows along K,
 // 8-row groups SBO apart, 64-column blocks LBO apart
 inline unsigned long long wg_desc_mn128(const float* p, unsigned lbo) {
-    const unsigned long long a = (unsigned long long)((const unsigned char*)p - emu_dyn_smem);
+    const unsigned long long a = emu_saddr(p);
     return ((a & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16) | ((unsigned long long)(1024 >> 4) << 32) | (1ULL << 62);
 }
 template <bool BF> inline float emu_wg_el16_mn(unsigned long long d, int n, int k) {
@@ -274,7 +284,7 @@ template <bool BF> inline float emu_wg_el16_mn(unsigned long long d, int n, int 
     if ((d >> 62) != 1) { fprintf(stderr, "an MN-major B descriptor without the 128-byte swizzle\n"); abort(); }
     unsigned long long at = base + (n / 64) * lbo + (k / 8) * sbo + (k % 8) * 128 + (n % 64) * 2;
     at ^= ((at >> 7) & 7) << 4;
-    unsigned short v; std::memcpy(&v, emu_dyn_smem + at, 2);
+    unsigned short v; std::memcpy(&v, emu_sbyte(at), 2);
     return BF ? emu_bf16(v) : emu_f16(v);
 }
 template <int N, bool BF> inline void emu_wgmma16_tb(float* d, unsigned long long da, unsigned long long db) {
@@ -304,7 +314,7 @@ struct EggTmap { const unsigned char* base; long long dims[5]; int box[5]; int e
 struct EmuBar { long long pending, expected, tx; std::atomic<unsigned> phase; };
 static std::mutex emu_bar_mu;
 static std::map<const void*, EmuBar> emu_bars;  // a barrier's node stays put: waiters read its phase unlocked
-inline unsigned smem_u32(const void* p) { return (unsigned)((const unsigned char*)p - emu_dyn_smem); }
+inline unsigned smem_u32(const void* p) { return (unsigned)emu_saddr(p); }
 inline void emu_bar_done(EmuBar& e) { if (e.pending == 0 && e.tx == 0) { e.pending = e.expected; e.phase ^= 1u; } }
 inline void mbar_init(unsigned long long* b, unsigned n) {
     std::lock_guard<std::mutex> l(emu_bar_mu); auto& e = emu_bars[b]; e.pending = e.expected = n; e.tx = 0; e.phase = 0; }
@@ -336,7 +346,7 @@ inline void emu_tma(void* dst, const EggTmap* m, const long long* c, unsigned lo
     emu_tma_into(emu_dyn_smem, (const unsigned char*)dst - emu_dyn_smem, m, c, b);
 }
 inline void emu_tma_into(unsigned char* smem, long long off, const EggTmap* m, const long long* c, unsigned long long* b) {
-    if (off & 1023) { fprintf(stderr, "a 128-byte-swizzled TMA box off a 1024-byte boundary\n"); abort(); }
+    if ((emu_blk->addr + off) & 1023) { fprintf(stderr, "a 128-byte-swizzled TMA box off a 1024-byte boundary\n"); abort(); }
     long long bytes = 0, row = 0;  // the box's rows (everything past its first dim) in order, dim 1 fastest
     for (int i4 = 0; i4 < m->box[4]; ++i4) for (int i3 = 0; i3 < m->box[3]; ++i3) for (int i2 = 0; i2 < m->box[2]; ++i2)
     for (int i1 = 0; i1 < m->box[1]; ++i1, ++row) {
@@ -455,6 +465,23 @@ def _cpu_source(src: str) -> str:
                   r"\1* \2 = reinterpret_cast<\1*>(emu_dyn_smem);", body)
 
 
+# Where a kernel declares static shared memory the driver puts the dynamic after it, whatever `__align__` the extern
+# array says (RegNet's conv_stats conv on the H100): the emulator's dynamic memory then starts at a shared address
+# 16-byte aligned and no more, so a swizzled layout that assumes a 1024-byte boundary reads misplaced pieces here too
+MISPLACED_DYNAMIC_BASE = 6672
+
+
+def dynamic_base(src: str, kernel: str) -> int:
+    """The shared address of `kernel`'s dynamic shared memory in the emulator: 0, or MISPLACED_DYNAMIC_BASE where its
+    definition (up to the next kernel's) declares static shared memory."""
+    at = re.search(rf"__global__[^;{{}}]*?\b{re.escape(kernel)}\s*\(", src)
+    if not at:
+        return 0
+    end = src.find("__global__", at.end())
+    body = src[at.end(): end if end >= 0 else len(src)]
+    return MISPLACED_DYNAMIC_BASE if re.search(r"(?<!extern )__shared__", body) else 0
+
+
 _PCH: dict[tuple, str | None] = {}
 
 
@@ -528,6 +555,7 @@ def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffer
     std::vector<EmuBlock> blks({C});
     for (auto& bk : blks) {{
         bk.smem = static_cast<unsigned char*>(std::aligned_alloc(128, 1 << 20));
+        bk.addr = {dynamic_base(src, kernel)};
         for (int w = 0; w < ({block} + 31) / 32; ++w) bk.warps.push_back(new std::barrier<>(std::min(32, {block} - 32 * w)));
         bk.bar = new std::barrier<>({block});
         if ({block} % 128 == 0) for (int w = 0; w < {block} / 128; ++w) bk.wgs.push_back(new std::barrier<>(128));

@@ -276,6 +276,15 @@ def test_batch_statistics_from_the_conv_epilogue_verify(tmp_egg, evaluator, case
     _epilogue_family_verifies(evaluator, _path(tmp_egg, *case), "conv_stats")
 
 
+def test_batch_statistics_over_many_waves_of_tiles_verify(tmp_egg, evaluator):
+    """Level 3 RegNet's first conv and BatchNorm at its size (784 tiles of 128 pixels by all 128 channels, six waves):
+    its default design computed NaN a launch at random, the shared tiles in the 128-byte swizzle (benchmarks/NOTES.md,
+    twenty-fourth session); every variant must verify, each launch alike."""
+    from tests.test_expert_conv_stats import _path
+    _epilogue_family_verifies(evaluator, _path(tmp_egg, "nn.Conv2d(64, 128, 3, padding=1)", 2, 128, "8, 64, 112, 112",
+                                               "torch.relu(self.bn(self.conv(x)))"), "conv_stats")
+
+
 @pytest.mark.parametrize("module,expr,shape", [
     ("nn.Identity()", "torch.softmax(x, dim=1)", "64, 393216"),  # KernelBench 23's rows, 64 of them
     ("nn.InstanceNorm2d(4)", "self.norm(x)", "16, 4, 512, 512"),  # KernelBench 34's rows (1 MB), a Welford triple

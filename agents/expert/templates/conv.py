@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from agents.expert.codegen import CTYPE, Emitter
 from agents.expert.opgraph import Node, OpGraph, Unsupported, check_elementwise_after
 from agents.expert.templates.gemm import GemmKnobs
-from agents.expert.templates.gemm_tf32 import BK, Operand, canonical_piece, kernel_source, kernel_source_wgmma
+from agents.expert.templates.gemm_tf32 import BK, SWIZZLE_PAD, Operand, canonical_piece, kernel_source, kernel_source_wgmma
 
 MIN_GROUP_CHANNELS = 8  # narrower groups (depthwise) waste the tensor-core tile: a direct path's job
 
@@ -168,7 +168,8 @@ def shared_bytes(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> int:
     """Dynamic shared memory (the ring: a high and a low plane of each tile with k.planes); `static_bytes`
     is the rest."""
     a, b = operands(p, k, layout)
-    return k.stages * (a.elems + b.elems) * 4 * (2 if k.planes else 1)
+    pad = SWIZZLE_PAD if layout == "nhwc" and k.wgmma and k.swz else 0  # the ring aligns itself past the static rowinfo
+    return k.stages * (a.elems + b.elems) * 4 * (2 if k.planes else 1) + pad
 
 
 def static_bytes(p: ConvPlan, k: GemmKnobs, layout: str = "nchw") -> int:

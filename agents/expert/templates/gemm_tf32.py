@@ -828,6 +828,21 @@ def fold_of(KT: int, fold: int) -> int:
     return min(range(top, min(2, top) - 1, -1), key=lambda f: -(-KT // f) * f)
 
 
+SWIZZLE_PAD = 1024  # dynamic shared bytes more for a swizzled ring that aligns itself (smem_base)
+
+
+def smem_base(swz: bool) -> str:
+    """The kernel's dynamic shared memory as `smem`. Swizzled tiles must start on 1024-byte boundaries (the hardware
+    XORs address bits 4-6 with 7-9, the loaders XOR with the row within the tile), yet a kernel that also declares
+    static shared memory gets its dynamic memory where the driver puts it, after the static, whatever `__align__`
+    says (RegNet's conv_stats conv, 6660 static bytes, read misplaced pieces on the H100: NaN at random); so the
+    swizzled ring moves itself to the next boundary, SWIZZLE_PAD more bytes asked at launch."""
+    if not swz:
+        return "    extern __shared__ __align__(128) unsigned char smem[];"
+    return ("    extern __shared__ __align__(1024) unsigned char smem_raw[];\n"
+            "    unsigned char* smem = smem_raw + ((1024u - ((unsigned)__cvta_generic_to_shared(smem_raw) & 1023u)) & 1023u);")
+
+
 def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Operand, M: int, N: int, K: int,
                         setup: str, store: str, a_loader=None, b_loader=None, tiles: str | None = None,
                         b_lo: int = 0, epilogue: str | None = None, kt: str | None = None) -> str:
@@ -876,7 +891,7 @@ def kernel_source_wgmma(name: str, args: str, k: GemmKnobs, A: Operand, B: Opera
     for (int ni = 0; ni < {NI}; ++ni)
         #pragma unroll
         for (int q = 0; q < 4; ++q) acc[0][ni][q] = 0.0f;""")
-    head = f"""    extern __shared__ __align__({1024 if A.swz else 128}) unsigned char smem[];
+    head = f"""{smem_base(A.swz)}
     float* As = reinterpret_cast<float*>(smem);
     float* Bs = As + {S} * {EA};
     const int tid = threadIdx.x, lane = tid & 31, g = lane >> 2, t = lane & 3;
