@@ -250,11 +250,33 @@ def _export_graph(task) -> OpGraph:
     if out_node.dtype == "bool":
         raise Unsupported("a boolean output (comparisons are lowered inside an expression only)")
     live = _reachable(out_node)  # e.g. the unused indices of max.dim
-    nodes = [n for n in nodes if n.name in live or n.kind == "input"]
+    nodes = _merge_cell_twins([n for n in nodes if n.name in live or n.kind == "input"])
     params = [p for p in params if p.name in live]
     for i, p in enumerate(params):
         p.index = i
     return OpGraph(nodes=nodes, inputs=user_inputs, params=params, output=out_node, aten_ops=aten_ops, scalars=scalars)
+
+
+def _merge_cell_twins(nodes: list[Node]) -> list[Node]:
+    """An LSTM layer whose h steps and cell-state twin (_recurrent's emit "c", c_n's source) are both read becomes one
+    recurrence writing both (emit "hc": h's steps, then c's, one buffer), the two read through slices of it: the
+    recurrence walks once, not twice (level 3 task 37, LSTMCn: 11 recurrences for 6 layers, 0.72x eager)."""
+    twins = [n for n in nodes if n.kind == "rnn" and n.attrs.get("emit") == "c"]
+    for c in twins:
+        rest = {k: v for k, v in c.attrs.items() if k != "emit"}
+        h = next((n for n in nodes if n.kind == "rnn" and "emit" not in n.attrs and n.attrs == rest and n.op == c.op
+                  and len(n.args) == len(c.args) and all(a is b for a, b in zip(n.args, c.args))), None)
+        if h is None:
+            continue
+        _B.counter += 1
+        hc = Node(f"{h.op}_hc_{_B.counter}", "rnn", h.op, list(h.args), (2, *h.shape), h.dtype,
+                  attrs={**rest, "emit": "hc"})
+        halves = [Node(f"{hc.name}_{i}", "pw", "narrow", [hc, 0, i], (1, *h.shape), h.dtype) for i in range(2)]
+        for n, half in zip((h, c), halves):  # each keeps its identity (its readers hold it): a view of its half
+            n.kind, n.op, n.args, n.attrs = "pw", "view", [half], {}
+        at = min(nodes.index(h), nodes.index(c))
+        nodes[at:at] = [hc, *halves]
+    return nodes
 
 
 # index-mapped views: element i reads another index

@@ -42,6 +42,17 @@ class RnnPlan:
         return self.rnn.attrs.get("emit") == "c"
 
     @property
+    def emits_hc(self) -> bool:  # both: h's steps, then c's after them in the same buffer (opgraph._merge_cell_twins)
+        return self.rnn.attrs.get("emit") == "hc"
+
+    def store(self, at: str, ot: str, indent: str) -> str:
+        """The step's stores of unit j: h (or c), or h and then c a sequence further on."""
+        first = f"{indent}out[{at}] = from_f<{ot}>({'c' if self.emits_c else 'h'});"
+        if not self.emits_hc:
+            return first
+        return first + f"\n{indent}out[{self.B * self.T * self.H}LL + {at}] = from_f<{ot}>(c);  // the cell state's steps"
+
+    @property
     def reverse(self) -> bool:
         return bool(self.rnn.attrs.get("reverse"))
 
@@ -105,8 +116,9 @@ def plan_rnn(g: OpGraph) -> RnnPlan:
         raise Unsupported("ops after a recurrence in the same kernel")
     if r.args[1].kind not in ("param", "input"):
         raise Unsupported("a computed recurrent weight")
-    B, T = (r.shape[0], r.shape[1]) if r.attrs["batch_first"] else (r.shape[1], r.shape[0])
-    H = r.shape[2]
+    shape = r.shape[1:] if r.attrs.get("emit") == "hc" else r.shape  # h's and c's steps stacked: (2, *steps)
+    B, T = (shape[0], shape[1]) if r.attrs["batch_first"] else (shape[1], shape[0])
+    H = shape[2]
     p = RnnPlan(r, B, T, H, bool(r.attrs["batch_first"]))
     if (2 + p.G) * H * 4 > MAX_SHARED:
         raise Unsupported(f"a recurrent hidden size of {H} (h, c and the gates must fit in shared memory)")
@@ -207,7 +219,7 @@ def render(g: OpGraph, p: RnnPlan, k: RnnKnobs) -> str:
 {upd_pre}
 {update}
                 s_h[j] = h;
-                out[{at(H, "j")}] = from_f<{ot}>({"c" if p.emits_c else "h"});
+{p.store(at(H, "j"), ot, "                ")}
             }}
             __syncthreads();
         }}
@@ -323,7 +335,7 @@ def render_cluster(g: OpGraph, p: RnnPlan, k: RnnKnobs, sh: ClusterShape) -> str
 {update}
                 #pragma unroll
                 for (unsigned rk = 0; rk < {C}u; ++rk) cluster_map(hn, rk)[bl * {H} + j] = h;  // to every block
-                out[{at(H, "j")}] = from_f<{ot}>({"c" if p.emits_c else "h"});
+{p.store(at(H, "j"), ot, "                ")}
             }}
         }}
         cluster_sync();  // the next h is everywhere, and this step's h is read by all before it is overwritten
