@@ -78,6 +78,11 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
              "        super().__init__()\n        self.lstm = nn.LSTM(64, 256, num_layers=1, batch_first=True)\n"
              "    def forward(self, x):\n        return self.lstm(x)[0]\ndef get_inputs():\n    return [torch.randn(10, 64, 64)]\n"
              "def get_init_inputs():\n    return []\n", "a cluster of 8 blocks"),
+    # level 3 task 37's kind: c_n of two layers, the first layer's h and c steps from one recurrence (emit "hc")
+    "lstm_cn": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                "        super().__init__()\n        self.lstm = nn.LSTM(64, 256, num_layers=2, batch_first=True)\n"
+                "    def forward(self, x):\n        return self.lstm(x)[1][1]\ndef get_inputs():\n    return [torch.randn(10, 64, 64)]\n"
+                "def get_init_inputs():\n    return []\n", "a cluster of 8 blocks"),
     # level 2 task 44's program (a strided transposed conv, scaled, averaged over its positions), reduced batch
     "box_sums": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
                  "        super().__init__()\n        self.conv = nn.ConvTranspose2d(64, 128, 3, 2, 1, 1)\n"
