@@ -9,11 +9,12 @@ bash benchmarks/session24d.sh
 # 2) The GPU tests the fix and the LSTM change touch (the new many_waves test is RegNet's first stage at its size).
 . benchmarks/probe_lib.sh
 gpu_tests tests/test_gpu_conv.py conv25.log 240 -k "many_waves or batch_statistics or reductions_in_the_conv or awkward"
-gpu_tests tests/test_gpu_expert.py rnn25.log 120 -k "first_candidate and lstm"
-# 3) The bench of what changed: RegNet (27), LSTMCn (37, 11 -> 6 recurrences), ResNet-18 (9), level 2 task 15
+gpu_tests tests/test_gpu_expert.py rnn25.log 120 -k "first_candidate and lstm"  # lstm, lstm_cn, lstm_drawn
+# 3) The bench of what changed: RegNet (27), LSTMCn (37, 11 -> 6 recurrences), LSTM (35, its draws replayed),
+#    ResNet-18 (9), level 2 task 15
 #    (.kb3/fix25 holds copies; task 15 runs as conv_stats only with DECLINE_3D_PHASED lifted: see NOTES).
 BENCH_NAME=fix25 BENCH_PATHS=.kb3/fix25 CPS=1 REPS=10 KB_SECONDS=300 bash benchmarks/kb_device.sh --total-candidates 1 \
   --no-profile | tail -3
-grep -h "^| [0-9]" "$OUT/fix25/results.md" 2>/dev/null | head -5
+grep -h "^| [0-9]" "$OUT/fix25/results.md" 2>/dev/null | head -6
 # Then (a call of its own) the level 3 bench resumed: 5, 42, 45, 46 not yet benched:
 #   BENCH_NAME=l3 BENCH_PATHS=.kb3/level3 CPS=1 REPS=10 KB_SECONDS=420 bash benchmarks/kb_device.sh --total-candidates 1 --no-profile

@@ -11,8 +11,9 @@ policy is a whitelist of shapes, not a list of known cheats:
 - no builtins that reach objects by name or run code (`getattr`, `eval`, `globals`, `id`, ...);
 - no attribute of torch that switches behaviour or timing (`cuda`, `backends`, `ops`, `set_*`,
   streams, events, dlpack, hooks, compile);
-- of `egg`, only `empty`, `empty_like`, `launch`, `graphed` (launches replayed as a CUDA graph) and
-  `tmap` (a TMA descriptor of a tensor, encoded by the driver);
+- of `egg`, only `empty`, `empty_like`, `launch`, `graphed` (launches replayed as a CUDA graph), `tmap` (a TMA
+  descriptor of a tensor, encoded by the driver) and `draw` (a random draw the reference makes in its forward: in
+  the verifier's trials the reference's own numbers, runtime/draws.py);
 - attributes are assigned on `self` only; classes derive from `nn.Module` only (no Tensor subclass);
 - no `global` or `nonlocal`.
 """
@@ -27,7 +28,7 @@ BANNED_CALLS = {"__import__", "eval", "exec", "compile", "open", "globals", "loc
                 "staticmethod", "property", "help", "exit", "quit", "dir"}
 BANNED_ATTRS = {
     # the verifier's handle on the candidate
-    "poison", "launches", "module", "skip", "kernel",
+    "poison", "launches", "module", "skip", "kernel", "replay", "drawn",
     # timing, streams, devices, dispatch, library back doors
     "cuda", "backends", "ops", "library", "utils", "compile", "jit", "fx", "export", "autograd", "overrides",
     "Event", "Stream", "stream", "synchronize", "elapsed_time", "record", "wait_stream", "from_dlpack",
@@ -39,7 +40,7 @@ BANNED_ATTRS = {
     "gi_frame", "f_back", "f_locals", "f_globals", "tb_frame", "cr_frame", "ag_frame", "gi_code", "f_code",
     "tb_next", "func_globals",
 }
-EGG_API = {"empty", "empty_like", "launch", "graphed", "tmap"}
+EGG_API = {"empty", "empty_like", "launch", "graphed", "tmap", "draw"}
 
 
 class PolicyError(ValueError):

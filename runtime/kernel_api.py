@@ -30,6 +30,8 @@ class KernelAPI:
         self._graphs = weakref.WeakKeyDictionary()  # module -> _Graph: its launches captured once
         self.graph_error: str | None = None  # why capture failed (the module then launches as before)
         self._maps: dict = {}  # (address, dims, box, element bytes) -> an encoded tensor map
+        self.replay = None  # verification only: the reference's draws, in order (runtime.draws.Queue), for `draw`
+        self.drawn: list | None = None  # verification only: while a list, each fresh draw (op, tensor) is kept here
 
     def kernel(self, name: str):
         k = self._kernels.get(name)
@@ -52,6 +54,18 @@ class KernelAPI:
             # 0xFF bytes: NaN for every float width, -1 for integers; set outside torch so the guard sees no op
             cupy.cuda.runtime.memsetAsync(t.data_ptr(), 0xFF, t.numel() * t.element_size(),
                                           torch.cuda.current_stream().cuda_stream)
+        return t
+
+    def draw(self, op: str, shape, dtype=torch.float32, device="cuda") -> torch.Tensor:
+        """A random draw the reference makes inside its forward ("randn" or "rand"): during the verifier's trials the
+        reference's own numbers (`replay`), else drawn afresh from torch's generator, as eager draws them."""
+        if self.replay is not None:
+            return self.replay.take(op, shape, dtype, device)
+        if op not in ("randn", "rand"):
+            raise ValueError(f"egg.draw: {op!r} is not a draw (randn or rand)")
+        t = (torch.randn if op == "randn" else torch.rand)(tuple(shape), dtype=dtype, device=device)
+        if self.drawn is not None:
+            self.drawn.append((op, t.clone()))
         return t
 
     def empty_like(self, t: torch.Tensor, dtype=None) -> torch.Tensor:

@@ -11,6 +11,7 @@ never the run. Requests: ("setup", {task, role, tolerance}), ("baselines", reps)
 from __future__ import annotations
 
 import builtins
+import contextlib
 import copy
 import math
 import random
@@ -25,6 +26,7 @@ import torch
 
 from runtime import guard, nan_trial
 from runtime.compile import load_module
+from runtime.draws import Draw, Queue, Record, Replay
 from runtime.correctness import (EPS, as_list, copy_model, in_float64, check_structure, degenerate_input, error_stats, exact_equal,
                                  float64_rule, kernelbench_allclose, no_tf32, relative_diff)
 from runtime.host_policy import BANNED_CALLS, IMPORTS, PolicyError, Snapshot, check_host_code
@@ -73,6 +75,27 @@ def note_dynamic_smem(ev: Evaluation, api) -> None:
     if ev.compile is not None:
         for r in ev.compile.resources:
             r.dynamic_shared_bytes = max(r.dynamic_shared_bytes, int(api.dynamic_smem.get(r.name, 0)))
+
+
+class _Replaying:
+    """The candidate's `egg.draw` answered with the reference's draws (runtime/draws.py) for one call; none: draws
+    afresh. Each call gets the draws from the first."""
+
+    def __init__(self, api, draws: list):
+        self.api, self.draws = api, draws
+
+    def __enter__(self):
+        if self.draws:
+            self.api.replay = Queue(self.draws)
+
+    def __exit__(self, *exc):
+        self.api.replay = None
+
+
+def _replayed(draws: list, dtype: torch.dtype | None = None):
+    """The reference's own draws replayed to a rerun of it (widened to `dtype` for the float64 truth); a no-op where it
+    made none."""
+    return Replay(draws, dtype) if draws else contextlib.nullcontext()
 
 
 def _sign_scale(shape, g, device) -> torch.Tensor:
@@ -201,12 +224,14 @@ class Worker:
         state.eager_ran_tf32), so the agent knows how much room the float64 rule will give a candidate
         before it proposes one."""
         try:
-            truth, _ = self._truth(inputs)
+            with torch.no_grad(), Record() as rec:  # its random draws, if any: the truth and the reruns see the same
+                self.ref(*inputs)
+            truth, _ = self._truth(inputs, rec.draws)
             if truth is None:
                 return None, None
 
             def worst() -> float | None:
-                with torch.no_grad():
+                with torch.no_grad(), _replayed(rec.draws):
                     out = as_list(self.ref(*inputs))
                 errs = [error_stats(o, t).norm for o, t in zip(out, truth)
                         if isinstance(o, torch.Tensor) and o.is_floating_point()]
@@ -273,9 +298,10 @@ class Worker:
             self.ref64 = in_float64(copy_model(self.ref), device)
         return self.ref64
 
-    def _truth(self, inputs: list) -> tuple[list | None, str]:
-        """The reference in float64 on the same inputs: on the device where about twice eager's
-        peak is free, else on the CPU. None (with why) where the reference cannot run in float64."""
+    def _truth(self, inputs: list, draws: list | None = None) -> tuple[list | None, str]:
+        """The reference in float64 on the same inputs (and the random draws its fp32 run made, widened): on the
+        device where about twice eager's peak is free, else on the CPU. None (with why) where the reference cannot
+        run in float64."""
         if self.truth_note:
             return None, self.truth_note
         where = "cuda" if truth_fits_on_device(self.eager_peak) else "cpu"
@@ -284,7 +310,7 @@ class Worker:
                 m = self._ref64(dev)
                 xs = [x.to(dev, torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point()
                       else (x.to(dev) if isinstance(x, torch.Tensor) else x) for x in inputs]
-                with torch.no_grad():
+                with torch.no_grad(), _replayed(draws or [], torch.float64):
                     out = as_list(m(*xs))
                 del xs
                 for o in out:
@@ -419,17 +445,24 @@ class Worker:
             if kind == "task" and any(degenerate_input(x) for x in inputs):
                 ev.reason = "the task's get_inputs() gave a constant input; refusing to verify on it"
                 return
-            truth = None
-            if rule == "float64":
-                truth, truth_where = self._truth(inputs)
             fp = fingerprint(inputs)
-            with torch.no_grad():
-                eager_stats, eager = self._eager_view(as_list(self.ref(*inputs)), truth)
-            if fingerprint(inputs) != fp:  # the reference itself works in place: give the candidate fresh copies
+            with torch.no_grad(), Record() as rec:  # random draws inside forward: the reference's own, for all below
+                eager_out = as_list(self.ref(*inputs))
+            draws = rec.draws
+            if draws and "random draws" not in corr.note:
+                corr.note = "; ".join(x for x in (corr.note, f"random draws in forward ({len(draws)} a call): the "
+                                                  "reference's own, replayed to the candidate and the float64 truth") if x)
+            if fingerprint(inputs) != fp:  # the reference itself works in place: fresh copies for the truth and the candidate
                 inputs = self._trial_inputs(kind, seed)
                 fp = fingerprint(inputs)
+            truth = None
+            if rule == "float64":
+                truth, truth_where = self._truth(inputs, draws)
+            with torch.no_grad():
+                eager_stats, eager = self._eager_view(eager_out, truth)
+            del eager_out
             threads, launches = threading.active_count(), api.launches
-            with torch.no_grad(), guard.OpRecorder() as rec:
+            with torch.no_grad(), _Replaying(api, draws), guard.OpRecorder() as rec:
                 out = as_list(new(*inputs))
             self._sync()
             self._untouched("during forward")
@@ -459,7 +492,7 @@ class Worker:
             if not why and t == 0:
                 earlier += [weakref.ref(o) for o in out if isinstance(o, torch.Tensor)]
                 del out
-                with torch.no_grad():  # the same inputs again: garbage that passes once fails here
+                with torch.no_grad(), _Replaying(api, draws):  # the same inputs again: garbage that passes once fails here
                     out2 = as_list(new(*inputs))
                 self._sync()
                 why2 = self._judge(out2, eager, eager_stats, truth, label, False, None)
@@ -468,7 +501,7 @@ class Worker:
                 if not why:  # the candidate's own kernels must matter: with its launches skipped it must fail
                     api.skip = True
                     try:
-                        with torch.no_grad():
+                        with torch.no_grad(), _Replaying(api, draws):
                             out3 = as_list(new(*inputs))
                         self._sync()
                     finally:
@@ -489,7 +522,7 @@ class Worker:
                 del out
             del eager, truth, inputs
         if rule == "float64":
-            why = self._nan_trial(new, base + len(plan), ops, corr)
+            why = self._nan_trial(new, api, base + len(plan), ops, corr)
             if why:
                 corr.detail = f"NaN trial seed {base + len(plan)}: {why}"
                 ev.reason = corr.detail[:400]
@@ -500,13 +533,13 @@ class Worker:
             ev.verdict, ev.reason = Verdict.rejected, why
             return
         api.poison = False  # poisoning is for the correctness trials; timing measures the kernel alone
-        self._time(new, ev, req, base + len(plan) + 1)
+        self._time(new, api, ev, req, base + len(plan) + 1)
         if api.graph_error and ev.verdict == Verdict.correct:  # timed, but not as the candidate said
             ev.reason += f"; its CUDA graph was refused ({api.graph_error[:160]}): launched kernel by kernel"
         if ev.verdict == Verdict.correct and len(cand.kernel_names) > 1:
             ev.kernel_ms = self._kernel_times(new, api, base + len(plan) + 200)
 
-    def _nan_trial(self, new, seed: int, ops: list, corr: CorrectnessResult) -> str:
+    def _nan_trial(self, new, api, seed: int, ops: list, corr: CorrectnessResult) -> str:
         """runtime/nan_trial.py: NaN at a few nonzero places of each floating input; the candidate's output NaN
         where eager's is (and depends on those inputs) and nowhere else. '' when it passes or cannot run."""
         xs = self.task.make_inputs(seed, "cuda")
@@ -515,19 +548,20 @@ class Worker:
             corr.nan_trial = "skipped: no floating input with a nonzero element"
             return ""
         saved = [(b, b.clone()) for b in self.ref.buffers()]  # a training-mode BatchNorm's running statistics
+        rec = Record()  # the first run's random draws, if any: every run below sees the same
         try:
             runs = []
             for j, v in enumerate(nan_trial.PROBE_VALUES):  # eager with two finite stand-ins: what depends on those
                 # inputs, with the arithmetic as written (cuDNN's Winograd/FFT rounding under TF32 moves an output
                 # outside the window by ~0.1 for an input moved by 160); the first draw is the one the places came from
                 xs = nan_trial.put(xs if j == 0 else self.task.make_inputs(seed, "cuda"), places, v)
-                with torch.no_grad(), no_tf32(cudnn=False):
+                with torch.no_grad(), no_tf32(cudnn=False), (rec if j == 0 else _replayed(rec.draws)):
                     runs.append(as_list(self.ref(*xs)))
                 del xs
             dep = [nan_trial.depends_of(a, b) for a, b in zip(*runs)]
             del runs
             xs = nan_trial.put(self.task.make_inputs(seed, "cuda"), places, float("nan"))
-            with torch.no_grad():
+            with torch.no_grad(), _replayed(rec.draws):
                 masks = [nan_trial.eager_view(e) for e in as_list(self.ref(*xs))]
         except torch.OutOfMemoryError:
             torch.cuda.empty_cache()
@@ -544,7 +578,7 @@ class Worker:
                     b.copy_(v)
         try:
             xs = nan_trial.put(self.task.make_inputs(seed, "cuda"), places, float("nan"))  # the reference may write
-            with torch.no_grad(), guard.OpRecorder() as rec:
+            with torch.no_grad(), _Replaying(api, rec.draws), guard.OpRecorder() as seen:
                 out = as_list(new(*xs))
             self._sync()
         except torch.OutOfMemoryError:
@@ -552,7 +586,7 @@ class Worker:
             corr.nan_trial = "skipped: out of memory"
             return ""
         self._untouched("during forward (NaN trial)")
-        ops += [o for o in rec.ops if o not in ops]
+        ops += [o for o in seen.ops if o not in ops]
         why = (f"returned {len(out)} outputs, eager {len(masks)}" if len(out) != len(masks)
                else nan_trial.judge(out, masks, dep))
         corr.nan_trial = f"failed: {why}" if why else "passed"
@@ -574,7 +608,7 @@ class Worker:
         seen = max((e.cand_norm + e.eager_norm for e in errs), default=0.0)
         return max(4.0 * seen, 16 * EPS.get(dtype, 2.0 ** -23), 1e-4 if not errs else 0.0)
 
-    def _time(self, new, ev: Evaluation, req: dict, seed: int) -> None:
+    def _time(self, new, api, ev: Evaluation, req: dict, seed: int) -> None:
         """Every timed call sees fresh inputs (new contents and tensors); a random share of the calls,
         unknowable to the candidate, is checked against eager on the spot, inputs included."""
         reps = int(req.get("reps", 50))
@@ -591,6 +625,7 @@ class Worker:
                 inputs = self.task.make_inputs(seed + 10 + r, "cuda")
                 check = r == reps or rng.random() < SAMPLE_SHARE  # the last one always
                 fp = fingerprint(inputs) if check else None
+                api.drawn = [] if check else None  # a checked call's fresh draws, for eager's rerun (_timed_check)
                 self.flusher()
                 start.record()
                 out = as_list(new(*inputs))
@@ -601,7 +636,7 @@ class Worker:
                     samples.append(start.elapsed_time(end))
                 if check:
                     checked += 1
-                    why = self._timed_check(out, inputs, fp, ev)
+                    why = self._timed_check(out, inputs, fp, ev, [Draw(op, t) for op, t in api.drawn])
                     if why:
                         ev.verdict, ev.reason = Verdict.rejected, f"timed call {r}: {why}"[:400]
                         return
@@ -667,12 +702,13 @@ class Worker:
                 del inputs
         return {name: round(statistics.median(v), 5) for name, v in per.items()}
 
-    def _timed_check(self, out: list, inputs: list, fp, ev: Evaluation) -> str:
+    def _timed_check(self, out: list, inputs: list, fp, ev: Evaluation, draws: list) -> str:
         if fingerprint(inputs) != fp:
             return "modified its inputs"
         if storages(out) & storages(inputs):
             return "an output aliases an input"
-        eager = as_list(self.ref(*inputs))
+        with _replayed(draws):  # the numbers the candidate drew for this call, if it drew any
+            eager = as_list(self.ref(*inputs))
         why = check_structure(out, eager)
         if why:
             return why

@@ -18,7 +18,9 @@ import numpy as np
 import torch
 
 from agents.expert.codegen import MATH_PRELUDE, PRELUDE
+from agents.expert.opgraph import is_draw
 from runtime.correctness import copy_model, in_float64
+from runtime.draws import Record, Replay
 from tasks import tensor_attribute
 
 CPU_PRELUDE = r"""#include <barrier>
@@ -680,12 +682,18 @@ def run_module(task_path, g, pk, workdir: Path, input_seed: int = 7, prepare=Non
         prepare(model)
     torch.manual_seed(4)
     xs = loaded.make_inputs(input_seed)
-    with torch.no_grad():
+    with torch.no_grad(), Record() as rec:  # random draws inside forward: the module and the truth get these (as the verifier does)
         want = model(*xs)
+    with torch.no_grad():
         state = dict(model.state_dict())
         state.update({n.target: tensor_attribute(model, n.target) for n in g.params if n.target not in state})
-        truth = in_float64(copy_model(model))(*[x.double() if x.is_floating_point() else x for x in xs])
-    tensors = {f"x{n.index}": xs[n.index] for n in g.inputs} | {f"self.p{n.index}": state[n.target] for n in g.params}
+        with Replay(rec.draws, torch.float64):
+            truth = in_float64(copy_model(model))(*[x.double() if x.is_floating_point() else x for x in xs])
+    drawn = [n for n in g.inputs if is_draw(n)]
+    assert len(drawn) == len(rec.draws), (len(drawn), len(rec.draws))
+    tensors = ({f"x{n.index}": xs[n.index] for n in g.inputs if not is_draw(n)}
+               | {f"x{n.index}": d.tensor for n, d in zip(drawn, rec.draws)}
+               | {f"self.p{n.index}": state[n.target] for n in g.params})
     got = run_host(pk.cuda_source, pk.host_code, tensors, workdir, timing).double()
     scale = truth.abs().max()
     return float((got - truth).abs().max() / scale), float((want.double() - truth).abs().max() / scale)

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from agents.expert import ExpertAgent, program
-from agents.expert.opgraph import export_graph
+from agents.expert.opgraph import Unsupported, export_graph
 from hardware_profiles import load_profile
 from tasks import load_task
 
@@ -417,6 +417,51 @@ def test_lstm_cell_state_comes_from_a_twin_recurrence_writing_c(tmp_egg, ret):
     assert [f for _, f, _, _ in plan.stages()].count("recurrent") == 2
     err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=8)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+DRAWN_LSTM = """import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(12, 16, num_layers=2, batch_first=True)
+        self.fc = nn.Linear(16, 5)
+    def forward(self, x, h0=None, c0=None):
+        if h0 is None:
+            h0 = torch.randn(2, x.size(0), 16, device=x.device)
+        if c0 is None:
+            c0 = torch.randn(2, x.size(0), 16, device=x.device)
+        out, _ = self.lstm(x, (h0, c0))
+        return self.fc(out[:, -1, :])
+def get_inputs():
+    return [torch.rand(3, 7, 12)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_an_initial_state_drawn_inside_forward_is_the_references_own_draw(tmp_egg):
+    """Level 3 task 35's pattern: h0 and c0 drawn with torch.randn inside forward. The draws are leaves the host code
+    asks `egg.draw` for, in the reference's order, outside the forward's arguments; on the emulator the module gets
+    the numbers the reference drew and the float64 truth the same numbers widened (runtime/draws.py), and matches."""
+    p = tmp_egg / "drawn.py"
+    p.write_text(DRAWN_LSTM)
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    drawn = [n for n in g.inputs if n.attrs.get("draw")]
+    assert [(n.attrs["draw"], n.shape) for n in drawn] == [("randn", (2, 3, 16))] * 2
+    k = _emit_tuned(agent, g, fam, plan)
+    assert "def forward(self, x0):" in k.host_code
+    assert k.host_code.index(f"x{drawn[0].index} = egg.draw('randn', (2, 3, 16)") < k.host_code.index(f"x{drawn[1].index} = egg.draw(")
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=9, k=k)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+def test_other_random_ops_inside_forward_stay_declined(tmp_egg):
+    p = tmp_egg / "dropout.py"
+    p.write_text(DRAWN_LSTM.replace("return self.fc(out[:, -1, :])", "return torch.bernoulli(torch.sigmoid(self.fc(out[:, -1, :])))"))
+    with pytest.raises(Unsupported, match="bernoulli"):
+        ExpertAgent()._plan(str(p))
 
 
 RNN = """import torch

@@ -302,9 +302,15 @@ def test_in_place_variants_copy_and_unfold_are_indexing(tmp_egg, expr, sa, sb):
     _pointwise_view_matches_eager(tmp_egg, expr, sa, sb)
 
 
-def test_random_draws_inside_forward_are_declined_with_the_reason(tmp_egg):
+def test_a_plain_draw_inside_forward_is_a_leaf_and_other_random_ops_are_declined_with_the_reason(tmp_egg):
+    """randn/rand (and their `_like` forms) become leaves the host code asks egg.draw for (the verifier replays the
+    reference's own numbers: runtime/draws.py); a Bernoulli draw has no recorded tensor to stand for it."""
     p = tmp_egg / "r.py"
     p.write_text(TEMPLATE.format(expr="a + torch.randn_like(a) * b", sa="4, 6", sb="4, 6"))
+    assert ExpertAgent().precheck(str(p)) is None
+    g = export_graph(load_task(p))
+    assert [(n.attrs.get("draw"), n.shape) for n in g.inputs] == [(None, (4, 6)), (None, (4, 6)), ("randn", (4, 6))]
+    p.write_text(TEMPLATE.format(expr="a + torch.bernoulli(torch.sigmoid(a)) * b", sa="4, 6", sb="4, 6"))
     assert "drawn inside forward cannot be verified" in ExpertAgent().precheck(str(p))
 
 

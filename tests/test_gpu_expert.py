@@ -83,6 +83,13 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                 "        super().__init__()\n        self.lstm = nn.LSTM(64, 256, num_layers=2, batch_first=True)\n"
                 "    def forward(self, x):\n        return self.lstm(x)[1][1]\ndef get_inputs():\n    return [torch.randn(10, 64, 64)]\n"
                 "def get_init_inputs():\n    return []\n", "a cluster of 8 blocks"),
+    # level 3 task 35's pattern: h0 and c0 drawn inside forward; the verifier replays the reference's draws
+    "lstm_drawn": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                   "        super().__init__()\n        self.lstm = nn.LSTM(64, 256, num_layers=2, batch_first=True)\n"
+                   "    def forward(self, x):\n        h0 = torch.randn(2, x.size(0), 256, device=x.device)\n"
+                   "        c0 = torch.randn(2, x.size(0), 256, device=x.device)\n"
+                   "        return self.lstm(x, (h0, c0))[0][:, -1, :]\ndef get_inputs():\n    return [torch.rand(10, 64, 64)]\n"
+                   "def get_init_inputs():\n    return []\n", "a cluster of 8 blocks"),
     # level 2 task 44's program (a strided transposed conv, scaled, averaged over its positions), reduced batch
     "box_sums": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
                  "        super().__init__()\n        self.conv = nn.ConvTranspose2d(64, 128, 3, 2, 1, 1)\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from agents.expert.opgraph import Node, OpGraph
+from agents.expert.opgraph import Node, OpGraph, is_draw
 
 
 @dataclass(frozen=True)
@@ -49,7 +49,8 @@ def _host_names(g: OpGraph) -> dict[str, str]:
 
 
 def _device(g: OpGraph) -> str:
-    return f"x{g.inputs[0].index}.device" if g.inputs else "'cuda'"
+    given = [n for n in g.inputs if not is_draw(n)]
+    return f"x{given[0].index}.device" if given else "'cuda'"
 
 
 def module_source(g: OpGraph, launch: Launch) -> str:
@@ -61,22 +62,26 @@ def module_source(g: OpGraph, launch: Launch) -> str:
     for p in g.params:
         lines.append(f"        self.register_buffer('p{p.index}', torch.empty({tuple(p.shape)!r}, "
                      f"dtype=torch.{p.dtype}))")
-    slots = sorted([(n.index, f"x{n.index}") for n in g.inputs] + [(i, f"s{i}") for i, _ in g.scalars])
+    given = [n for n in g.inputs if not is_draw(n)]  # a draw is no argument: the host code asks egg.draw for it
+    slots = sorted([(n.index, f"x{n.index}") for n in given] + [(i, f"s{i}") for i, _ in g.scalars])
     args = ", ".join(name for _, name in slots)
     lines += ["", f"    def forward(self, {args}):"]
     for i, v in g.scalars:
         lines += [f"        if s{i} != {v!r}:",
                   f"            raise ValueError('kernel specialised for input {i} = {v!r}, got %r' % (s{i},))"]
-    for n in g.inputs:
+    for n in given:
         lines += [f"        if tuple(x{n.index}.shape) != {tuple(n.shape)!r} or x{n.index}.dtype != torch.{n.dtype}:",
                   f"            raise ValueError('kernel specialised for input {n.index} of shape {tuple(n.shape)} "
                   f"{n.dtype}, got %s %s' % (tuple(x{n.index}.shape), x{n.index}.dtype))",
                   f"        x{n.index} = x{n.index}.contiguous()"]
+    dev = _device(g)
+    for n in g.inputs:  # the reference's draws, in its order (runtime/draws.py)
+        if is_draw(n):
+            lines.append(f"        x{n.index} = egg.draw({n.attrs['draw']!r}, {tuple(n.shape)!r}, torch.{n.dtype}, {dev})")
     if launch.align16:
-        for n in g.inputs:
+        for n in given:
             lines.append(f"        assert x{n.index}.data_ptr() % 16 == 0")
     out = g.output
-    dev = _device(g)
     lines.append(f"        out = egg.empty({tuple(out.shape)!r}, torch.{out.dtype}, {dev})")
     targs = _args(launch, "out", names)
     lines.append(f"        egg.launch({launch.kernel!r}, {launch.grid!r}, {launch.block!r}, [{targs}], "

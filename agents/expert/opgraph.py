@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from runtime.draws import DRAW_OPS
 from tasks import tensor_attribute
 
 
@@ -251,6 +252,11 @@ def _export_graph(task) -> OpGraph:
         raise Unsupported("a boolean output (comparisons are lowered inside an expression only)")
     live = _reachable(out_node)  # e.g. the unused indices of max.dim
     nodes = _merge_cell_twins([n for n in nodes if n.name in live or n.kind == "input"])
+    # the draws, in the order the reference makes them (each kept, read or not: the replay hands them out in order),
+    # after the user's inputs, at positions past every forward argument (the host code draws them itself)
+    for i, n in enumerate(d for d in nodes if d.attrs.get("draw")):
+        n.index = DRAW_INDEX + i
+        user_inputs.append(n)
     params = [p for p in params if p.name in live]
     for i, p in enumerate(params):
         p.index = i
@@ -277,6 +283,13 @@ def _merge_cell_twins(nodes: list[Node]) -> list[Node]:
         at = min(nodes.index(h), nodes.index(c))
         nodes[at:at] = [hc, *halves]
     return nodes
+
+
+DRAW_INDEX = 1000  # a draw leaf's `index` (its host name x1000, ...): no forward argument's position
+
+
+def is_draw(n: Node) -> bool:
+    return n.kind == "input" and bool(n.attrs.get("draw"))
 
 
 # index-mapped views: element i reads another index
@@ -513,11 +526,18 @@ def _copy(o: _Op):
 @lowers("randn", "randn_like", "rand", "rand_like", "randint", "randint_like", "normal", "bernoulli", "uniform",
         "multinomial", "randperm", "native_dropout")
 def _random(o: _Op):
-    """Random draws inside forward differ from run to run and from eager's generator: no kernel can be
-    verified against them. The state drawn at init instead (a tensor attribute, as KernelBench's RNNs
-    keep h0) is an input of the program, copied from the reference."""
+    """A plain draw inside forward (torch.randn / rand and their `_like` forms in floating point: level 3 task 35's
+    initial LSTM state) is a leaf of the graph the host code asks `egg.draw` for: in the verifier's trials the
+    reference's own numbers, recorded as it ran (runtime/draws.py), else drawn afresh. Other random ops (dropout,
+    bernoulli, integer draws) differ from run to run in ways no recorded tensor stands for: declined."""
+    if o.name in DRAW_OPS and o.dtype in ("float32", "float64", "float16", "bfloat16"):
+        _B.counter += 1
+        n = Node(f"draw_{_B.counter}", "input", shape=o.shape, dtype=o.dtype,
+                 attrs={"draw": o.name.removesuffix("_like")})
+        o.b.nodes.append(n)
+        return n
     raise Unsupported(f"aten::{o.name}: random numbers drawn inside forward cannot be verified against eager "
-                      f"(draw them at init, as a tensor attribute or buffer, and the program reads them)")
+                      f"(only a plain randn or rand is replayed; draw the rest at init, as a tensor attribute or buffer)")
 
 
 @lowers("repeat")

@@ -1,0 +1,87 @@
+"""Random numbers a reference draws inside its forward (level 3 task 35 draws its LSTM's initial state with
+`torch.randn` when none is given). No kernel can match eager's generator, and a float64 rerun cannot redraw the same
+numbers, so the verifier records the reference's own draws as it runs (`Record`), replays them to the float64 truth
+widened (`Replay`), and hands the same tensors to the candidate, whose host code asks for each draw through
+`egg.draw` (runtime.kernel_api): the candidate computes everything after the numbers, never the numbers' choice.
+Outside the verifier's trials (timing, an exported module) `egg.draw` draws afresh, as eager does."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# the draws opgraph lowers as a drawn leaf (agents/expert/opgraph.py `_random`); any other random op stays declined
+DRAW_OPS = ("randn", "rand", "randn_like", "rand_like")
+
+
+class DrawMismatch(RuntimeError):
+    """A replayed call asked for another draw than the one recorded at its place."""
+
+
+@dataclass
+class Draw:
+    op: str  # "randn" or "rand" (the `_like` forms are recorded as their plain op)
+    tensor: torch.Tensor
+
+    def matches(self, op: str, shape) -> bool:
+        return self.op == op.removesuffix("_like") and tuple(self.tensor.shape) == tuple(shape)
+
+
+def _op(func) -> str | None:
+    name = func.overloadpacket.__name__
+    return name if name in DRAW_OPS else None
+
+
+class Record(TorchDispatchMode):
+    """Runs the code as it is and keeps a copy of every draw (in order): `draws`."""
+
+    def __init__(self):
+        super().__init__()
+        self.draws: list[Draw] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if (op := _op(func)) is not None:
+            self.draws.append(Draw(op.removesuffix("_like"), out.detach().clone()))
+        return out
+
+
+class Replay(TorchDispatchMode):
+    """Each draw answered, in order, with the recorded one (as `dtype` where given: the float64 truth's), on the
+    device the call asked for; a draw of another kind or shape, or one more than recorded, raises DrawMismatch."""
+
+    def __init__(self, draws: list[Draw], dtype: torch.dtype | None = None):
+        super().__init__()
+        self.draws, self.dtype, self.at = draws, dtype, 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        op = _op(func)
+        if op is None:
+            return func(*args, **(kwargs or {}))
+        fresh = func(*args, **(kwargs or {}))  # for its shape, dtype and device only
+        return take(self, op, fresh.shape, self.dtype or fresh.dtype, fresh.device)
+
+
+class Queue:
+    """The draws one call is to see, in order: for `egg.draw` (KernelAPI.replay) during a verifier's trial."""
+
+    def __init__(self, draws: list[Draw]):
+        self.draws, self.at = draws, 0
+
+    def take(self, op: str, shape, dtype: torch.dtype, device) -> torch.Tensor:
+        return take(self, op, shape, dtype, device)
+
+    def used_all(self) -> bool:
+        return self.at == len(self.draws)
+
+
+def take(queue, op: str, shape, dtype: torch.dtype, device) -> torch.Tensor:
+    """The next recorded draw of `queue` (an object with `draws` and `at`) as asked, or DrawMismatch."""
+    if queue.at >= len(queue.draws):
+        raise DrawMismatch(f"a draw of {op} {tuple(shape)} past the {len(queue.draws)} the reference made")
+    d = queue.draws[queue.at]
+    if not d.matches(op, shape):
+        raise DrawMismatch(f"draw {queue.at} asked as {op} {tuple(shape)}, recorded as {d.op} {tuple(d.tensor.shape)}")
+    queue.at += 1
+    return d.tensor.to(device=device, dtype=dtype, copy=True)
