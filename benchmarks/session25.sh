@@ -10,6 +10,7 @@ bash benchmarks/session24d.sh
 . benchmarks/probe_lib.sh
 gpu_tests tests/test_gpu_conv.py conv25.log 240 -k "many_waves or batch_statistics or reductions_in_the_conv or awkward"
 gpu_tests tests/test_gpu_expert.py rnn25.log 120 -k "first_candidate and lstm"  # lstm, lstm_cn, lstm_drawn
+gpu_tests tests/test_gpu_verifier.py verifier25.log 300  # the worker's trials now record the reference's draws
 # 3) The bench of what changed: RegNet (27), LSTMCn (37, 11 -> 6 recurrences), LSTM (35, its draws replayed),
 #    ResNet-18 (9), level 2 task 15
 #    (.kb3/fix25 holds copies; task 15 runs as conv_stats only with DECLINE_3D_PHASED lifted: see NOTES).
