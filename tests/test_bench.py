@@ -119,16 +119,16 @@ def test_coverage_script_says_which_tasks_the_expert_plans(tmp_path, capsys):
 
     from benchmarks import coverage
     from tests.conftest import ROOT
-    bad = tmp_path / "randn_state.py"
+    bad = tmp_path / "bernoulli_mask.py"  # a random op no recorded draw stands for (a plain randn is covered)
     bad.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
-                   "        return x + torch.randn(x.shape, device=x.device)\n"
+                   "        return x * torch.bernoulli(x)\n"
                    "def get_inputs():\n    return [torch.rand(4, 8)]\ndef get_init_inputs():\n    return []\n")
     out = tmp_path / "cov.json"
     assert coverage.main([str(ROOT / "tasks/suite/level1/01_relu.py"), str(bad), "--json", str(out)]) == 0
     got = json.loads(out.read_text())
     relu, rnd = got[str(ROOT / "tasks/suite/level1/01_relu.py")], got[str(bad)]
     assert relu["ok"] and relu["kernels"] == 1 and relu["why"] is None
-    assert not rnd["ok"] and "randn" in rnd["why"]
+    assert not rnd["ok"] and "bernoulli" in rnd["why"]
     assert "covered 1 of 2" in capsys.readouterr().out
 
 
