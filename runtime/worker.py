@@ -26,7 +26,7 @@ import torch
 
 from runtime import guard, nan_trial
 from runtime.compile import load_module
-from runtime.draws import Draw, Queue, Record, Replay
+from runtime.draws import DRAW_OPS, Draw, Queue, Record, Replay
 from runtime.correctness import (EPS, as_list, copy_model, in_float64, check_structure, degenerate_input, error_stats, exact_equal,
                                  float64_rule, kernelbench_allclose, no_tf32, relative_diff)
 from runtime.host_policy import BANNED_CALLS, IMPORTS, PolicyError, Snapshot, check_host_code
@@ -92,6 +92,17 @@ class _Replaying:
         self.api.replay = None
 
 
+class _NoDraws:
+    """Record's stand-in where the reference draws nothing: no dispatch mode around it."""
+    draws: list = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
 def _replayed(draws: list, dtype: torch.dtype | None = None):
     """The reference's own draws replayed to a rerun of it (widened to `dtype` for the float64 truth); a no-op where it
     made none."""
@@ -146,8 +157,13 @@ class Worker:
         self.truth_note = ""
         self.ref_compute: list[str] = []
         self.eager_peak = 0
+        self.draws_random = False
         self.flusher = None
         self.snapshot = Snapshot()  # before any candidate code: what host code must leave alone
+
+    def _record(self):
+        """A recording of the reference's random draws (runtime/draws.Record) where it makes any, else a stand-in."""
+        return Record() if self.draws_random else _NoDraws()
 
     # -- requests -----------------------------------------------------------------------
     def setup(self, req) -> dict:
@@ -172,6 +188,8 @@ class Worker:
         torch.cuda.synchronize()
         self.eager_peak = torch.cuda.max_memory_allocated() - (self.flusher.buf.numel() * 4)
         self.ref_compute = guard.compute_ops(rec.ops)
+        # random draws inside forward (runtime/draws.py): only then do trials run the reference under a recording mode
+        self.draws_random = any(guard.base_name(o) in DRAW_OPS for o in rec.ops)
         outs = [[list(o.shape), str(o.dtype).removeprefix("torch.")] for o in as_list(out) if isinstance(o, torch.Tensor)]
         del inputs, out
         torch.cuda.empty_cache()
@@ -224,7 +242,7 @@ class Worker:
         state.eager_ran_tf32), so the agent knows how much room the float64 rule will give a candidate
         before it proposes one."""
         try:
-            with torch.no_grad(), Record() as rec:  # its random draws, if any: the truth and the reruns see the same
+            with torch.no_grad(), self._record() as rec:  # its random draws, if any: the truth and the reruns see the same
                 self.ref(*inputs)
             truth, _ = self._truth(inputs, rec.draws)
             if truth is None:
@@ -446,7 +464,7 @@ class Worker:
                 ev.reason = "the task's get_inputs() gave a constant input; refusing to verify on it"
                 return
             fp = fingerprint(inputs)
-            with torch.no_grad(), Record() as rec:  # random draws inside forward: the reference's own, for all below
+            with torch.no_grad(), self._record() as rec:  # random draws inside forward: the reference's own, for all below
                 eager_out = as_list(self.ref(*inputs))
             draws = rec.draws
             if draws and "random draws" not in corr.note:
@@ -548,7 +566,7 @@ class Worker:
             corr.nan_trial = "skipped: no floating input with a nonzero element"
             return ""
         saved = [(b, b.clone()) for b in self.ref.buffers()]  # a training-mode BatchNorm's running statistics
-        rec = Record()  # the first run's random draws, if any: every run below sees the same
+        rec = self._record()  # the first run's random draws, if any: every run below sees the same
         try:
             runs = []
             for j, v in enumerate(nan_trial.PROBE_VALUES):  # eager with two finite stand-ins: what depends on those

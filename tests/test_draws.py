@@ -70,3 +70,17 @@ def test_host_code_may_call_egg_draw_but_still_not_seed_the_generator():
     check_host_code(ok, "strict")
     with pytest.raises(PolicyError):
         check_host_code(ok.replace("        x9 =", "        torch.manual_seed(0)\n        x9 ="), "strict")
+
+
+def test_the_worker_records_only_where_the_reference_draws():
+    """A reference without draws runs under no dispatch mode in the trials (its fast paths as eager has them); one
+    whose setup run called randn is recorded."""
+    from runtime.worker import Worker
+    w = Worker()
+    with w._record() as rec:
+        torch.randn(2)
+    assert rec.draws == []
+    w.draws_random = True
+    with w._record() as rec:
+        torch.randn(2)
+    assert [d.op for d in rec.draws] == ["randn"]
