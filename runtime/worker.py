@@ -659,6 +659,7 @@ class Worker:
                         ev.verdict, ev.reason = Verdict.rejected, f"timed call {r}: {why}"[:400]
                         return
                 del out, inputs
+            api.drawn = None
             self._untouched("while timed")
             # device-wide: synchronize before the end event; work left elsewhere shows up here
             fixed = self.task.make_inputs(seed + 5, "cuda")
