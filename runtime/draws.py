@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-# the draws opgraph lowers as a drawn leaf (agents/expert/opgraph.py `_random`); any other random op stays declined
-DRAW_OPS = ("randn", "rand", "randn_like", "rand_like")
+from state import DRAW_OPS  # what opgraph lowers as a drawn leaf; any other random op stays declined
+
 
 
 class DrawMismatch(RuntimeError):

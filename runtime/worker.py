@@ -26,14 +26,14 @@ import torch
 
 from runtime import guard, nan_trial
 from runtime.compile import load_module
-from runtime.draws import DRAW_OPS, Draw, Queue, Record, Replay
+from runtime.draws import Draw, Queue, Record, Replay
 from runtime.correctness import (EPS, as_list, copy_model, in_float64, check_structure, degenerate_input, error_stats, exact_equal,
                                  float64_rule, kernelbench_allclose, no_tf32, relative_diff)
 from runtime.host_policy import BANNED_CALLS, IMPORTS, PolicyError, Snapshot, check_host_code
 from runtime.kernel_api import KernelAPI
 from runtime.memory import fingerprint, oom_message, storages, truth_fits_on_device
 from runtime.timing import L2Flusher, summarize, time_interleaved
-from state import CorrectnessResult, Evaluation, KernelCandidate, OutputError, Verdict
+from state import DRAW_OPS, CorrectnessResult, Evaluation, KernelCandidate, OutputError, Verdict
 from tasks.loader import load_task, tensor_attribute
 
 SIDE_STREAM_SLACK_MS = 0.05

@@ -11,6 +11,11 @@ Param = int | float | str | bool
 MODULE_PART = "// ---- egg: a new compilation unit ----"
 
 
+# The random draws a reference may make inside forward that a candidate's host code asks `egg.draw` for: the expert
+# lowers them as leaves (agents/expert/opgraph.py), the verifier records and replays them (runtime/draws.py)
+DRAW_OPS = ("randn", "rand", "randn_like", "rand_like")
+
+
 def module_parts(source: str) -> list[str]:
     """The compilation units of a candidate's source (one where it has no MODULE_PART line)."""
     return source.split("\n" + MODULE_PART + "\n")

@@ -110,6 +110,9 @@ def get_init_inputs():
 """
 
 
+from runtime.kernel_api import KernelAPI  # noqa: E402
+
+
 def _cpu_worker(tmp_path, monkeypatch):
     """The worker's NaN trial on the CPU: its task's inputs drawn there and no device to synchronize."""
     from runtime.worker import Worker
@@ -143,9 +146,9 @@ def test_the_workers_nan_trial_fails_a_dropped_nan_and_restores_the_reference(tm
             return torch.relu(self.bn(x)) + torch.nan_to_num(x, nan=-1e30).amax(dim=1, keepdim=True)
 
     corr, ops = CorrectnessResult(passed=False, trials=0), []
-    assert w._nan_trial(Honest(), 5, ops, corr) == "" and corr.nan_trial == "passed"
+    assert w._nan_trial(Honest(), KernelAPI(None), 5, ops, corr) == "" and corr.nan_trial == "passed"
     corr = CorrectnessResult(passed=False, trials=0)
-    why = w._nan_trial(DropsNan(), 5, ops, corr)
+    why = w._nan_trial(DropsNan(), KernelAPI(None), 5, ops, corr)
     assert "finite where eager gives NaN" in why and corr.nan_trial.startswith("failed")
     after = w.ref.state_dict()  # four forwards in training mode, three with NaN: the running statistics as they were
     assert all(torch.equal(before[k], after[k]) for k in before)
@@ -161,4 +164,25 @@ def test_the_workers_nan_trial_skips_where_eager_fails(tmp_path, monkeypatch):
     w.ref = broken
     w.ref.buffers = lambda: []
     corr = CorrectnessResult(passed=False, trials=0)
-    assert w._nan_trial(torch.nn.Identity(), 5, [], corr) == "" and corr.nan_trial.startswith("skipped: eager raised RuntimeError")
+    assert w._nan_trial(torch.nn.Identity(), KernelAPI(None), 5, [], corr) == "" and corr.nan_trial.startswith("skipped: eager raised RuntimeError")
+
+
+def test_the_workers_nan_trial_hands_the_candidate_the_references_draws(tmp_path, monkeypatch):
+    """A reference that draws inside forward (runtime/draws.py): every reference run of the NaN trial sees the first
+    run's draws, and the candidate's egg.draw gets them too, in order, then no replay is left set."""
+    from state import CorrectnessResult
+    w = _cpu_worker(tmp_path, monkeypatch)
+    w.ref = lambda x: torch.relu(x + torch.randn_like(x))
+    w.ref.buffers = lambda: []
+    w.draws_random = True
+    api, taken = KernelAPI(None), []
+
+    class Drawing(torch.nn.Module):
+        def forward(self, x):
+            noise = api.draw("randn", x.shape, x.dtype, x.device)
+            taken.append(noise)
+            return torch.relu(x + noise)
+
+    corr = CorrectnessResult(passed=False, trials=0)
+    assert w._nan_trial(Drawing(), api, 5, [], corr) == "" and corr.nan_trial == "passed"
+    assert len(taken) == 1 and api.replay is None

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from runtime.draws import DRAW_OPS
+from state import DRAW_OPS
 from tasks import tensor_attribute
 
 
