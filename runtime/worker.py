@@ -242,14 +242,17 @@ class Worker:
         state.eager_ran_tf32), so the agent knows how much room the float64 rule will give a candidate
         before it proposes one."""
         try:
-            with torch.no_grad(), self._record() as rec:  # its random draws, if any: the truth and the reruns see the same
-                self.ref(*inputs)
-            truth, _ = self._truth(inputs, rec.draws)
+            draws = []
+            if self.draws_random:  # its random draws: the truth and the reruns below see one run's
+                with torch.no_grad(), Record() as rec:
+                    self.ref(*inputs)
+                draws = rec.draws
+            truth, _ = self._truth(inputs, draws)
             if truth is None:
                 return None, None
 
             def worst() -> float | None:
-                with torch.no_grad(), _replayed(rec.draws):
+                with torch.no_grad(), _replayed(draws):
                     out = as_list(self.ref(*inputs))
                 errs = [error_stats(o, t).norm for o, t in zip(out, truth)
                         if isinstance(o, torch.Tensor) and o.is_floating_point()]
