@@ -44,12 +44,11 @@ def smem_filler(blocks: int = 1056, kb: int = 200):
 
 def patched(src: str, kernel: str, old: str, new: str) -> str:
     """`src` with the first `old` in `kernel`'s definition (its signature up to the next `__global__`) made `new`."""
-    start = src.find(f" {kernel}(")
-    if start < 0:
+    from runtime.kernel_api import kernel_span
+    span = kernel_span(src, kernel)
+    if span is None:
         sys.exit(f"--patch: no kernel {kernel} in the program")
-    end = src.find("__global__", start)
-    end = len(src) if end < 0 else end
-    at = src.find(old, start, end)
+    at = src.find(old, *span)
     if at < 0:
         sys.exit(f"--patch: {old!r} is not in {kernel}")
     return src[:at] + new + src[at + len(old):]

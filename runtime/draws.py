@@ -14,7 +14,6 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from state import DRAW_OPS  # what opgraph lowers as a drawn leaf; any other random op stays declined
 
 
-
 class DrawMismatch(RuntimeError):
     """A replayed call asked for another draw than the one recorded at its place."""
 

@@ -222,6 +222,16 @@ class _Graph:
 MODULE_PART = "// ---- egg: a new compilation unit ----"
 
 
+def kernel_span(source: str, name: str) -> tuple[int, int] | None:
+    """Where kernel `name` is defined in `source`: from its `__global__` signature to the next kernel's (or the end);
+    None where no kernel of that name is defined there."""
+    head = re.search(rf"__global__[^;{{}}]*?\b{re.escape(name)}\s*\(", source)
+    if head is None:
+        return None
+    end = source.find("__global__", head.end())
+    return head.start(), end if end >= 0 else len(source)
+
+
 class Units:
     """A module of several compilation units, each loaded as its own CuPy module: `get_function` finds a
     kernel in the unit that defines it (kernel names are unique across a program's units)."""
@@ -230,9 +240,8 @@ class Units:
         self.modules, self.units = modules, units
 
     def get_function(self, name: str):
-        head = re.compile(rf"__global__[^;{{}}]*?\b{re.escape(name)}\s*\(")  # the kernel's definition
         for mod, unit in zip(self.modules, self.units):
-            if head.search(unit):
+            if kernel_span(unit, name) is not None:
                 f = mod.get_function(name)
                 return f if hasattr(f, "num_regs") else CubinKernel(f)
         raise KeyError(f"no compilation unit defines kernel {name}")

@@ -94,7 +94,7 @@ class _Replaying:
 
 class _NoDraws:
     """Record's stand-in where the reference draws nothing: no dispatch mode around it."""
-    draws: list = []
+    draws: list = []  # never appended to
 
     def __enter__(self):
         return self
@@ -103,7 +103,7 @@ class _NoDraws:
         return False
 
 
-def _replayed(draws: list, dtype: torch.dtype | None = None):
+def _replayed(draws: list | None, dtype: torch.dtype | None = None):
     """The reference's own draws replayed to a rerun of it (widened to `dtype` for the float64 truth); a no-op where it
     made none."""
     return Replay(draws, dtype) if draws else contextlib.nullcontext()
@@ -331,7 +331,7 @@ class Worker:
                 m = self._ref64(dev)
                 xs = [x.to(dev, torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point()
                       else (x.to(dev) if isinstance(x, torch.Tensor) else x) for x in inputs]
-                with torch.no_grad(), _replayed(draws or [], torch.float64):
+                with torch.no_grad(), _replayed(draws, torch.float64):
                     out = as_list(m(*xs))
                 del xs
                 for o in out:

@@ -21,6 +21,7 @@ from agents.expert.codegen import MATH_PRELUDE, PRELUDE
 from agents.expert.opgraph import is_draw
 from runtime.correctness import copy_model, in_float64
 from runtime.draws import Record, Replay
+from runtime.kernel_api import kernel_span
 from tasks import tensor_attribute
 
 CPU_PRELUDE = r"""#include <barrier>
@@ -476,12 +477,10 @@ MISPLACED_DYNAMIC_BASE = 6672
 def dynamic_base(src: str, kernel: str) -> int:
     """The shared address of `kernel`'s dynamic shared memory in the emulator: 0, or MISPLACED_DYNAMIC_BASE where its
     definition (up to the next kernel's) declares static shared memory."""
-    at = re.search(rf"__global__[^;{{}}]*?\b{re.escape(kernel)}\s*\(", src)
-    if not at:
+    span = kernel_span(src, kernel)
+    if span is None:
         return 0
-    end = src.find("__global__", at.end())
-    body = src[at.end(): end if end >= 0 else len(src)]
-    return MISPLACED_DYNAMIC_BASE if re.search(r"(?<!extern )__shared__", body) else 0
+    return MISPLACED_DYNAMIC_BASE if re.search(r"(?<!extern )__shared__", src[span[0]:span[1]]) else 0
 
 
 _PCH: dict[tuple, str | None] = {}

@@ -48,8 +48,13 @@ def _host_names(g: OpGraph) -> dict[str, str]:
     return names
 
 
+def _given(g: OpGraph) -> list[Node]:
+    """The inputs forward takes (a draw is no argument: the host code asks egg.draw for it)."""
+    return [n for n in g.inputs if not is_draw(n)]
+
+
 def _device(g: OpGraph) -> str:
-    given = [n for n in g.inputs if not is_draw(n)]
+    given = _given(g)
     return f"x{given[0].index}.device" if given else "'cuda'"
 
 
@@ -62,7 +67,7 @@ def module_source(g: OpGraph, launch: Launch) -> str:
     for p in g.params:
         lines.append(f"        self.register_buffer('p{p.index}', torch.empty({tuple(p.shape)!r}, "
                      f"dtype=torch.{p.dtype}))")
-    given = [n for n in g.inputs if not is_draw(n)]  # a draw is no argument: the host code asks egg.draw for it
+    given = _given(g)
     slots = sorted([(n.index, f"x{n.index}") for n in given] + [(i, f"s{i}") for i, _ in g.scalars])
     args = ", ".join(name for _, name in slots)
     lines += ["", f"    def forward(self, {args}):"]

@@ -254,7 +254,7 @@ def _export_graph(task) -> OpGraph:
     nodes = _merge_cell_twins([n for n in nodes if n.name in live or n.kind == "input"])
     # the draws, in the order the reference makes them (each kept, read or not: the replay hands them out in order),
     # after the user's inputs, at positions past every forward argument (the host code draws them itself)
-    for i, n in enumerate(d for d in nodes if d.attrs.get("draw")):
+    for i, n in enumerate(d for d in nodes if is_draw(d)):
         n.index = DRAW_INDEX + i
         user_inputs.append(n)
     params = [p for p in params if p.name in live]
