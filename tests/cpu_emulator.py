@@ -115,6 +115,7 @@ template <typename T> inline T __shfl_up_sync(unsigned, T v, int d) {
 template <typename T> inline T __shfl_down_sync(unsigned, T v, int d) {
     const int lane = threadIdx.x & 31; return emu_shfl(v, lane + d < 32 ? lane + d : lane); }
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+template <typename T> inline T __ldcs(const T* p) { return *p; }  // a cache hint: a plain load here
 inline float to_f(float x) { return x; }
 inline float to_f(bool x) { return x ? 1.0f : 0.0f; }
 inline float to_f(long long x) { return (float)x; }

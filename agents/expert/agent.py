@@ -18,7 +18,7 @@ from agents.expert.templates.gemm_tf32 import TF32_PRELUDE, WGMMA_PRELUDE
 from agents.expert.templates.scan import BOOL_PRELUDE
 from agents.expert.opgraph import OpGraph, Unsupported, ancestors, export_graph
 from agents.expert.templates import (attention, colreduce, conv, conv_pooled, conv_rows, conv_short, conv_stats, conv_sum, conv_tma, direct_conv, gemm,
-                                    gemm_sum, gemm_tf32, gemm_wgmma16, gridreduce, pointwise, pool, recurrent, rowwise, scan)
+                                    gemm_stream, gemm_sum, gemm_tf32, gemm_wgmma16, gridreduce, pointwise, pool, recurrent, rowwise, scan)
 from tasks import load_task, materialize
 
 
@@ -1053,6 +1053,8 @@ class ExpertAgent:
                 d.update(BM=16 if plan.M <= 16 else 32, BN=64 if plan.N >= 64 else 32, WM=1, WN=2 if plan.N >= 64 else 1)
                 sk = small_m_split(plan, d, prof.sms if prof is not None else DEFAULT_SMS)
                 return {**d, "splitk": sk} if sk > 1 else d
+            if plan.M <= SMALL_M and gemm_stream.reason(plan) is None:  # a few rows by many weight rows: stream them
+                return gemm_stream.design(plan, prof.sms if prof is not None else DEFAULT_SMS)
             sk = split_k(plan, d, prof.sms if prof is not None else DEFAULT_SMS)
             if sk > 1:
                 return {**d, "splitk": sk}
@@ -1364,6 +1366,11 @@ class ExpertAgent:
                 if k.BM % k.TM or k.BN % k.TN or k.threads(False) > 1024:
                     raise Unsupported("tile shape")
                 src, smem = gemm.render_simt(g, plan, k), 0
+            elif k.stream:
+                src, smem = gemm_stream.render(g, plan, k), gemm_stream.shared_bytes(plan, k)
+                align16 = gemm_stream.vec(plan) == 4
+                if smem > profile.shared_per_block_optin:
+                    raise Unsupported("A's slice does not fit in shared memory")
             else:
                 src = (gemm_wgmma16.render(g, plan, k) if path == "mma" and k.wgmma else
                        gemm.render_tc(g, plan, k) if path == "mma" else gemm_tf32.render(g, plan, k))
@@ -1374,7 +1381,8 @@ class ExpertAgent:
                 align16 = path == "tf32x3" and gemm_tf32.aligned16(plan, k)
                 if smem > profile.shared_per_block_optin:
                     raise Unsupported("tile does not fit in shared memory")
-            launch = host.Launch("egg_gemm", gemm_tf32.grid(plan, k) if path == "tf32x3" else gemm.grid(plan, k),
+            launch = host.Launch("egg_gemm", gemm_stream.grid(plan, k) if k.stream else
+                                 gemm_tf32.grid(plan, k) if path == "tf32x3" else gemm.grid(plan, k),
                                  (k.threads(path != "simt"),), gemm.arg_order(g, plan), smem, align16=align16)
             what = {"mma": "mma.sync bf16/fp16", "tf32x3": f"3xTF32 {'wgmma' if k.wgmma else 'mma.sync'} (fp32-grade)",
                     "simt": "SIMT fp32"}[path]
@@ -1386,6 +1394,8 @@ class ExpertAgent:
                        + (", output tile stored through shared memory, 16 bytes a thread" if k.ostage and not k.wgmma else "")
                        + (", each product swept over the warp tile in turn" if k.order == "term" and not k.wgmma else "") if path == "tf32x3" else
                        f"x{k.BK}, thread tile {k.TM}x{k.TN}, pad {k.pad}"))
+            if k.stream:
+                desc = gemm_stream.describe(plan, k)
             if path == "mma" and k.wgmma:  # wgmma k16 on tiles copied from the tensors (direct), or staged K-major first
                 how = ("both operands' tiles copied from the tensors into the 128-byte swizzle (no staging pass"
                        + (": B row-major (K, N) read MN-major, 64 columns a box, the MMA's B transposed)" if gemm_wgmma16.b_mn(plan, k)

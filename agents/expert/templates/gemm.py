@@ -65,6 +65,7 @@ class GemmKnobs:
     swz: bool = False  # wgmma (planes GEMM, conv): tiles in the 128-byte swizzle (K 32: a row of a tile is 128 bytes), so the
     # tensor cores' reads of 8-row groups 1 KB apart spread over the banks
     whole: bool = False  # conv on mma.sync, short K: the whole K in shared memory, a persistent block over pixel tiles (conv_short)
+    stream: bool = False  # fp32, a few rows by weights (N, K): warps walk TN weight rows each, A in shared memory (gemm_stream)
     order: str = "tile"  # 3xTF32 mma.sync: "term" issues each of the three products over the whole warp tile
     # in turn (consecutive MMAs write different accumulators; each accumulator's sum is the same)
 
