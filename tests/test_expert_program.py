@@ -263,6 +263,9 @@ def test_bundled_models_partition_into_regions(name):
     # a long-K linear with one output tile: split-K (its partials a tensor of the program), then a GEMM
     ("self.l1 = nn.Linear(2048, 16)\n        self.l2 = nn.Linear(16, 8)", "return self.l2(F.gelu(self.l1(x)))",
      "4, 2048", False),
+    # a classifier head at batch 3 wider than the narrow tiles take: the weights streamed (gemm_stream), K in ranges
+    ("self.l1 = nn.Linear(1100, 530)\n        self.l2 = nn.Linear(530, 10)", "return self.l2(F.relu(self.l1(x)))",
+     "3, 1100", False),
     # an EfficientNet MBConv block: expand, depthwise, squeeze-and-excitation (x * s grows s back over the
     # pixels: its own pointwise kernel before the projecting conv), project, residual
     ("self.e = nn.Conv2d(16, 64, 1, bias=False)\n        self.b0 = nn.BatchNorm2d(64)\n"
@@ -312,6 +315,8 @@ def test_small_models_match_a_float64_truth_on_the_cpu_emulator(tmp_egg, init, b
     assert fam == "program"
     if "2048" in init:
         assert "egg_gemm_splitk" in _emit_tuned(agent, g, fam, plan).kernel_names
+    if "1100" in init:
+        assert "streaming the weights" in _emit_tuned(agent, g, fam, plan).description
     err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=3, prepare=_random_bn_stats)
     assert err < (3e-3 if tf32 else 32 * max(eager_err, 2 ** -24)), (err, eager_err)
 

@@ -204,6 +204,14 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                          "        return torch.softmax(att, dim=-1) @ v\ndef get_inputs():\n"
                          "    return [torch.randn(8, 4, 200, 96), torch.randn(8, 4, 200, 96), torch.randn(8, 4, 200, 96)]\n"
                          "def get_init_inputs():\n    return []\n", "fused attention (online softmax)"),
+    # a classifier at batch 10 (VGG16's first layer, a narrower K): the weights streamed, K in ranges; odd K (the
+    # 4-byte path) in a second layer
+    "linear_stream": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                      "        super().__init__()\n        self.fc = nn.Linear(6272, 4096)\n        self.fc2 = nn.Linear(4096, 1001)\n"
+                      "        self.fc3 = nn.Linear(1001, 700)\n"
+                      "    def forward(self, x):\n        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc(x)))))\n"
+                      "def get_inputs():\n    return [torch.rand(10, 6272)]\ndef get_init_inputs():\n    return []\n",
+                      "streaming the weights"),
     "odd_cluster": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
                     "        return x / torch.sum(torch.abs(x), dim=1, keepdim=True)\n"
                     "def get_inputs():\n    return [torch.randn(8, 65535)]\ndef get_init_inputs():\n    return []\n",
