@@ -340,6 +340,66 @@ def test_attention_is_two_batched_gemms_around_a_row_softmax(tmp_egg, shapes, sc
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
+MAMBA2 = """import torch
+import torch.nn as nn
+import torch.nn.functional as F
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.A = nn.Parameter(torch.randn(2, 8, 2) * 0.5)
+        self.B = nn.Parameter(torch.randn(2, 8, 2, 3))
+        self.C = nn.Parameter(torch.randn(2, 8, 2, 3))
+    def segsum(self, x):
+        T = x.size(-1)
+        xc = torch.cumsum(x, dim=-1)
+        s = xc[..., :, None] - xc[..., None, :]
+        mask = torch.tril(torch.ones(T, T, device=x.device, dtype=bool), diagonal=0)
+        return s.masked_fill(~mask, -torch.inf)
+    def forward(self, X):
+        Xb, Ab = X.reshape(2, 2, 4, 2, 5), self.A.reshape(2, 2, 4, 2).permute(0, 3, 1, 2)
+        Bb, Cb = self.B.reshape(2, 2, 4, 2, 3), self.C.reshape(2, 2, 4, 2, 3)
+        Acs = torch.cumsum(Ab, dim=-1)
+        Yd = torch.einsum("bclhn,bcshn,bhcls,bcshp->bclhp", Cb, Bb, torch.exp(self.segsum(Ab)), Xb)
+        st = torch.einsum("bclhn,bhcl,bclhp->bchpn", Bb, torch.exp(Acs[:, :, :, -1:] - Acs), Xb)
+        st = torch.cat([torch.zeros_like(st[:, :1]), st], dim=1)
+        ns = torch.einsum("bhzc,bchpn->bzhpn", torch.exp(self.segsum(F.pad(Acs[:, :, :, -1], (1, 0)))), st)
+        Yo = torch.einsum("bclhn,bchpn,bhcl->bclhp", Cb, ns[:, :-1], torch.exp(Acs))
+        return {out}
+def get_inputs():
+    return [torch.randn(2, 8, 2, 5)]
+def get_init_inputs():
+    return []
+"""
+
+
+@pytest.mark.parametrize("out", ["(Yd + Yo).reshape(2, 8, 2, 5)", "ns[:, -1]"], ids=["y", "final_state"])
+def test_mamba2_einsums_contract_pairwise_and_match_a_float64_truth(tmp_egg, out):
+    """KernelBench level 3 48/49 (Mamba-2's chunked scan) at a tiny size: einsums of 2-4 operands lowered pairwise,
+    left to right (batched matmuls over permuted operands read in place through their views, products where
+    nothing is summed), with the cumsums, the masked segment sums and the concatenated zero state."""
+    p = tmp_egg / "mamba2.py"
+    p.write_text(MAMBA2.format(out=out))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    assert fam == "program" and sum(n.kind == "gemm" for n in g.nodes) == (5 if out.startswith("(") else 2)
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=3)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
+@pytest.mark.parametrize("eq,shapes,why", [("ii->i", [(4, 4)], "indices distinct"),
+                                           ("bij,bjk", [(2, 3, 4), (2, 4, 5)], "explicit output"),
+                                           ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)], "explicit output")])
+def test_einsums_beyond_distinct_indices_and_an_explicit_output_are_declined(tmp_egg, eq, shapes, why):
+    p = tmp_egg / "ein.py"
+    args = ", ".join(f"x{i}" for i in range(len(shapes)))
+    p.write_text(f"import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, {args}):\n"
+                 f"        return torch.einsum({eq!r}, {args})\n"
+                 f"def get_inputs():\n    return [{', '.join(f'torch.randn{s}' for s in shapes)}]\n"
+                 "def get_init_inputs():\n    return []\n")
+    with pytest.raises(Exception, match=why):
+        ExpertAgent()._plan(str(p))
+
+
 def test_attention_with_a_mask_is_declined(tmp_egg):
     p = tmp_egg / "causal.py"
     p.write_text("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, q, k, v):\n"

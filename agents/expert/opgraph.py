@@ -1032,17 +1032,68 @@ def _group_norm(o: _Op):
 
 @lowers("einsum")
 def _einsum(o: _Op):
-    """The einsum that is a matmul of a tensor's last dim with a matrix ("bijl,lk->bijk"): one big M."""
-    eq, ops = o.args[0], o.args[1]
-    lhs, _, out = str(eq).replace(" ", "").partition("->")
+    """An einsum of explicit output, each operand's indices distinct: the matmul of a tensor's last dim with a
+    matrix ("bijl,lk->bijk") is one GEMM of big M; any other is contracted pairwise left to right, as torch.einsum
+    does (Mamba-2's "bclhn,bcshn,bhcls,bcshp->bclhp": a batched matmul, a product, a batched matmul)."""
+    eq, ops = o.args[0], list(o.args[1])
+    lhs, arrow, out = str(eq).replace(" ", "").partition("->")
     specs = lhs.split(",")
-    if len(specs) != 2 or len(ops) != 2:
-        raise Unsupported(f"aten::einsum {eq!r}")
-    s1, s2 = specs
-    if not (len(s2) == 2 and s1 and s1[-1] == s2[0] and out == s1[:-1] + s2[1] and len(set(s1 + s2[1])) == len(s1) + 1
-            and len(s1) == len(ops[0].shape) and len(ops[1].shape) == 2):
-        raise Unsupported(f"aten::einsum {eq!r} (only a last-dim contraction with a matrix)")
-    return o.b.add("gemm", "mm", [ops[0], ops[1], None], o.shape, o.dtype)
+    if not arrow or "." in eq or len(specs) != len(ops) or len(set(out)) != len(out) \
+            or any(len(set(s)) != len(s) or len(s) != len(x.shape) for s, x in zip(specs, ops)) \
+            or not set(out) <= set("".join(specs)):
+        raise Unsupported(f"aten::einsum {eq!r} (an explicit output, each operand's indices distinct)")
+    if len(specs) == 2:
+        s1, s2 = specs
+        if len(s2) == 2 and s1 and s1[-1] == s2[0] and out == s1[:-1] + s2[1] and len(set(s1 + s2[1])) == len(s1) + 1:
+            return o.b.add("gemm", "mm", [ops[0], ops[1], None], o.shape, o.dtype)
+    cur, cs = _sum_out(o, ops[0], specs[0], set(out) | set("".join(specs[1:])))
+    for i in range(1, len(ops)):
+        later = set(out) | set("".join(specs[i + 1:]))
+        nxt, ns = _sum_out(o, ops[i], specs[i], later | set(cs))
+        cur, cs = _contract(o, cur, cs, nxt, ns, later)
+    cur, cs = _sum_out(o, cur, cs, set(out))
+    return _permuted(o, cur, cs, out)
+
+
+def _sum_out(o: _Op, x: Node, s: str, keep: set) -> tuple[Node, str]:
+    """x (indices s) summed over the indices no one else reads."""
+    dims = tuple(i for i, c in enumerate(s) if c not in keep)
+    if not dims:
+        return x, s
+    return o.red("sum", x, dims, False, o.dtype), "".join(c for c in s if c in keep)
+
+
+def _permuted(o: _Op, x: Node, s: str, order: str) -> Node:
+    """x (indices s) with its dims in `order` (a permutation of s)."""
+    if s == order:
+        return x
+    shape = tuple(x.shape[s.index(c)] for c in order)
+    if len(s) == 2:
+        return o.pw("transpose2d", [x], shape)
+    return o.pw("permute", [x, [s.index(c) for c in order]], shape)
+
+
+def _contract(o: _Op, a: Node, sa: str, b: Node, sb: str, later: set) -> tuple[Node, str]:
+    """One pairwise step of an einsum: the indices both read and no one after them are summed by a batched matmul
+    (batch: the shared indices still needed; rows: a's own; columns: b's own); none such, a broadcast product."""
+    size = {**{c: a.shape[i] for i, c in enumerate(sa)}, **{c: b.shape[i] for i, c in enumerate(sb)}}
+    shared = [c for c in sa if c in sb]
+    batch, contr = [c for c in shared if c in later], [c for c in shared if c not in later]
+    fa, fb = [c for c in sa if c not in sb], [c for c in sb if c not in sa]
+    prod = lambda cs: math.prod(size[c] for c in cs)  # noqa: E731
+    if not contr:  # a product over the union of their indices, in a's order then b's own
+        rs = sa + "".join(fb)
+        av = o.pw("view", [a], tuple(a.shape) + (1,) * len(fb)) if fb else a
+        bo = "".join(c for c in rs if c in sb)
+        bv = _permuted(o, b, sb, bo)
+        bv = o.pw("view", [bv], tuple(size[c] if c in sb else 1 for c in rs))
+        return o.pw("mul", [av, bv], tuple(size[c] for c in rs)), rs
+    nb, m, k, n = prod(batch), prod(fa), prod(contr), prod(fb)
+    am = o.pw("view", [_permuted(o, a, sa, "".join(batch + fa + contr))], (nb, m, k) if nb > 1 else (m, k))
+    bm = o.pw("view", [_permuted(o, b, sb, "".join(batch + contr + fb))], (nb, k, n) if nb > 1 else (k, n))
+    g = o.b.add("gemm", "bmm" if nb > 1 else "mm", [am, bm, None], (nb, m, n) if nb > 1 else (m, n), o.dtype)
+    rs = "".join(batch + fa + fb)
+    return o.pw("view", [g], tuple(size[c] for c in rs)), rs
 
 
 @lowers("tril", "triu")

@@ -132,13 +132,14 @@ def plan_of(gm: Node) -> GemmPlan:
 
 def _batched_source(n: Node) -> tuple[Node, bool]:
     """A bmm operand read in place: (the tensor, stored transposed), seeing through a transpose of
-    its last two dims and a view that only merges leading (batch) dims of an input or parameter."""
+    its last two dims and a view of an input or parameter (contiguous: any reshape of it is the same memory,
+    attention's (B, H, L, E) as (B*H, L, E), an einsum's permuted operand as (batch, K, N))."""
     tr = n.kind == "pw" and n.op == "transpose2d"
     if tr:
         n = n.args[0]
     if n.kind == "pw" and n.op == "view":
         src = unview(n.args[0])  # a view of a view is a view of the base
-        if src.kind in ("input", "param") and len(n.shape) == 3 and tuple(src.shape[-2:]) == tuple(n.shape[-2:]):
+        if src.kind in ("input", "param") and len(n.shape) == 3:
             n = src
         elif (not tr and src.kind == "pw" and src.op == "permute" and len(n.shape) == 3
               and list(src.args[1]) == list(range(len(src.shape) - 2)) + [len(src.shape) - 1, len(src.shape) - 2]
