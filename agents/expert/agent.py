@@ -289,6 +289,13 @@ def _conv_fits(g, plan, d: dict, profile) -> dict | None:
         return None
 
 
+def _without_kernel(src: str, name: str) -> str:
+    """`src` without kernel `name`'s definition (from its `extern "C"` to the next one, or the end)."""
+    head = src.index(f" {name}(")
+    a, b = src.rindex('extern "C"', 0, head), src.find('extern "C"', head)
+    return src[:a] + (src[b:] if b >= 0 else "")
+
+
 def _staging_launches(plan, planes: bool = False) -> list:
     """A channels-last conv's staging kernels (conv.staging) as launches, each with the node it writes."""
     return [(host.Launch(name, grid, block, reads, 0), writes)
@@ -1108,13 +1115,18 @@ class ExpertAgent:
         """(sources, steps, descriptions, kernel names, the stage of each kernel name, the input slices
         passed as views: program.slice_leaves)."""
         srcs, steps, descs, names, owner, views = [], [], [], [], [], {}
-        compiled: dict[str, list[str]] = {}  # a stage's source as its family wrote it -> its launches' kernel names
-        for i, (sg, fam, plan, writes) in enumerate(prog.stages()):
+        emitted = []
+        for i, (sg, fam, plan, _) in enumerate(prog.stages()):
             if fam == "pointwise":  # no plan holds its nodes: its input slices may become inputs of their own
                 sg, sliced = program.slice_leaves(sg)
                 views.update(sliced)
-            src, launches, desc = self.kernel(sg, fam, plan, self._region_params(prog, i, params, profile), profile)
-            key = _canonical(src, sg.inputs + sg.params)
+            emitted.append([sg, *self.kernel(sg, fam, plan, self._region_params(prog, i, params, profile), profile)])
+        if params.get("handoff", True):
+            self._hand_off(prog, emitted, params, profile)
+        compiled: dict[tuple, list[str]] = {}  # a stage's source as its family wrote it -> its launches' kernel names
+        for i, (sg, src, launches, desc) in enumerate(emitted):
+            writes = prog.stages()[i][3]
+            key = (_canonical(src, sg.inputs + sg.params), tuple(ln.kernel for ln, _ in launches))
             if key in compiled:  # the same kernels at the same shapes as an earlier stage (a network's repeated
                 # blocks): launched again on other tensors, compiled once (a ResNet-101 is 621 launches)
                 for (launch, node), name in zip(launches, compiled[key]):
@@ -1136,6 +1148,52 @@ class ExpertAgent:
             srcs.append(src)
             descs.append(desc)
         return srcs, steps, descs, names, owner, views
+
+    def _hand_off(self, prog, emitted: list, params: dict, profile) -> None:
+        """Conv -> conv with nothing between (VGG's, AlexNet's, an Inception branch's 1x1 then 3x3): the first conv
+        writes its output channels last, as the second's staging pass would (rounded to TF32 where it rounds), and
+        that pass is dropped (a read and a write of the tensor saved). Only where the second conv's staging is all
+        that reads the tensor, and the first conv's template stores it (not split-K, not an epilogue family's)."""
+        stages = prog.stages()
+        reads: dict[int, int] = {}  # how many launches read each tensor (by identity), over the whole program
+        for _, _, launches, _ in emitted:
+            for ln, _ in launches:
+                for t in ln.tensors:
+                    reads[id(t)] = reads.get(id(t), 0) + 1
+        dropped = set()  # stages whose staging pass reads a conv's hand-off
+        for i in range(len(stages) - 1):
+            sg, fam, plan, writes = stages[i]
+            if fam != "conv" or emitted[i][2][-1][1] is not None or reads.get(id(writes), 0) != 1:
+                continue
+            j = next((j for j in range(i + 1, len(stages))
+                      if any(ln.tensors and ln.tensors[0] is writes for ln, _ in emitted[j][2])), None)
+            if j is None or stages[j][1] not in ("conv", *EPILOGUE_CONVS):
+                continue
+            (xt, staged), rest = emitted[j][2][0], emitted[j][2][1:]
+            if xt.kernel != "egg_conv_xt" or len(xt.tensors) != 1 or tuple(staged.shape) != (plan.N, *plan.out_sp, plan.OC):
+                continue  # (two planes' staged input is twice the batch)
+            body = emitted[j][1].split(" egg_conv_xt(", 1)[1].split('extern "C"', 1)[0]
+            mine = self._region_params(prog, i, params, profile)
+            if mine.get("algo") == "direct" or mine.get("whole"):  # templates with stores of their own
+                continue
+            try:
+                src, launches, desc = self.kernel(sg, fam, plan, {**mine, "cl_out": "tf32" if "round_tf32(" in body else "raw"},
+                                                  profile)
+            except Unsupported:
+                continue
+            if "cl_pix" not in src:  # the store did not change: not a template that writes channels last
+                continue
+            if i in dropped:  # its own staging pass already reads the conv before it
+                src, launches = _without_kernel(src, "egg_conv_xt"), launches[1:]
+            if [ln.kernel for ln, _ in launches] != [ln.kernel for ln, _ in emitted[i][2]] or launches[-1][1] is not None:
+                continue
+            launches[-1] = (launches[-1][0], staged)
+            emitted[i][1:] = [src, launches, desc + "; its output written channels last for the next conv (that conv's "
+                                                       "staging pass skipped)"]
+            if j not in dropped:  # its staging kernel's definition goes with its launch
+                emitted[j][1] = _without_kernel(emitted[j][1], "egg_conv_xt")
+            emitted[j][2] = rest
+            dropped.add(j)
 
     def _stage_ms(self, req: StageRequest, prog) -> list[float] | None:
         """The best candidate's measured time for each of a program's kernels (None where not measured)."""

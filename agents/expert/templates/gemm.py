@@ -66,6 +66,8 @@ class GemmKnobs:
     # tensor cores' reads of 8-row groups 1 KB apart spread over the banks
     whole: bool = False  # conv on mma.sync, short K: the whole K in shared memory, a persistent block over pixel tiles (conv_short)
     stream: bool = False  # fp32, a few rows by weights (N, K): warps walk TN weight rows each, A in shared memory (gemm_stream)
+    cl_out: str = ""  # conv: the output written channels last ("raw", or "tf32": rounded to TF32) as the next conv's
+    # staged input, that conv's staging pass skipped (a program's conv -> conv hand-off)
     order: str = "tile"  # 3xTF32 mma.sync: "term" issues each of the three products over the whole warp tile
     # in turn (consecutive MMAs write different accumulators; each accumulator's sum is the same)
 
