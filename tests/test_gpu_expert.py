@@ -212,6 +212,13 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                       "    def forward(self, x):\n        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc(x)))))\n"
                       "def get_inputs():\n    return [torch.rand(10, 6272)]\ndef get_init_inputs():\n    return []\n",
                       "streaming the weights"),
+    # VGG's conv -> relu -> conv: each conv but the last writes its output channels last for the next one
+    "conv_handoff": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                     "        super().__init__()\n        self.c1 = nn.Conv2d(32, 64, 3, padding=1)\n"
+                     "        self.c2 = nn.Conv2d(64, 64, 3, padding=1)\n        self.c3 = nn.Conv2d(64, 32, 3, padding=1)\n"
+                     "    def forward(self, x):\n        return self.c3(torch.relu(self.c2(torch.relu(self.c1(x)))))\n"
+                     "def get_inputs():\n    return [torch.rand(4, 32, 40, 44)]\ndef get_init_inputs():\n    return []\n",
+                     "written channels last"),
     "odd_cluster": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n"
                     "        return x / torch.sum(torch.abs(x), dim=1, keepdim=True)\n"
                     "def get_inputs():\n    return [torch.randn(8, 65535)]\ndef get_init_inputs():\n    return []\n",
