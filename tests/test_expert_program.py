@@ -361,6 +361,23 @@ def test_a_conv_feeding_a_conv_writes_its_staged_input_and_the_result_is_the_sam
     assert err_on == err_off and err_on[0] < 3e-3, (err_on, err_off)
 
 
+def test_the_hand_off_runs_between_tma_convs(tmp_egg):
+    """TMA convs (their tiles from the staged tensors by tensor maps): the first stores its output channels last
+    from its own epilogue, the second's staging pass is dropped; the same output as without, on the CPU emulator."""
+    p = tmp_egg / "vgg64.py"
+    p.write_text(TEMPLATE.format(init="self.c1 = nn.Conv2d(32, 64, 3, padding=1)\n        self.c2 = nn.Conv2d(64, 64, 3, padding=1)"
+                                      "\n        self.c3 = nn.Conv2d(64, 32, 3, padding=1)",
+                                 body="return self.c3(torch.relu(self.c2(torch.relu(self.c1(x)))))", shape="2, 32, 6, 7"))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    tma = {"tma": True, "persist": True, "wgmma": True, "BM": 128, "BN": 64, "stages": 4, "swz": True, "layout": "nhwc", "split": 1}
+    extra = {**tma, **{f"r1.{k}": v for k, v in tma.items()}}
+    on, off = (_emit_tuned(agent, g, fam, plan, handoff=h, **extra) for h in (True, False))
+    assert on.description.count("copied by TMA") == 2 and on.description.count("written channels last") == 2
+    err_on, err_off = (_emulated(p, agent, g, fam, plan, tmp_egg, seed=3, k=k) for k in (on, off))
+    assert err_on == err_off and err_on[0] < 3e-3, (err_on, err_off)
+
+
 MAMBA2 = """import torch
 import torch.nn as nn
 import torch.nn.functional as F

@@ -1280,7 +1280,9 @@ class ExpertAgent:
             src, smem = conv_tma.render(g, plan, k), conv_tma.shared_bytes(plan, k)
             if smem > profile.shared_per_block_optin:
                 raise Unsupported("tile does not fit in shared memory")
-            launch = host.Launch("egg_conv", conv_tma.grid(plan, k, sms), (k.threads(True),), conv.arg_order(g, plan), smem,
+            # X and W as their staged copies (the kernel reads them through the maps): the raw input is then the
+            # staging pass's alone, which a conv before it may write for it (_hand_off)
+            launch = host.Launch("egg_conv", conv_tma.grid(plan, k, sms), (k.threads(True),), conv.arg_order(g, plan, True), smem,
                                  maps=conv_tma.tensor_maps(plan, k))
             pw, ph, pn = conv_tma.patch(plan, k)
             return (src + conv.staging_source(plan, tf32=True), _staging_launches(plan) + [(launch, None)],
