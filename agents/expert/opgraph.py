@@ -133,15 +133,21 @@ def export_graph(task) -> OpGraph:
         return _export_graph(task)
 
 
+def _export(model, inputs):
+    from agents.expert.rnn_export import opaque_recurrences
+    with opaque_recurrences():  # an RNN module one node, not its steps traced (rnn_export.py)
+        return torch.export.export(model, inputs)
+
+
 def _export_graph(task) -> OpGraph:
     try:
         with torch.device("meta"):  # no weights allocated, whatever their size
             model = task.make_model(42)  # in the mode its file leaves it, as KernelBench's harness runs it
-        ep = torch.export.export(model, tuple(task.make_inputs(1, "meta")))
+        ep = _export(model, tuple(task.make_inputs(1, "meta")))
     except Exception:
         try:
             model = task.make_model(42)
-            ep = torch.export.export(model, tuple(task.make_inputs(1)))
+            ep = _export(model, tuple(task.make_inputs(1)))
         except Exception as exc:
             raise Unsupported(f"torch.export could not trace the reference ({type(exc).__name__}: {str(exc)[:120]})") from None
     sig = ep.graph_signature
@@ -153,7 +159,7 @@ def _export_graph(task) -> OpGraph:
         if sum(math.prod(x.shape) for x in task.make_inputs(1, "meta")) > 2 ** 28:
             raise Unsupported("a tensor constant made inside forward, on inputs too large to trace on the CPU")
         model = task.make_model(42)
-        ep = torch.export.export(model, tuple(task.make_inputs(1)))
+        ep = _export(model, tuple(task.make_inputs(1)))
         sig = ep.graph_signature
         consts = dict(getattr(sig, "inputs_to_lifted_tensor_constants", {}) or {})
         attrs = {c for c in consts.values() if tensor_attribute(model, c) is not None}
