@@ -100,3 +100,28 @@ def test_the_streaming_gemm_compiles_for_sm90_without_spills(tmp_egg, M, K, N):
     assert r.ok, r.log[-2000:]
     assert all((x.spill_store_bytes, x.spill_load_bytes) == (0, 0) for x in r.resources), r.resources
     assert max(x.registers for x in r.resources) <= 128, r.resources  # two blocks of 256 an SM at least
+
+
+def test_the_later_stages_vary_the_streaming_design_and_offer_the_tiles(tmp_egg):
+    """Parallel mapping: 2 rows a warp, 4 warps a block, and the narrow and 128-row tile designs as alternatives;
+    tiling: the K ranges doubled and halved. Every variant emits."""
+    from agents import StageRequest
+    from hardware_profiles import load_profile
+    from state import DesignRecord, KernelCandidate
+    from tasks import load_task, task_spec
+    p, agent, g, fam, plan = _task(tmp_egg, 10, 4096, 1000)
+    prof = load_profile("h200")
+    base = agent._default(fam, g, plan, None, prof)
+    best = KernelCandidate(id="c0", stage="algorithm_design", params=base, cuda_source="", host_code="", kernel_names=[],
+                           description="", family=fam)
+    seen = {}
+    for st in ("parallel_mapping", "tiling"):
+        req = StageRequest(stage=st, round=1, task=task_spec(load_task(p)), analysis=None, profile=prof,
+                           design=DesignRecord(), attempts=[], best=best, max_candidates=8)
+        seen[st] = agent._variants(req, fam, g, plan)
+        for v in seen[st]:
+            agent.emit(g, fam, plan, v, prof)
+    pm = seen["parallel_mapping"]
+    assert [v.get("TN") for v in pm[:2]] == [2, 4] and pm[1]["WN"] == 4
+    assert not pm[2].get("stream") and pm[2]["BM"] == 16 and not pm[3].get("stream") and pm[3]["BM"] == 128
+    assert sorted(v["splitk"] for v in seen["tiling"]) == [base["splitk"] // 2, 2 * base["splitk"]]

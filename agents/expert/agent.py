@@ -893,6 +893,15 @@ class ExpertAgent:
                     # (its slices by a ring of bulk copies, `ring`, verified but slower still on the H100, 2026-12-07:
                     # task 23 10.4 ms plain and 14.7 online against the stream's 6.7; task 34 11.1-13.8 against 7.8)
                     out.insert(0, {**base, "mapping": "block", "block": 1024, "cache": "cluster", "cluster": C, "waves": 1})
+        elif base.get("stream"):  # a few rows streaming the weights: warps and rows a warp, the K ranges; the tiles
+            if st == "parallel_mapping":  # (narrow, then 128-row 3xTF32 split 4 ways, VGG16's 0.48 ms) as alternatives
+                sk = max(1, min(plan.K // SMALL_M_K, -(-SMALL_M_BLOCKS * req.profile.sms // -(-plan.N // 64))))
+                out = [{**base, "TN": 2}, {**base, "WN": 4},
+                       {**MMA_SYNC, "BM": 16 if plan.M <= 16 else 32, "BN": 64, "WM": 1, "WN": 2, "splitk": sk},
+                       {**MMA_SYNC, "splitk": 4}]
+            elif st == "tiling":
+                sk = base.get("splitk", 1)
+                out = [{**base, "splitk": s} for s in (2 * sk, max(1, sk // 2)) if s != sk]
         else:
             path = gemm_path(plan, base)
             tk = "gemm_tf32" if path == "tf32x3" else "gemm_tc"
