@@ -340,41 +340,38 @@ def test_attention_is_two_batched_gemms_around_a_row_softmax(tmp_egg, shapes, sc
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
-@pytest.mark.parametrize("extra,handoffs", [({}, 2),  # TF32 mma.sync convs (tiny channels), each output rounded
-                                             ({"r1.split": 3, "r2.split": 3}, 2),  # 3xTF32 consumers: stored unrounded
-                                             ({"r1.wgmma": True, "r1.BM": 64, "r1.BN": 32, "r1.swz": True}, 2),  # wgmma
-                                             ({"algo": "direct", "block": 256, "waves": 8, "ocb": 8}, 1)])  # its own store
-def test_a_conv_feeding_a_conv_writes_its_staged_input_and_the_result_is_the_same(tmp_egg, extra, handoffs):
-    """VGG's conv -> relu -> conv: the first conv's epilogue writes its output channels last (rounded to TF32 where
-    the second conv's staging pass would round), that pass is dropped, and the program's output is the same as
-    with the hand-off off, on the CPU emulator; a direct conv (a template with its own store) hands nothing off."""
-    p = tmp_egg / "vgg.py"
-    p.write_text(TEMPLATE.format(init="self.c1 = nn.Conv2d(8, 16, 3, padding=1)\n        self.c2 = nn.Conv2d(16, 32, 3, padding=1)"
-                                      "\n        self.c3 = nn.Conv2d(32, 8, 3, padding=1)",
-                                 body="return self.c3(torch.relu(self.c2(torch.relu(self.c1(x)))))", shape="2, 8, 10, 9"))
+def _three_convs(tmp, c: int, mid: int, shape: str, extra: dict):
+    """VGG's conv -> relu -> conv -> relu -> conv (c -> mid -> 2 mid -> c channels) emitted with its hand-offs on and
+    off, and each one's (error, eager's error) on the CPU emulator."""
+    p = tmp / f"vgg{c}.py"
+    p.write_text(TEMPLATE.format(init=f"self.c1 = nn.Conv2d({c}, {mid}, 3, padding=1)\n        "
+                                      f"self.c2 = nn.Conv2d({mid}, {2 * mid}, 3, padding=1)\n        "
+                                      f"self.c3 = nn.Conv2d({2 * mid}, {c}, 3, padding=1)",
+                                 body="return self.c3(torch.relu(self.c2(torch.relu(self.c1(x)))))", shape=shape))
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     on, off = (_emit_tuned(agent, g, fam, plan, handoff=h, **extra) for h in (True, False))
+    return on, off, *(_emulated(p, agent, g, fam, plan, tmp, seed=3, k=k) for k in (on, off))
+
+
+TMA = {"tma": True, "persist": True, "wgmma": True, "BM": 128, "BN": 64, "stages": 4, "swz": True, "layout": "nhwc", "split": 1}
+
+
+@pytest.mark.parametrize("c,mid,shape,extra,handoffs", [
+    (8, 16, "2, 8, 10, 9", {}, 2),  # TF32 mma.sync convs (tiny channels), each output rounded
+    (8, 16, "2, 8, 10, 9", {"r1.split": 3, "r2.split": 3}, 2),  # 3xTF32 consumers: stored unrounded
+    (8, 16, "2, 8, 10, 9", {"r1.wgmma": True, "r1.BM": 64, "r1.BN": 32, "r1.swz": True}, 2),  # a wgmma producer
+    (8, 16, "2, 8, 10, 9", {"algo": "direct", "block": 256, "waves": 8, "ocb": 8}, 1),  # a direct conv's own store
+    # TMA convs (tiles from the staged tensors by tensor maps) at both ends of a hand-off
+    (32, 64, "2, 32, 6, 7", {**TMA, **{f"r1.{k}": v for k, v in TMA.items()}}, 2)])
+def test_a_conv_feeding_a_conv_writes_its_staged_input_and_the_result_is_the_same(tmp_egg, c, mid, shape, extra, handoffs):
+    """The first conv's epilogue writes its output channels last (rounded to TF32 where the second conv's staging
+    pass would round), that pass is dropped, and the program's output is the same as with the hand-off off, on the
+    CPU emulator; a direct conv (a template with its own store) hands nothing off."""
+    on, off, err_on, err_off = _three_convs(tmp_egg, c, mid, shape, extra)
     assert on.description.count("written channels last") == handoffs and "written channels last" not in off.description
     assert on.host_code.count("egg_conv_xt") == off.host_code.count("egg_conv_xt") - handoffs
-    err_on, err_off = (_emulated(p, agent, g, fam, plan, tmp_egg, seed=3, k=k) for k in (on, off))
-    assert err_on == err_off and err_on[0] < 3e-3, (err_on, err_off)
-
-
-def test_the_hand_off_runs_between_tma_convs(tmp_egg):
-    """TMA convs (their tiles from the staged tensors by tensor maps): the first stores its output channels last
-    from its own epilogue, the second's staging pass is dropped; the same output as without, on the CPU emulator."""
-    p = tmp_egg / "vgg64.py"
-    p.write_text(TEMPLATE.format(init="self.c1 = nn.Conv2d(32, 64, 3, padding=1)\n        self.c2 = nn.Conv2d(64, 64, 3, padding=1)"
-                                      "\n        self.c3 = nn.Conv2d(64, 32, 3, padding=1)",
-                                 body="return self.c3(torch.relu(self.c2(torch.relu(self.c1(x)))))", shape="2, 32, 6, 7"))
-    agent = ExpertAgent()
-    g, fam, plan = agent._plan(str(p))
-    tma = {"tma": True, "persist": True, "wgmma": True, "BM": 128, "BN": 64, "stages": 4, "swz": True, "layout": "nhwc", "split": 1}
-    extra = {**tma, **{f"r1.{k}": v for k, v in tma.items()}}
-    on, off = (_emit_tuned(agent, g, fam, plan, handoff=h, **extra) for h in (True, False))
-    assert on.description.count("copied by TMA") == 2 and on.description.count("written channels last") == 2
-    err_on, err_off = (_emulated(p, agent, g, fam, plan, tmp_egg, seed=3, k=k) for k in (on, off))
+    assert not extra.get("tma") or on.description.count("copied by TMA") == 2
     assert err_on == err_off and err_on[0] < 3e-3, (err_on, err_off)
 
 
