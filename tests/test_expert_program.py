@@ -361,13 +361,14 @@ TMA = {"tma": True, "persist": True, "wgmma": True, "BM": 128, "BN": 64, "stages
     (8, 16, "2, 8, 10, 9", {}, 2),  # TF32 mma.sync convs (tiny channels), each output rounded
     (8, 16, "2, 8, 10, 9", {"r1.split": 3, "r2.split": 3}, 2),  # 3xTF32 consumers: stored unrounded
     (8, 16, "2, 8, 10, 9", {"r1.wgmma": True, "r1.BM": 64, "r1.BN": 32, "r1.swz": True}, 2),  # a wgmma producer
-    (8, 16, "2, 8, 10, 9", {"algo": "direct", "block": 256, "waves": 8, "ocb": 8}, 1),  # a direct conv's own store
+    (8, 16, "2, 8, 10, 9", {"algo": "direct", "block": 256, "waves": 8, "ocb": 8}, 2),  # a direct conv, 8 channels a thread
+    (8, 16, "2, 8, 10, 9", {"algo": "direct", "block": 256, "waves": 8, "ocb": 1}, 1),  # one a thread: its own store
     # TMA convs (tiles from the staged tensors by tensor maps) at both ends of a hand-off
     (32, 64, "2, 32, 6, 7", {**TMA, **{f"r1.{k}": v for k, v in TMA.items()}}, 2)])
 def test_a_conv_feeding_a_conv_writes_its_staged_input_and_the_result_is_the_same(tmp_egg, c, mid, shape, extra, handoffs):
     """The first conv's epilogue writes its output channels last (rounded to TF32 where the second conv's staging
     pass would round), that pass is dropped, and the program's output is the same as with the hand-off off, on the
-    CPU emulator; a direct conv (a template with its own store) hands nothing off."""
+    CPU emulator; a direct conv of one channel a thread (a store of its own) hands nothing off."""
     on, off, err_on, err_off = _three_convs(tmp_egg, c, mid, shape, extra)
     assert on.description.count("written channels last") == handoffs and "written channels last" not in off.description
     assert on.host_code.count("egg_conv_xt") == off.host_code.count("egg_conv_xt") - handoffs

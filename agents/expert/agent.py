@@ -1162,7 +1162,8 @@ class ExpertAgent:
         """Conv -> conv with nothing between (VGG's, AlexNet's, an Inception branch's 1x1 then 3x3): the first conv
         writes its output channels last, as the second's staging pass would (rounded to TF32 where it rounds), and
         that pass is dropped (a read and a write of the tensor saved). Only where the second conv's staging is all
-        that reads the tensor, and the first conv's template stores it (not split-K, not an epilogue family's)."""
+        that reads the tensor, and the first conv's template stores it (the implicit-GEMM and TMA convs, the direct
+        conv of several channels a thread; not split-K, whole-K or an epilogue family's)."""
         stages = prog.stages()
         reads: dict[int, int] = {}  # how many launches read each tensor (by identity), over the whole program
         for _, _, launches, _ in emitted:
@@ -1172,7 +1173,7 @@ class ExpertAgent:
         dropped = set()  # stages whose staging pass reads a conv's hand-off
         for i in range(len(stages) - 1):
             sg, fam, plan, writes = stages[i]
-            if fam != "conv" or emitted[i][2][-1][1] is not None or reads.get(id(writes), 0) != 1:
+            if fam not in ("conv", "direct_conv") or emitted[i][2][-1][1] is not None or reads.get(id(writes), 0) != 1:
                 continue
             j = next((j for j in range(i + 1, len(stages))
                       if any(ln.tensors and ln.tensors[0] is writes for ln, _ in emitted[j][2])), None)
@@ -1183,7 +1184,7 @@ class ExpertAgent:
                 continue  # (two planes' staged input is twice the batch)
             body = emitted[j][1].split(" egg_conv_xt(", 1)[1].split('extern "C"', 1)[0]
             mine = self._region_params(prog, i, params, profile)
-            if mine.get("algo") == "direct" or mine.get("whole"):  # templates with stores of their own
+            if mine.get("whole"):  # the whole-K template's stores are its own
                 continue
             try:
                 src, launches, desc = self.kernel(sg, fam, plan, {**mine, "cl_out": "tf32" if "round_tf32(" in body else "raw"},
@@ -1257,7 +1258,8 @@ class ExpertAgent:
             return src, steps, ("the matmul's row sum as the weight's column sums (one read of B), then a warp per row "
                                 "of A with the chain fused; no matmul output")
         elif fam == "direct_conv" or (fam == "conv" and params.get("algo") == "direct"):
-            k = direct_conv.DirectKnobs(block=params["block"], waves=params["waves"], ocb=params.get("ocb", 1))
+            k = direct_conv.DirectKnobs(block=params["block"], waves=params["waves"], ocb=params.get("ocb", 1),
+                                        cl_out=params.get("cl_out", ""))
             src = direct_conv.render(g, plan, k)
             launch = host.Launch("egg_dconv", (direct_conv.grid(plan, k, sms, tpsm),), (k.block,), conv.arg_order(g, plan), 0)
             desc = (f"direct conv{plan.nd}d, exact fp32, " + (

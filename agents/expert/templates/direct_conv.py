@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter, per_output_grid, per_output_head
 from agents.expert.opgraph import OpGraph, Unsupported
 from agents.expert.templates.conv import ConvPlan, kernel_args
+from agents.expert.templates.gemm_tf32 import TF32_PRELUDE
 
 
 @dataclass
@@ -25,6 +26,8 @@ class DirectKnobs:
     block: int = 256
     waves: int = 8  # grid = min(needed, SMs x blocks per SM x waves); 0: a thread per output, no loop
     ocb: int = 1  # output channels a thread (> 1: weights staged in shared memory); divides a group's channels
+    cl_out: str = ""  # ocb > 1: the output stored channels last ("raw", or "tf32": rounded) as the next conv's staged
+    # input (a program's hand-off: a thread's ocb channels of a pixel are one run of the row)
 
 
 SMEM_FLOATS = 12 * 1024  # the staged weight under the 48 KiB of static shared memory
@@ -52,6 +55,8 @@ def render(g: OpGraph, p: ConvPlan, k: DirectKnobs) -> str:
         raise Unsupported("a narrow-group transposed convolution")
     if k.ocb > 1:
         return _render_blocked(g, p, k)
+    if k.cl_out:
+        raise Unsupported("a channels-last hand-off from the direct conv of one output channel a thread")
     out = g.output
     args = kernel_args(g, p)
     bias = p.bias
@@ -134,14 +139,20 @@ def _render_blocked(g: OpGraph, p: ConvPlan, k: DirectKnobs) -> str:
               f"{ind}for (int ic = 0; ic < {p.Cg}; ++ic) {{",
               f"{ind}    const float* xb = X + ((img * {p.C}LL + grp * {p.Cg}LL + ic) * {isp}LL);"]
     lines += _window(p, ind, "const float xv = xb[LIN];\n" + fma)
-    lines += [f"{ind}}}", "#pragma unroll", f"{ind}for (int j = 0; j < {B}; ++j) {{",
+    if k.cl_out and (out.dtype != "float32" or tuple(out.shape) != (p.N, p.OC, *p.out_sp)):
+        raise Unsupported("a channels-last hand-off stores the conv's fp32 output, whole, in its own shape")
+    if k.cl_out:  # (image, pixel, channel): the thread's channels one run of 4 B bytes
+        v = f"__uint_as_float(round_tf32({v_out}))" if k.cl_out == "tf32" else v_out
+        store = f"{ind}    out[cl_pix * {p.OC}LL + oc] = {v};"
+    else:
+        store = f"{ind}    out[o_lin] = from_f<{CTYPE[out.dtype]}>({v_out});"
+    lines += [f"{ind}}}"] + ([f"{ind}const long long cl_pix = img * {osp}LL + s_p;"] if k.cl_out else []) + [
+              "#pragma unroll", f"{ind}for (int j = 0; j < {B}; ++j) {{",
               f"{ind}    const long long oc = oc0 + j, o_lin = (img * {p.OC}LL + oc) * {osp}LL + s_p;",
               f"{ind}    const float c_val = acc[j]{f' + to_f({bias.name}[oc])' if bias is not None else ''};",
-              post.take(ind + "    "),
-              f"{ind}    out[o_lin] = from_f<{CTYPE[out.dtype]}>({v_out});",
-              f"{ind}}}"]
+              post.take(ind + "    "), store, f"{ind}}}"]
     loop = per_output_head(n_thr, k.waves, "o_t")
-    return f"""{PRELUDE}
+    return f"""{PRELUDE}{TF32_PRELUDE if k.cl_out == "tf32" else ""}
 extern "C" __global__ void __launch_bounds__({k.block}) egg_dconv({kernel_args(g, p)}) {{
     // the weight, transposed: a tap's {p.OC} output channels side by side
     __shared__ __align__(16) float sW[{p.OC * p.K}];
