@@ -17,7 +17,7 @@ if [ "${1:-}" != bench ]; then
   probe head26.txt .kb3/probe26/vgg_fc1.py 120 --first --vary '{}' --vary '{"splitk": 8}' --vary '{"splitk": 32}' \
     --vary '{"stream": false, "BM": 128, "BN": 128, "WM": 2, "WN": 4, "stages": 3, "splitk": 4}' \
     --vary '{"stream": false, "BM": 16, "BN": 64, "WM": 1, "WN": 2, "stages": 3, "splitk": 12}'
-  # VGG16 whole, its conv -> conv hand-offs on and off (5 staging passes of 12 dropped)
+  # VGG16 whole, its conv -> conv hand-offs on and off (6 staging passes of 12 dropped)
   probe vgg26.txt .kb3/fix26/11_VGG16.py 200 --first --kernels --vary '{}' --vary '{"handoff": false}'
   cut -c1-600 "$OUT/head26.txt" "$OUT/vgg26.txt"
   exit 0
