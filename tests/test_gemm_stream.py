@@ -125,3 +125,22 @@ def test_the_later_stages_vary_the_streaming_design_and_offer_the_tiles(tmp_egg)
     assert [v.get("TN") for v in pm[:2]] == [2, 4] and pm[1]["WN"] == 4
     assert not pm[2].get("stream") and pm[2]["BM"] == 16 and not pm[3].get("stream") and pm[3]["BM"] == 128
     assert sorted(v["splitk"] for v in seen["tiling"]) == [base["splitk"] // 2, 2 * base["splitk"]]
+
+
+def test_narrow_tiles_offer_the_streaming_design_in_parallel_mapping(tmp_egg):
+    """Where the narrow tiles come first (N <= SMALL_M_MAX_N: task 34's step), parallel mapping measures the
+    streamed weights beside them."""
+    from agents import StageRequest
+    from hardware_profiles import load_profile
+    from state import DesignRecord, KernelCandidate
+    from tasks import load_task, task_spec
+    p, agent, g, fam, plan = _task(tmp_egg, 8, 1280, 256)
+    prof = load_profile("h200")
+    base = agent._default(fam, g, plan, None, prof)
+    assert base["BM"] == 16 and not base.get("stream")
+    best = KernelCandidate(id="c0", stage="algorithm_design", params=base, cuda_source="", host_code="", kernel_names=[],
+                           description="", family=fam)
+    req = StageRequest(stage="parallel_mapping", round=1, task=task_spec(load_task(p)), analysis=None, profile=prof,
+                       design=DesignRecord(), attempts=[], best=best, max_candidates=8)
+    out = agent._variants(req, fam, g, plan)
+    assert out[0].get("stream") and "streaming the weights" in agent.emit(g, fam, plan, out[0], prof).description

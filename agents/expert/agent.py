@@ -927,6 +927,8 @@ class ExpertAgent:
             elif st == "parallel_mapping":
                 if path != "simt":
                     out += [{**base, "WM": wm, "WN": wn} for wm, wn in kn[f"{tk}_warps"]]
+                if path == "tf32x3" and plan.M <= SMALL_M and gemm_stream.reason(plan) is None:  # a few rows: the
+                    out.insert(0, gemm_stream.design(plan, req.profile.sms))  # weights streamed, first measured
                 if path == "tf32x3":  # then Hopper's warpgroup MMA (3xTF32, A split in registers): 3.18-3.88 ms
                     # against mma.sync's 2.61 at 4096^3 on the H200 as built (RESULTS.md), so not first
                     out += [{**base, "wgmma": True, "BM": 128, "BN": bn} for bn in (128, 64)
