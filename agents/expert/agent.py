@@ -140,6 +140,14 @@ def small_m_split(plan, params: dict, sms: int) -> int:
     return max(1, min(plan.K // SMALL_M_K, -(-SMALL_M_BLOCKS * sms // output_tiles(plan, params))))
 
 
+def narrow_design(plan, sms: int) -> dict:
+    """A matmul of at most SMALL_M rows on tiles of 16 or 32 rows, K split across the SMs in ranges of SMALL_M_K."""
+    d = {**MMA_SYNC, "BM": 16 if plan.M <= 16 else 32, "BN": 64 if plan.N >= 64 else 32, "WM": 1,
+         "WN": 2 if plan.N >= 64 else 1}
+    sk = small_m_split(plan, d, sms)
+    return {**d, "splitk": sk} if sk > 1 else d
+
+
 def clusters(profile) -> bool:
     """Thread-block clusters and distributed shared memory (compute capability 9.0 on); no profile: the H200."""
     return profile is None or profile.has("clusters")
@@ -289,11 +297,16 @@ def _conv_fits(g, plan, d: dict, profile) -> dict | None:
         return None
 
 
-def _without_kernel(src: str, name: str) -> str:
-    """`src` without kernel `name`'s definition (from its `extern "C"` to the next one, or the end)."""
+def _definition(src: str, name: str) -> tuple[int, int]:
+    """Where kernel `name` is defined in a template's source: from its `extern "C"` to the next one, or the end."""
     head = src.index(f" {name}(")
-    a, b = src.rindex('extern "C"', 0, head), src.find('extern "C"', head)
-    return src[:a] + (src[b:] if b >= 0 else "")
+    b = src.find('extern "C"', head)
+    return src.rindex('extern "C"', 0, head), b if b >= 0 else len(src)
+
+
+def _without_kernel(src: str, name: str) -> str:
+    a, b = _definition(src, name)
+    return src[:a] + src[b:]
 
 
 def _staging_launches(plan, planes: bool = False) -> list:
@@ -895,10 +908,7 @@ class ExpertAgent:
                     out.insert(0, {**base, "mapping": "block", "block": 1024, "cache": "cluster", "cluster": C, "waves": 1})
         elif base.get("stream"):  # a few rows streaming the weights: warps and rows a warp, the K ranges; the tiles
             if st == "parallel_mapping":  # (narrow, then 128-row 3xTF32 split 4 ways, VGG16's 0.48 ms) as alternatives
-                sk = max(1, min(plan.K // SMALL_M_K, -(-SMALL_M_BLOCKS * req.profile.sms // -(-plan.N // 64))))
-                out = [{**base, "TN": 2}, {**base, "WN": 4},
-                       {**MMA_SYNC, "BM": 16 if plan.M <= 16 else 32, "BN": 64, "WM": 1, "WN": 2, "splitk": sk},
-                       {**MMA_SYNC, "splitk": 4}]
+                out = [{**base, "TN": 2}, {**base, "WN": 4}, narrow_design(plan, req.profile.sms), {**MMA_SYNC, "splitk": 4}]
             elif st == "tiling":
                 sk = base.get("splitk", 1)
                 out = [{**base, "splitk": s} for s in (2 * sk, max(1, sk // 2)) if s != sk]
@@ -1067,10 +1077,8 @@ class ExpertAgent:
             return {**d, "vec": 4} if rowwise.vectorizable(plan, rowwise.RowKnobs()) and plan.R >= 1024 else d
         if plan.dtype == "float32":
             d = dict(MMA_SYNC)
-            if plan.M <= SMALL_M and plan.N <= SMALL_M_MAX_N:  # a few rows: tiles of 16 or 32 rows, K split across the SMs in ranges of SMALL_M_K
-                d.update(BM=16 if plan.M <= 16 else 32, BN=64 if plan.N >= 64 else 32, WM=1, WN=2 if plan.N >= 64 else 1)
-                sk = small_m_split(plan, d, prof.sms if prof is not None else DEFAULT_SMS)
-                return {**d, "splitk": sk} if sk > 1 else d
+            if plan.M <= SMALL_M and plan.N <= SMALL_M_MAX_N:  # a few rows: narrow tiles
+                return narrow_design(plan, prof.sms if prof is not None else DEFAULT_SMS)
             if plan.M <= SMALL_M and gemm_stream.reason(plan) is None:  # a few rows by many weight rows: stream them
                 return gemm_stream.design(plan, prof.sms if prof is not None else DEFAULT_SMS)
             sk = split_k(plan, d, prof.sms if prof is not None else DEFAULT_SMS)
@@ -1167,15 +1175,12 @@ class ExpertAgent:
         that reads the tensor, and the first conv's template stores it (the implicit-GEMM and TMA convs, the direct
         conv of several channels a thread; not split-K, whole-K or an epilogue family's)."""
         stages = prog.stages()
-        reads: dict[int, int] = {}  # how many launches read each tensor (by identity), over the whole program
-        for _, _, launches, _ in emitted:
-            for ln, _ in launches:
-                for t in ln.tensors:
-                    reads[id(t)] = reads.get(id(t), 0) + 1
+        # how many launches read each tensor (by identity), over the whole program
+        reads = Counter(id(t) for _, _, launches, _ in emitted for ln, _ in launches for t in ln.tensors)
         dropped = set()  # stages whose staging pass reads a conv's hand-off
         for i in range(len(stages) - 1):
             sg, fam, plan, writes = stages[i]
-            if fam not in ("conv", "direct_conv") or emitted[i][2][-1][1] is not None or reads.get(id(writes), 0) != 1:
+            if fam not in ("conv", "direct_conv") or emitted[i][2][-1][1] is not None or reads[id(writes)] != 1:
                 continue
             j = next((j for j in range(i + 1, len(stages))
                       if any(ln.tensors and ln.tensors[0] is writes for ln, _ in emitted[j][2])), None)
@@ -1184,16 +1189,14 @@ class ExpertAgent:
             (xt, staged), rest = emitted[j][2][0], emitted[j][2][1:]
             if xt.kernel != "egg_conv_xt" or len(xt.tensors) != 1 or tuple(staged.shape) != (plan.N, *plan.out_sp, plan.OC):
                 continue  # (two planes' staged input is twice the batch)
-            body = emitted[j][1].split(" egg_conv_xt(", 1)[1].split('extern "C"', 1)[0]
-            mine = self._region_params(prog, i, params, profile)
-            if mine.get("whole"):  # the whole-K template's stores are its own
-                continue
+            a, b = _definition(emitted[j][1], "egg_conv_xt")
+            cl = "tf32" if "round_tf32(" in emitted[j][1][a:b] else "raw"
             try:
-                src, launches, desc = self.kernel(sg, fam, plan, {**mine, "cl_out": "tf32" if "round_tf32(" in body else "raw"},
+                src, launches, desc = self.kernel(sg, fam, plan, {**self._region_params(prog, i, params, profile), "cl_out": cl},
                                                   profile)
             except Unsupported:
                 continue
-            if "cl_pix" not in src:  # the store did not change: not a template that writes channels last
+            if "cl_pix" not in src:  # the store did not change (whole-K, ...): not a template that writes channels last
                 continue
             if i in dropped:  # its own staging pass already reads the conv before it
                 src, launches = _without_kernel(src, "egg_conv_xt"), launches[1:]
@@ -1202,8 +1205,7 @@ class ExpertAgent:
             launches[-1] = (launches[-1][0], staged)
             emitted[i][1:] = [src, launches, desc + "; its output written channels last for the next conv (that conv's "
                                                        "staging pass skipped)"]
-            if j not in dropped:  # its staging kernel's definition goes with its launch
-                emitted[j][1] = _without_kernel(emitted[j][1], "egg_conv_xt")
+            emitted[j][1] = emitted[j][1][:a] + emitted[j][1][b:]  # its staging kernel's definition goes with its launch
             emitted[j][2] = rest
             dropped.add(j)
 

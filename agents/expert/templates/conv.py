@@ -253,6 +253,15 @@ def _weight_gather(p: ConvPlan, k: GemmKnobs, T: int, B: Operand, smem: str) -> 
             }}"""
 
 
+def channels_last_store(g: OpGraph, p: ConvPlan, cl: str, v: str, indent: str) -> str:
+    """The hand-off's store of value `v` at pixel `cl_pix` (image * positions + position), channel `oc`: channels
+    last, rounded to TF32 where `cl` is "tf32" (as the next conv's staging pass would round), for the conv's fp32
+    output whole in its own shape."""
+    if g.output.dtype != "float32" or tuple(g.output.shape) != (p.N, p.OC, *p.out_sp):
+        raise Unsupported("a channels-last hand-off stores the conv's fp32 output, whole, in its own shape")
+    return f"{indent}out[cl_pix * {p.OC}LL + oc] = {f'__uint_as_float(round_tf32({v}))' if cl == 'tf32' else v};"
+
+
 def _store(g: OpGraph, p: ConvPlan, layout: str = "nchw", partial: int = 0, cl: str = "") -> str:
     """The epilogue at GEMM row m, column n: "nhwc" reads the row's image and output pixel from
     `rowinfo` (a phase's rows are not consecutive pixels), "nchw" divides m, "gemm" has the image
@@ -261,8 +270,8 @@ def _store(g: OpGraph, p: ConvPlan, layout: str = "nchw", partial: int = 0, cl: 
     `cl` ("raw" or "tf32"): the value stored channels last (rounded to TF32), as the next conv's staging pass
     would have written it; the epilogue still reads its other tensors at the NCHW index `oi`."""
     osp = math.prod(p.out_sp)
-    if cl and (partial or g.output.dtype != "float32" or tuple(g.output.shape) != (p.N, p.OC, *p.out_sp)):
-        raise Unsupported("a channels-last hand-off stores the conv's fp32 output, whole, in its own shape")
+    if cl and partial:
+        raise Unsupported("a channels-last hand-off from split-K's partials")
     mt = "unsigned" if p.M < 2 ** 32 else "long long"
     bias = p.bias
 
@@ -276,9 +285,8 @@ def _store(g: OpGraph, p: ConvPlan, layout: str = "nchw", partial: int = 0, cl: 
     else:
         em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", special, prefix="e")
         v = em.value(g.output, "oi")
-        if cl:  # channels last: (image, pixel, channel)
-            v = f"__uint_as_float(round_tf32({v}))" if cl == "tf32" else v
-            body = f"{em.take('                    ')}\n                    out[cl_pix * {p.OC}LL + oc] = {v};"
+        if cl:
+            body = f"{em.take('                    ')}\n{channels_last_store(g, p, cl, v, '                    ')}"
         else:
             body = f"{em.take('                    ')}\n                    out[oi] = from_f<{CTYPE[g.output.dtype]}>({v});"
     oc = f"                    const long long oc = (long long)grp * {p.OCg} + n;\n"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from agents.expert.codegen import CTYPE, PRELUDE, Emitter, per_output_grid, per_output_head
 from agents.expert.opgraph import OpGraph, Unsupported
-from agents.expert.templates.conv import ConvPlan, kernel_args
+from agents.expert.templates.conv import ConvPlan, channels_last_store, kernel_args
 from agents.expert.templates.gemm_tf32 import TF32_PRELUDE
 
 
@@ -139,11 +139,8 @@ def _render_blocked(g: OpGraph, p: ConvPlan, k: DirectKnobs) -> str:
               f"{ind}for (int ic = 0; ic < {p.Cg}; ++ic) {{",
               f"{ind}    const float* xb = X + ((img * {p.C}LL + grp * {p.Cg}LL + ic) * {isp}LL);"]
     lines += _window(p, ind, "const float xv = xb[LIN];\n" + fma)
-    if k.cl_out and (out.dtype != "float32" or tuple(out.shape) != (p.N, p.OC, *p.out_sp)):
-        raise Unsupported("a channels-last hand-off stores the conv's fp32 output, whole, in its own shape")
     if k.cl_out:  # (image, pixel, channel): the thread's channels one run of 4 B bytes
-        v = f"__uint_as_float(round_tf32({v_out}))" if k.cl_out == "tf32" else v_out
-        store = f"{ind}    out[cl_pix * {p.OC}LL + oc] = {v};"
+        store = channels_last_store(g, p, k.cl_out, v_out, ind + "    ")
     else:
         store = f"{ind}    out[o_lin] = from_f<{CTYPE[out.dtype]}>({v_out});"
     lines += [f"{ind}}}"] + ([f"{ind}const long long cl_pix = img * {osp}LL + s_p;"] if k.cl_out else []) + [

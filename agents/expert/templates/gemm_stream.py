@@ -17,6 +17,7 @@ from agents.expert.templates.gemm import GemmKnobs, GemmPlan, epilogue, kernel_a
 # cores (16-row tiles) do better.
 MAX_M = 16
 WARPS = 8
+ROWS = 4  # weight rows a warp walks at once (TN): each A element read from shared memory feeds TN FMAs
 MIN_RANGE = 256  # K a range sums at least (shorter ranges cost more in partials and shuffles than they gain)
 MAX_RANGE = 2048
 A_BYTES = 64 * 1024  # A's slice of a range in shared memory (at most): three blocks an SM
@@ -35,11 +36,6 @@ def reason(p: GemmPlan) -> str | None:
     return None
 
 
-def rows_per_warp(M: int) -> int:
-    """Weight rows a warp walks at once: each A element read from shared memory feeds TN FMAs."""
-    return 4
-
-
 def vec(p: GemmPlan) -> int:
     return 4 if p.K % 4 == 0 else 1
 
@@ -47,11 +43,10 @@ def vec(p: GemmPlan) -> int:
 def design(p: GemmPlan, sms: int) -> dict:
     """The first design: 8 warps a block, TN rows a warp; K ranges of at most MAX_RANGE (and A's slice within
     A_BYTES), more where the row tiles alone would leave the GPU with fewer than two blocks an SM."""
-    tn = rows_per_warp(p.M)
-    tiles = -(-p.N // (WARPS * tn))
+    tiles = -(-p.N // (WARPS * ROWS))
     longest = max(MIN_RANGE, min(MAX_RANGE, A_BYTES // (4 * p.M)))
     ranges = max(-(-p.K // longest), min(-(-2 * sms // tiles), max(1, p.K // MIN_RANGE)))
-    return {"family": "gemm_tf32", "stream": True, "WM": 1, "WN": WARPS, "TN": tn, "splitk": ranges}
+    return {"family": "gemm_tf32", "stream": True, "WM": 1, "WN": WARPS, "TN": ROWS, "splitk": ranges}
 
 
 def ranges(p: GemmPlan, k: GemmKnobs) -> tuple[int, int]:
