@@ -90,6 +90,12 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                    "        c0 = torch.randn(2, x.size(0), 256, device=x.device)\n"
                    "        return self.lstm(x, (h0, c0))[0][:, -1, :]\ndef get_inputs():\n    return [torch.rand(10, 64, 64)]\n"
                    "def get_init_inputs():\n    return []\n", "a cluster of 8 blocks"),
+    # level 3 tasks 41/42's kind: a bidirectional layer's two walks in one launch, writing both halves of its steps
+    "gru_bidir": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                  "        super().__init__()\n        self.gru = nn.GRU(64, 256, num_layers=2, bidirectional=True)\n"
+                  "    def forward(self, x, h0):\n        out, h = self.gru(x, h0)\n        return out[-1, :, :256] + out[0, :, 256:] + h.sum(0)\n"
+                  "def get_inputs():\n    return [torch.randn(64, 10, 64), torch.randn(4, 10, 256)]\n"
+                  "def get_init_inputs():\n    return []\n", "both directions"),
     # level 2 task 44's program (a strided transposed conv, scaled, averaged over its positions), reduced batch
     "box_sums": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
                  "        super().__init__()\n        self.conv = nn.ConvTranspose2d(64, 128, 3, 2, 1, 1)\n"

@@ -627,7 +627,8 @@ class ExpertAgent:
                    f"{a['padding']}), {mapping}, the pointwise chain before and after it fused")
         elif fam == "recurrent":
             what = f"{RNN_NAMES[plan.cell]} recurrence{' writing its cell state' if plan.emits_c else ''}"
-            how = (f"a{'n' if plan.cell == 'lstm' else ''} {what} over {plan.T} steps{' backwards' if plan.reverse else ''}: "
+            walk = " both ways at once (a bidirectional layer)" if plan.pair else " backwards" if plan.reverse else ""
+            how = (f"a{'n' if plan.cell == 'lstm' else ''} {what} over {plan.T} steps{walk}: "
                    f"a persistent block per batch element ({plan.B}), the state in shared memory, a warp per gate row "
                    f"of W_hh ({plan.G * plan.H} x {plan.H}) each step")
         elif fam == "attention":
@@ -1369,12 +1370,14 @@ class ExpertAgent:
                     raise Unsupported(f"thread-block clusters on {profile.name}")
                 sh = recurrent.cluster_shape(plan, k, profile.shared_per_block_optin)
                 src, smem = recurrent.render_cluster(g, plan, k, sh), sh.floats(plan) * 4
-                desc = (f"{RNN_NAMES[plan.cell]} recurrence over {plan.T} steps, a cluster of {sh.C} blocks of {k.block} "
+                desc = (f"{RNN_NAMES[plan.cell]} recurrence over {plan.T} steps{', both directions' if plan.pair else ''}, "
+                        f"a cluster of {sh.C} blocks of {k.block} "
                         f"threads per {sh.Bt} batch element(s), each block holding W_hh's rows of {sh.Hc} units in "
                         f"shared memory, h exchanged through distributed shared memory")
             else:
                 src, smem = recurrent.render(g, plan, k), 0
-                desc = (f"{RNN_NAMES[plan.cell]} recurrence, a persistent block of {k.block} threads per batch element "
+                desc = (f"{RNN_NAMES[plan.cell]} recurrence{' of both directions' if plan.pair else ''}, a persistent block "
+                        f"of {k.block} threads per batch element "
                         f"over {plan.T} steps")
             launch = host.Launch("egg_rnn", (recurrent.grid(plan, k, sms),), (k.block,), host.leaves(g), smem)
         elif fam == "attention":

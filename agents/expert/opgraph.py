@@ -1247,8 +1247,9 @@ GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}  # gate rows of W_ih
 def _recurrent(o: _Op):
     """nn.LSTM, nn.GRU, nn.RNN (any layers, bidirectional or not, biases or not, batch_first or not): per
     layer and direction, the input projection of every time step as one GEMM (with the biases that add
-    outside the recurrence in its epilogue), then the recurrence over time as an "rnn" node
-    (templates/recurrent.py); a bidirectional layer's two outputs are concatenated for the next.
+    outside the recurrence in its epilogue); then per layer the recurrence over time as an "rnn" node
+    (templates/recurrent.py), a bidirectional layer's two directions one node (attrs "pair") writing both
+    halves of their concatenated output.
     Returns (output, h_n[, c_n]). An LSTM's c_n comes from a twin of each recurrence that writes c
     instead of h (pruned, like every unread node, when the task does not read c_n)."""
     cell, G = o.name.removeprefix("rnn_") if o.name != "lstm" else "lstm", GATES[o.name]
@@ -1274,7 +1275,7 @@ def _recurrent(o: _Op):
         one = b.add("pw", "narrow", [steps, t_dim, 0 if reverse else T - 1], (B, 1, H) if batch_first else (1, B, H), dt)
         return b.add("pw", "view", [one], (1, B, H), dt)
     for layer in range(layers):
-        outs = []
+        args = []
         for d in range(dirs):  # PyTorch's order: layer by layer, the forward direction then the reverse one
             at = per * (layer * dirs + d)
             w_ih, w_hh = flat[at], flat[at + 1]
@@ -1288,15 +1289,18 @@ def _recurrent(o: _Op):
             for s in states:
                 one = b.add("pw", "narrow", [s, 0, layer * dirs + d], (1, B, H), dt)
                 init.append(b.add("pw", "view", [one], (B, H), dt))
-            extra = [b_hh] if cell == "gru" else []  # None without biases
-            out = b.add("rnn", cell, [proj, w_hh, *init, *extra], seq + (H,), dt,
-                        attrs={"batch_first": bool(batch_first), "reverse": d == 1})
-            lasts.append(final(out, d == 1))
-            outs.append(out)
-            if cell == "lstm":  # the same recurrence writing its cell state: c_n's source
-                c_seq = b.add("rnn", cell, list(out.args), out.shape, dt, attrs={**out.attrs, "emit": "c"})
-                c_lasts.append(final(c_seq, d == 1))
-        cur = outs[0] if dirs == 1 else b.add("pw", "cat", [outs[0], outs[1], 2], seq + (2 * H,), dt)
+            args += [proj, w_hh, *init, *([b_hh] if cell == "gru" else [])]  # a GRU's b_hh: None without biases
+        # A bidirectional layer's two directions are one recurrence (a "pair": both walk at once, each writing its
+        # half of the concatenated steps): they are independent, and each alone leaves most SMs idle
+        out = b.add("rnn", cell, args, seq + (dirs * H,), dt,
+                    attrs={"batch_first": bool(batch_first), **({"pair": True} if dirs == 2 else {"reverse": False})})
+        c_seq = b.add("rnn", cell, list(args), out.shape, dt, attrs={**out.attrs, "emit": "c"}) if cell == "lstm" else None
+        for d in range(dirs):  # h_n's (and c_n's) entries: the last step each direction takes
+            for steps, into in ((out, lasts), (c_seq, c_lasts)):
+                if steps is not None:
+                    half = steps if dirs == 1 else b.add("pw", "narrow", [steps, 2, d * H], seq + (H,), dt)
+                    into.append(final(half, d == 1))
+        cur = out
 
     def stack(xs):
         out = xs[0]

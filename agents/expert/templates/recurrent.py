@@ -36,6 +36,26 @@ class RnnPlan:
     T: int
     H: int
     batch_first: bool
+    col: int = 0  # where this direction's units start in a step's output row (a pair's reverse half: H)
+    width: int = 0  # a step's output row: H, or 2 H for a pair (both directions' halves)
+
+    @property
+    def pair(self) -> bool:  # both directions of a bidirectional layer in one node (opgraph._recurrent)
+        return bool(self.rnn.attrs.get("pair"))
+
+    def directions(self) -> list[RnnPlan]:
+        """The recurrences this node walks: itself, or a pair's forward and reverse halves (each with its own
+        operands, its column of the output row)."""
+        if not self.pair:
+            return [self]
+        r, n = self.rnn, len(self.rnn.args) // 2
+        return [RnnPlan(Node(f"{r.name}_d{d}", "rnn", r.op, r.args[d * n:(d + 1) * n], r.shape, r.dtype,
+                             attrs={**{k: v for k, v in r.attrs.items() if k != "pair"}, "reverse": d == 1}),
+                        self.B, self.T, self.H, self.batch_first, col=d * self.H, width=2 * self.H) for d in range(2)]
+
+    @property
+    def row(self) -> int:
+        return self.width or self.H
 
     @property
     def emits_c(self) -> bool:  # an LSTM twin that writes its cell state (for c_n) instead of h
@@ -45,12 +65,14 @@ class RnnPlan:
     def emits_hc(self) -> bool:  # both: h's steps, then c's after them in the same buffer (opgraph._merge_cell_twins)
         return self.rnn.attrs.get("emit") == "hc"
 
-    def store(self, at: str, ot: str, indent: str) -> str:
-        """The step's stores of unit j: h (or c), or h and then c a sequence further on."""
-        first = f"{indent}out[{at}] = from_f<{ot}>({'c' if self.emits_c else 'h'});"
+    def store(self, at, ot: str, indent: str) -> str:
+        """The step's stores of unit j (`at(width, q)` indexes step t's output row): h (or c), or h and then c a
+        sequence further on."""
+        q = f"{self.col} + j" if self.col else "j"
+        first = f"{indent}out[{at(self.row, q)}] = from_f<{ot}>({'c' if self.emits_c else 'h'});"
         if not self.emits_hc:
             return first
-        return first + f"\n{indent}out[{self.B * self.T * self.H}LL + {at}] = from_f<{ot}>(c);  // the cell state's steps"
+        return first + f"\n{indent}out[{self.B * self.T * self.row}LL + {at(self.row, q)}] = from_f<{ot}>(c);  // the cell state's steps"
 
     @property
     def reverse(self) -> bool:
@@ -114,14 +136,13 @@ def plan_rnn(g: OpGraph) -> RnnPlan:
     r = rnns[0]
     if g.output is not r:
         raise Unsupported("ops after a recurrence in the same kernel")
-    if r.args[1].kind not in ("param", "input"):
-        raise Unsupported("a computed recurrent weight")
     shape = r.shape[1:] if r.attrs.get("emit") == "hc" else r.shape  # h's and c's steps stacked: (2, *steps)
     B, T = (shape[0], shape[1]) if r.attrs["batch_first"] else (shape[1], shape[0])
-    H = shape[2]
-    p = RnnPlan(r, B, T, H, bool(r.attrs["batch_first"]))
-    if (2 + p.G) * H * 4 > MAX_SHARED:
-        raise Unsupported(f"a recurrent hidden size of {H} (h, c and the gates must fit in shared memory)")
+    p = RnnPlan(r, B, T, shape[2] // (2 if r.attrs.get("pair") else 1), bool(r.attrs["batch_first"]))
+    if any(d.rnn.args[1].kind not in ("param", "input") for d in p.directions()):
+        raise Unsupported("a computed recurrent weight")
+    if (2 + p.G) * p.H * 4 > MAX_SHARED:
+        raise Unsupported(f"a recurrent hidden size of {p.H} (h, c and the gates must fit in shared memory)")
     return p
 
 
@@ -178,24 +199,43 @@ def _input_terms(p: RnnPlan, xp, b_hh, load, at):
     return gate, add, xp_at, upd.take("                ")
 
 
+def _paired(p: RnnPlan, walks: list[str], half: str) -> str:
+    """One direction's walk, or a pair's two: the grid's first `half` blocks walk forward, the rest backward
+    (`blk`: a block's index within its direction's half)."""
+    if len(walks) == 1:
+        return walks[0]
+    return (f"    const unsigned half = {half}, blk = blockIdx.x % half;  // the grid: the forward walk's blocks, then the reverse's\n"
+            f"    if (blockIdx.x < half) {{\n{walks[0]}\n    }} else {{\n{walks[1]}\n    }}")
+
+
 def render(g: OpGraph, p: RnnPlan, k: RnnKnobs) -> str:
     if k.block % 32 or k.block > 1024:
         raise Unsupported("rnn block shape")
-    r, B, T, H, G = p.rnn, p.B, p.T, p.H, p.G
-    xp, w, h0, c0, b_hh, args, load = _operands(g, p)
+    H, G = p.H, p.G
+    c_decl = f", s_c[{H}]" if p.cell == "lstm" else ""
+    dirs = p.directions()
+    blk, nblk = ("blockIdx.x", "gridDim.x") if len(dirs) == 1 else ("blk", "half")
+    walks = [_walk(g, d, k, blk, nblk) for d in dirs]
+    body = f"""    __shared__ float s_h[{H}], s_g[{G * H}]{c_decl};
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+{_paired(p, walks, "gridDim.x / 2")}"""
+    args = _operands(g, p)[5]
+    return f"{PRELUDE}\nextern \"C\" __global__ void __launch_bounds__({k.block}) egg_rnn({args}) {{\n{body}\n}}\n"
+
+
+def _walk(g: OpGraph, p: RnnPlan, k: RnnKnobs, blk: str, nblk: str) -> str:
+    """A persistent block's walk over the steps of its batch elements (`blk` of `nblk` blocks)."""
+    B, T, H, G = p.B, p.T, p.H, p.G
+    xp, w, h0, c0, b_hh, _, load = _operands(g, p)
     at = _at(p)
     init = Emitter(load, prefix="s")
     state = f"            s_h[j] = {init.value(h0, f'(b * {H}LL + j)')};"
     if c0 is not None:
         state += f"\n            s_c[j] = {init.value(c0, f'(b * {H}LL + j)')};"
-
     gate, add, xp_at, upd_pre = _input_terms(p, xp, b_hh, load, at)
     update = _update(p, xp_at)
-    ot = CTYPE[r.dtype]
-    c_decl = f", s_c[{H}]" if p.cell == "lstm" else ""
-    body = f"""    __shared__ float s_h[{H}], s_g[{G * H}]{c_decl};
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    for (long long b = blockIdx.x; b < {B}LL; b += gridDim.x) {{
+    ot = CTYPE[p.rnn.dtype]
+    return f"""    for (long long b = {blk}; b < {B}LL; b += {nblk}) {{
         for (int j = tid; j < {H}; j += {k.block}) {{
 {init.take("            ")}
 {state}
@@ -219,15 +259,32 @@ def render(g: OpGraph, p: RnnPlan, k: RnnKnobs) -> str:
 {upd_pre}
 {update}
                 s_h[j] = h;
-{p.store(at(H, "j"), ot, "                ")}
+{p.store(at, ot, "                ")}
             }}
             __syncthreads();
         }}
     }}"""
-    return f"{PRELUDE}\nextern \"C\" __global__ void __launch_bounds__({k.block}) egg_rnn({args}) {{\n{body}\n}}\n"
 
 
 def render_cluster(g: OpGraph, p: RnnPlan, k: RnnKnobs, sh: ClusterShape) -> str:
+    H, Bt, rows, ld = p.H, sh.Bt, sh.rows(p.G), sh.ld
+    dirs = p.directions()
+    walks = [_cluster_walk(g, d, k, sh, "blockIdx.x" if len(dirs) == 1 else "blk") for d in dirs]
+    body = f"""    extern __shared__ __align__(16) unsigned char smem[];  // the type the GEMMs of a program declare it with
+    float* s_w = reinterpret_cast<float*>(smem);  // [G x Hc][ld]: W_hh's rows of this block's units, gate by gate
+    float* s_h = s_w + {rows * ld};  // [2][Bt][H]: h of the batch tile, this step's and the next
+    float* s_g = s_h + {2 * Bt * H};  // [Bt][G x Hc]: this step's gate rows
+    float* s_c = s_g + {Bt * rows};  // [Bt][Hc]: an LSTM's cell state of this block's units
+    (void)s_c;
+    const int tid = threadIdx.x;
+    const unsigned rank = cluster_rank();
+{_paired(p, walks, "gridDim.x / 2")}"""
+    return (f"{PRELUDE}{CLUSTER_PRELUDE}\nextern \"C\" __global__ void __cluster_dims__({sh.C}, 1, 1) "
+            f"__launch_bounds__({k.block}) egg_rnn({_operands(g, p)[5]}) {{\n{body}\n}}\n")
+
+
+def _cluster_walk(g: OpGraph, p: RnnPlan, k: RnnKnobs, sh: ClusterShape, blk: str) -> str:
+    """A cluster's walk over the steps of its batch tile (the `blk`-th block of its direction's grid)."""
     r, B, T, H, G = p.rnn, p.B, p.T, p.H, p.G
     C, Hc, Bt, KS, ld = sh.C, sh.Hc, sh.Bt, sh.KS, sh.ld
     rows, NT = sh.rows(G), k.block
@@ -270,20 +327,12 @@ def render_cluster(g: OpGraph, p: RnnPlan, k: RnnKnobs, sh: ClusterShape) -> str
                 #pragma unroll
                 for (int s = {KS // 2}; s > 0; s >>= 1) acc[bl] += __shfl_xor_sync(0xffffffffu, acc[bl], s);
 """ if KS > 1 else "")
-    body = f"""    extern __shared__ __align__(16) unsigned char smem[];  // the type the GEMMs of a program declare it with
-    float* s_w = reinterpret_cast<float*>(smem);  // [G x Hc][ld]: W_hh's rows of this block's units, gate by gate
-    float* s_h = s_w + {rows * ld};  // [2][Bt][H]: h of the batch tile, this step's and the next
-    float* s_g = s_h + {2 * Bt * H};  // [Bt][G x Hc]: this step's gate rows
-    float* s_c = s_g + {Bt * rows};  // [Bt][Hc]: an LSTM's cell state of this block's units
-    const int tid = threadIdx.x;
-    const unsigned rank = cluster_rank();
-    const long long b0 = (long long)(blockIdx.x / {C}) * {Bt};
+    return f"""    const long long b0 = (long long)({blk} / {C}) * {Bt};
     for (int e = tid; e < {rows * H}; e += {NT}) {{
         const int lr = e / {H}, kk = e % {H};
         s_w[lr * {ld} + kk] = to_f({w.name}[((long long)(lr / {Hc}) * {H} + rank * {Hc} + lr % {Hc}) * {H}LL + kk]);
     }}
 {init}
-    (void)s_c;
     cluster_sync();  // every block has started (and loaded its h0) before any writes into another
     for (long long s_t = 0; s_t < {T}LL; ++s_t) {{
         const long long t = {f"{T - 1}LL - s_t" if p.reverse else "s_t"};
@@ -335,16 +384,15 @@ def render_cluster(g: OpGraph, p: RnnPlan, k: RnnKnobs, sh: ClusterShape) -> str
 {update}
                 #pragma unroll
                 for (unsigned rk = 0; rk < {C}u; ++rk) cluster_map(hn, rk)[bl * {H} + j] = h;  // to every block
-{p.store(at(H, "j"), ot, "                ")}
+{p.store(at, ot, "                ")}
             }}
         }}
         cluster_sync();  // the next h is everywhere, and this step's h is read by all before it is overwritten
     }}"""
-    return (f"{PRELUDE}{CLUSTER_PRELUDE}\nextern \"C\" __global__ void __cluster_dims__({C}, 1, 1) "
-            f"__launch_bounds__({NT}) egg_rnn({args}) {{\n{body}\n}}\n")
 
 
 def grid(p: RnnPlan, k: RnnKnobs, sms: int) -> int:
-    if k.cluster:  # a cluster per batch tile
-        return k.cluster * -(-p.B // min(p.B, MAX_BATCH_TILE))
-    return max(1, min(p.B, sms * max(k.waves, 1)))
+    """A cluster per batch tile, or a block per batch element up to SMs x waves; a pair twice that."""
+    if k.cluster:
+        return len(p.directions()) * k.cluster * -(-p.B // min(p.B, MAX_BATCH_TILE))
+    return len(p.directions()) * max(1, min(p.B, sms * max(k.waves, 1)))
