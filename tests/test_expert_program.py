@@ -782,20 +782,55 @@ def test_recurrence_kernels_cluster_and_per_batch_element(tmp_egg, monkeypatch):
     assert err0 < 32 * max(eager_err, 2 ** -24), (err0, eager_err)
 
 
+@pytest.mark.parametrize("cls,H,batch,rows_a_lane", [("LSTM", 256, 3, 4), ("GRU", 256, 17, 3), ("LSTM", 32, 3, 1),
+                                                     ("RNN", 128, 2, 1)])
+def test_recurrence_by_k_chunks_a_warp_matches_a_float64_truth(tmp_egg, cls, H, batch, rows_a_lane):
+    """The cluster recurrence's first layout: warp w multiplies K chunk w of every gate row (lane l rows l + 32 r),
+    the chunks' partials summed in order after: KernelBench's hidden size (4 and 3 gate rows a lane), rows that
+    do not fill a warp (H = 32: 16 rows for 32 lanes), a batch over one cluster's tile of 16, a plain RNN."""
+    state = "(h0, h0 * 0.5)" if cls == "LSTM" else "h0"
+    p = tmp_egg / "rnn.py"
+    p.write_text(f"""import torch
+import torch.nn as nn
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.{cls}(12, {H}, num_layers=2, batch_first=True)
+    def forward(self, x, h0):
+        out, h = self.rnn(x, {state})
+        return out[:, -1] + (h[0] if isinstance(h, tuple) else h).sum(0)
+def get_inputs():
+    return [torch.randn({batch}, 5, 12), torch.randn(2, {batch}, {H})]
+def get_init_inputs():
+    return []
+""")
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    rnn = [(sg, pl) for sg, f, pl, _ in plan.stages() if f == "recurrent"]
+    d = agent._default("recurrent", *rnn[0], None)
+    assert (d["block"], d.get("kchunk"), d["cluster"]) == (256, True, 8)
+    k = _emit_tuned(agent, g, fam, plan)
+    assert f"W_hh h by 8 K chunks a warp, {rows_a_lane} gate row(s) a lane" in k.description
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=5, k=k)
+    assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
+
+
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="no nvcc")
-def test_cluster_recurrence_compiles_for_sm90(tmp_egg):
-    """KernelBench's 6-layer LSTM shape (H = 256, batch 10): the cluster kernel fits (166 KB of shared
-    memory a block) and compiles for sm_90a without spills."""
+@pytest.mark.parametrize("over,smem", [({}, 200960), ({"kchunk": False, "block": 512}, 166144)])
+def test_cluster_recurrence_compiles_for_sm90(tmp_egg, over, smem):
+    """KernelBench's 6-layer LSTM shape (H = 256, batch 10): the cluster kernel fits (196 KB of shared memory a
+    block by K chunks, 162 KB with a gate row's lanes on strided chunks) and compiles for sm_90a without spills."""
     from runtime.compile import compile_check
     from tests.conftest import ROOT
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(ROOT / "benchmarks" / "models" / "lstm_kb.py"))
-    k = _emit_tuned(agent, g, fam, plan)
-    assert "shared_mem=166144" in k.host_code
+    over = {f"r{i}.{key}": v for i, (_, f, _, _) in enumerate(plan.stages()) if f == "recurrent" for key, v in over.items()}
+    k = _emit_tuned(agent, g, fam, plan, **over)
+    assert f"shared_mem={smem}" in k.host_code
     r = compile_check(k.cuda_source, ["-lineinfo"], "sm_90a")
     assert r.ok, r.log[-2000:]
     rnn = [x for x in r.resources if x.name.startswith("egg_rnn")]
-    assert len(rnn) == 6 and all(x.spill_store_bytes == 0 for x in rnn)
+    assert len(rnn) == 6 and all(x.spill_store_bytes == 0 for x in rnn), [(x.name, x.registers, x.spill_store_bytes) for x in rnn]
 
 
 def test_the_slowest_other_kernel_of_a_program_is_tuned_too(tmp_egg):

@@ -855,10 +855,12 @@ class ExpertAgent:
             if st == "memory_optimization":  # the tile copies a tile ahead (cp.async ring) or one tile at a time
                 out = [{**base, "ring": not base.get("ring", True)}]
         elif fam == "recurrent":
-            if st == "parallel_mapping":  # threads a block; with clusters, also half the cluster and no cluster
-                out = [{**base, "block": b} for b in (256, 1024)]
+            if st == "parallel_mapping":  # threads a block; with clusters, also half the cluster, no cluster, the other
+                # product layout
+                out = [{**base, "block": b} for b in (256, 512, 1024) if b != base["block"]]
                 if base.get("cluster"):
-                    out += [{**base, "cluster": base["cluster"] // 2}, {**base, "cluster": 0}]
+                    out += [{**base, "cluster": base["cluster"] // 2}, {**base, "cluster": 0, "kchunk": False},
+                            {**base, "kchunk": not base.get("kchunk"), "block": 512 if base.get("kchunk") else 256}]
         elif fam == "scan":
             if st == "parallel_mapping":
                 out = [{**base, "block": b} for b in kn.get("scan_block", [128, 256, 512, 1024])]
@@ -1006,10 +1008,13 @@ class ExpertAgent:
             return {"family": "attention", "ring": 4 * attention.shared_bytes(plan, True) <= smem_limit(prof)}
         if fam == "recurrent":  # a cluster sharing W_hh where its rows fit in the blocks' shared memory
             smem = smem_limit(prof)
-            for c in ((8, 4) if clusters(prof) else ()):
+            # K chunks a warp first (each 16-byte load of h feeds up to 4 gate rows; not yet measured), then a gate
+            # row's lanes on strided chunks
+            designs = [(256, True), (512, False)]
+            for c, (block, kchunk) in ((c, d) for c in ((8, 4) if clusters(prof) else ()) for d in designs):
                 try:
-                    recurrent.cluster_shape(plan, recurrent.RnnKnobs(block=512, cluster=c), smem)
-                    return {"family": "recurrent", "block": 512, "waves": 1, "cluster": c}
+                    recurrent.cluster_shape(plan, recurrent.RnnKnobs(block=block, cluster=c, kchunk=kchunk), smem)
+                    return {"family": "recurrent", "block": block, "waves": 1, "cluster": c, **({"kchunk": True} if kchunk else {})}
                 except Unsupported:
                     pass
             return {"family": "recurrent", "block": 512, "waves": 1}
@@ -1364,7 +1369,8 @@ class ExpertAgent:
                         + f", block {k.block}" + ("" if k.waves else ", no grid-stride loop")
                         + (", the block's outputs stored from shared memory by consecutive threads" if k.ostage else ""))
         elif fam == "recurrent":
-            k = recurrent.RnnKnobs(block=params["block"], waves=params.get("waves", 1), cluster=params.get("cluster", 0))
+            k = recurrent.RnnKnobs(block=params["block"], waves=params.get("waves", 1), cluster=params.get("cluster", 0),
+                                   kchunk=bool(params.get("kchunk")))
             if k.cluster:
                 if not clusters(profile):
                     raise Unsupported(f"thread-block clusters on {profile.name}")
@@ -1373,7 +1379,8 @@ class ExpertAgent:
                 desc = (f"{RNN_NAMES[plan.cell]} recurrence over {plan.T} steps{', both directions' if plan.pair else ''}, "
                         f"a cluster of {sh.C} blocks of {k.block} "
                         f"threads per {sh.Bt} batch element(s), each block holding W_hh's rows of {sh.Hc} units in "
-                        f"shared memory, h exchanged through distributed shared memory")
+                        f"shared memory, h exchanged through distributed shared memory"
+                        + (f"; W_hh h by {sh.KC} K chunks a warp, {-(-sh.rows(plan.G) // 32)} gate row(s) a lane" if sh.KC else ""))
             else:
                 src, smem = recurrent.render(g, plan, k), 0
                 desc = (f"{RNN_NAMES[plan.cell]} recurrence{' of both directions' if plan.pair else ''}, a persistent block "

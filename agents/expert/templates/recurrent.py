@@ -88,6 +88,7 @@ class RnnPlan:
 
 
 MAX_BATCH_TILE = 16  # batch elements a cluster carries (one accumulator register each per gate row)
+MAX_LANE_ROWS = 4  # gate rows a lane of the K-chunk layout (R x Bt accumulators)
 
 
 @dataclass
@@ -95,6 +96,7 @@ class RnnKnobs:
     block: int = 512  # threads a block: warps share the gate rows
     waves: int = 1  # cluster 0: grid = min(B, SMs x waves), one block per batch element where they fit
     cluster: int = 0  # > 0: blocks of a cluster, each holding the gate rows of H / cluster units
+    kchunk: bool = False  # a cluster's W_hh h by K chunks a warp (render_cluster's `_kchunk_products`)
 
 
 @dataclass(frozen=True)
@@ -104,13 +106,14 @@ class ClusterShape:
     Bt: int  # batch elements a cluster
     KS: int  # threads a gate row (each a strided share of its 16-byte chunks; a shuffle sum after)
     ld: int  # W_hh row pitch in shared memory: 16-byte lanes of a quarter-warp on distinct banks
+    KC: int = 0  # > 0: K chunks, a warp each (every gate row, R a lane), their partial products summed after
 
     def rows(self, G: int) -> int:
         return G * self.Hc
 
-    def floats(self, p: RnnPlan) -> int:  # W_hh rows, h twice (this step's and the next), gates, c
+    def floats(self, p: RnnPlan) -> int:  # W_hh rows, h twice (this step's and the next), gates, c, K chunks' partials
         return (self.rows(p.G) * self.ld + 2 * self.Bt * p.H + self.Bt * self.rows(p.G)
-                + (self.Bt * self.Hc if p.cell == "lstm" else 0))
+                + (self.Bt * self.Hc if p.cell == "lstm" else 0) + self.KC * self.Bt * self.rows(p.G))
 
 
 def cluster_shape(p: RnnPlan, k: RnnKnobs, smem_limit: int) -> ClusterShape:
@@ -123,7 +126,12 @@ def cluster_shape(p: RnnPlan, k: RnnKnobs, smem_limit: int) -> ClusterShape:
     while KS < 32 and k.block // (2 * KS) >= rows:
         KS *= 2
     ld = p.H + 4 * ((KS - p.H // 4) % 8)
-    sh = ClusterShape(C, Hc, min(p.B, MAX_BATCH_TILE), KS, ld)
+    KC = 0
+    if k.kchunk:  # lanes on rows 32 apart: a quarter-warp's 8 rows on distinct banks needs ld / 4 odd mod 8
+        KC, ld = k.block // 32, p.H + 4 * ((1 - p.H // 4) % 8)
+        if p.H % (4 * KC) or -(-rows // 32) > MAX_LANE_ROWS:
+            raise Unsupported(f"W_hh h by K chunks of {p.H} over {KC} warps with {rows} gate rows a block")
+    sh = ClusterShape(C, Hc, min(p.B, MAX_BATCH_TILE), KS, ld, KC)
     if sh.floats(p) * 4 > smem_limit:
         raise Unsupported(f"W_hh's rows for {Hc} units ({sh.floats(p) * 4} bytes) do not fit in a block's shared memory")
     return sh
@@ -275,7 +283,8 @@ def render_cluster(g: OpGraph, p: RnnPlan, k: RnnKnobs, sh: ClusterShape) -> str
     float* s_h = s_w + {rows * ld};  // [2][Bt][H]: h of the batch tile, this step's and the next
     float* s_g = s_h + {2 * Bt * H};  // [Bt][G x Hc]: this step's gate rows
     float* s_c = s_g + {Bt * rows};  // [Bt][Hc]: an LSTM's cell state of this block's units
-    (void)s_c;
+    float* s_p = s_c + {Bt * sh.Hc if p.cell == "lstm" else 0};  // [KC][Bt][G x Hc]: K chunks' partial products
+    (void)s_c; (void)s_p;
     const int tid = threadIdx.x;
     const unsigned rank = cluster_rank();
 {_paired(p, walks, "gridDim.x / 2")}"""
@@ -327,28 +336,7 @@ def _cluster_walk(g: OpGraph, p: RnnPlan, k: RnnKnobs, sh: ClusterShape, blk: st
                 #pragma unroll
                 for (int s = {KS // 2}; s > 0; s >>= 1) acc[bl] += __shfl_xor_sync(0xffffffffu, acc[bl], s);
 """ if KS > 1 else "")
-    return f"""    const long long b0 = (long long)({blk} / {C}) * {Bt};
-    for (int e = tid; e < {rows * H}; e += {NT}) {{
-        const int lr = e / {H}, kk = e % {H};
-        s_w[lr * {ld} + kk] = to_f({w.name}[((long long)(lr / {Hc}) * {H} + rank * {Hc} + lr % {Hc}) * {H}LL + kk]);
-    }}
-{init}
-    cluster_sync();  // every block has started (and loaded its h0) before any writes into another
-    for (long long s_t = 0; s_t < {T}LL; ++s_t) {{
-        const long long t = {f"{T - 1}LL - s_t" if p.reverse else "s_t"};
-        const float* hb = s_h + (s_t & 1) * {Bt * H};
-        float* hn = s_h + ((s_t + 1) & 1) * {Bt * H};
-        float pre[{PF}];  // this step's input terms (xp, or a GRU's b_hh), loaded ahead of the products
-        #pragma unroll
-        for (int i = 0; i < {PF}; ++i) {{
-            const int e = tid + i * {NT}, bl = e / {rows}, lr = e % {rows};
-            const long long b = b0 + bl, q = (long long)(lr / {Hc}) * {H} + rank * {Hc} + lr % {Hc};  // gate row of W_hh (column of xp)
-            pre[i] = 0.0f;
-            if (e < {Bt * rows} && b < {B}LL) {{
-{gate.take("                ")}
-                pre[i] = {add};
-            }}
-        }}
+    products = _kchunk_products(p, sh, NT) if sh.KC else f"""\
         for (int base = 0; base < {rows}; base += {per}) {{  // whole warps a pass: the shuffles stay uniform
             const int lr = base + tid / {KS}, kp = tid % {KS};
             const bool mine = lr < {rows};
@@ -376,7 +364,30 @@ def _cluster_walk(g: OpGraph, p: RnnPlan, k: RnnKnobs, sh: ClusterShape, blk: st
         for (int i = 0; i < {PF}; ++i)
             if (tid + i * {NT} < {Bt * rows}) s_g[tid + i * {NT}] += pre[i];
         __syncthreads();
-        for (int e = tid; e < {Bt * Hc}; e += {NT}) {{  // the cell update of this block's units
+"""
+    return f"""    const long long b0 = (long long)({blk} / {C}) * {Bt};
+    for (int e = tid; e < {rows * H}; e += {NT}) {{
+        const int lr = e / {H}, kk = e % {H};
+        s_w[lr * {ld} + kk] = to_f({w.name}[((long long)(lr / {Hc}) * {H} + rank * {Hc} + lr % {Hc}) * {H}LL + kk]);
+    }}
+{init}
+    cluster_sync();  // every block has started (and loaded its h0) before any writes into another
+    for (long long s_t = 0; s_t < {T}LL; ++s_t) {{
+        const long long t = {f"{T - 1}LL - s_t" if p.reverse else "s_t"};
+        const float* hb = s_h + (s_t & 1) * {Bt * H};
+        float* hn = s_h + ((s_t + 1) & 1) * {Bt * H};
+        float pre[{PF}];  // this step's input terms (xp, or a GRU's b_hh), loaded ahead of the products
+        #pragma unroll
+        for (int i = 0; i < {PF}; ++i) {{
+            const int e = tid + i * {NT}, bl = e / {rows}, lr = e % {rows};
+            const long long b = b0 + bl, q = (long long)(lr / {Hc}) * {H} + rank * {Hc} + lr % {Hc};  // gate row of W_hh (column of xp)
+            pre[i] = 0.0f;
+            if (e < {Bt * rows} && b < {B}LL) {{
+{gate.take("                ")}
+                pre[i] = {add};
+            }}
+        }}
+{products}        for (int e = tid; e < {Bt * Hc}; e += {NT}) {{  // the cell update of this block's units
             const int bl = e / {Hc}, jl = e % {Hc};
             const long long b = b0 + bl, j = rank * {Hc}LL + jl;
             if (b < {B}LL) {{
@@ -389,6 +400,61 @@ def _cluster_walk(g: OpGraph, p: RnnPlan, k: RnnKnobs, sh: ClusterShape, blk: st
         }}
         cluster_sync();  // the next h is everywhere, and this step's h is read by all before it is overwritten
     }}"""
+
+
+def _kchunk_products(p: RnnPlan, sh: ClusterShape, NT: int) -> str:
+    """This step's gate rows, W_hh h + the input terms, into s_g, by K chunks: warp w multiplies K range
+    [w KCH, (w + 1) KCH) for every gate row of the block, lane l rows l, l + 32, ... (R of them) for the whole batch
+    tile, so each 16-byte load of h (the same address across the warp) feeds R x 4 FMAs and each of W_hh's feeds
+    Bt x 4 (the layout above: a gate row's lanes on strided chunks, one row a lane, fed 4 FMAs a load of h, and
+    shared memory returns one register a lane a cycle: on the H100 KernelBench's LSTM steps took 7.8 us, about
+    what its 176 16-byte loads a thread a step take); the chunks' partials summed in order with the input terms."""
+    H, G, Bt, KC = p.H, p.G, sh.Bt, sh.KC
+    rows, KCH = sh.rows(G), p.H // sh.KC
+    R = -(-rows // 32)
+    guard = (lambda r: "") if rows % 32 == 0 else (lambda r: f"if (lane + {32 * r} < {rows}) ")
+    loads = "\n".join(f"                {guard(r)}wv[{r}] = *reinterpret_cast<const float4*>(s_w + (lane + {32 * r}) * {sh.ld} + kk);"
+                      for r in range(R))
+    fmas = "\n".join(f"                    acc[{r}][bl] = fmaf(wv[{r}].x, hv.x, fmaf(wv[{r}].y, hv.y, fmaf(wv[{r}].z, hv.z, "
+                     f"fmaf(wv[{r}].w, hv.w, acc[{r}][bl]))));" for r in range(R))
+    stores = "\n".join(f"            {guard(r)}s_p[(kc * {Bt} + bl) * {rows} + lane + {32 * r}] = acc[{r}][bl];" for r in range(R))
+    PF = -(-Bt * rows // NT)
+    return f"""        {{  // W_hh h by K chunks: warp kc its chunk of every gate row, lane l rows l + 32 r
+            const int lane = tid & 31, kc = tid >> 5;
+            float acc[{R}][{Bt}];
+            #pragma unroll
+            for (int r = 0; r < {R}; ++r)
+                #pragma unroll
+                for (int bl = 0; bl < {Bt}; ++bl) acc[r][bl] = 0.0f;
+            #pragma unroll
+            for (int k4 = 0; k4 < {KCH}; k4 += 4) {{
+                const int kk = kc * {KCH} + k4;
+                float4 wv[{R}] = {{}};
+{loads}
+                #pragma unroll
+                for (int bl = 0; bl < {Bt}; ++bl) {{
+                    const float4 hv = *reinterpret_cast<const float4*>(hb + bl * {H} + kk);
+{fmas}
+                }}
+            }}
+            #pragma unroll
+            for (int bl = 0; bl < {Bt}; ++bl) {{
+{stores}
+            }}
+        }}
+        __syncthreads();
+        #pragma unroll
+        for (int i = 0; i < {PF}; ++i) {{  // the chunks' partials in order, after the input term
+            const int e = tid + i * {NT};
+            if (e < {Bt * rows}) {{
+                float v = pre[i];
+                #pragma unroll
+                for (int c = 0; c < {KC}; ++c) v += s_p[c * {Bt * rows} + e];
+                s_g[e] = v;
+            }}
+        }}
+        __syncthreads();
+"""
 
 
 def grid(p: RnnPlan, k: RnnKnobs, sms: int) -> int:
