@@ -88,7 +88,9 @@ def main() -> None:
     ap.add_argument("task")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--ncu", action="store_true")
-    ap.add_argument("--vary", action="append", default=[])
+    ap.add_argument("--vary", action="append", default=[], help="a variant's knobs (JSON) over the base design; a key "
+                    "\"@FAMILY\" holds knobs for every untuned stage of that family in a program (e.g. "
+                    "'{\"@recurrent\": {\"kchunk\": false, \"block\": 512}}')")
     ap.add_argument("--first", action="store_true", help="vary the first candidate's knobs, not the template's defaults")
     ap.add_argument("--kernels", action="store_true", help="eager's and torch.compile's CUDA kernels (torch.profiler)")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile (its warm-up takes tens of seconds)")
@@ -123,6 +125,10 @@ def main() -> None:
     print(json.dumps(rows), flush=True)
     for i, v in enumerate(a.vary or ["{}"]):
         params = {**base, **json.loads(v)}
+        for key in [k for k in params if k.startswith("@")]:  # "@FAMILY": knobs for each of a program's stages of it
+            knobs = params.pop(key)
+            stages = plan.stages() if fam == "program" else []
+            params.update({f"r{i}.{n}": x for i, (_, f, _, _) in enumerate(stages) if f == key[1:] for n, x in knobs.items()})
         try:
             pk = agent.emit(g, fam, plan, params, prof)
         except Exception as exc:  # a variant the template declines
