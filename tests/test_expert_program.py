@@ -672,22 +672,25 @@ def get_init_inputs():
     ("LSTM", True, "(state[0], state[1])", ":, -1, :", "3, 7, 12", 3),
     ("GRU", False, "state[0]", "-1", "7, 3, 12", 2),
 ])
-@pytest.mark.parametrize("cluster", [None, 0])
-def test_bidirectional_layers_run_both_directions_and_concatenate(tmp_egg, cls, bf, state, last, shape, n, cluster):
+@pytest.mark.parametrize("cluster,hidden", [(None, 16), (0, 16), (None, 32)])
+def test_bidirectional_layers_run_both_directions_and_concatenate(tmp_egg, cls, bf, state, last, shape, n, cluster, hidden):
     """KernelBench's bidirectional LSTM/GRU: per layer one recurrence of both directions (the forward walk and the
     reverse one, from the last step, in one launch: each half of the grid a direction), writing the two halves of
     the concatenated output the next layer reads; h_n holds each direction's last step taken. Clusters sharing W_hh
-    (the default) and a block per batch element (`cluster` 0)."""
+    (the default: at H = 32 its warps on K chunks) and a block per batch element (`cluster` 0)."""
     p = tmp_egg / "bi.py"
-    p.write_text(BIDIR.format(cls=cls, bf=bf, state=state, last=last, shape=shape, n=n))
+    src = BIDIR.format(cls=cls, bf=bf, state=state, last=last, shape=shape, n=n)
+    p.write_text(src.replace("12, 16,", f"12, {hidden},").replace("Linear(32,", f"Linear({2 * hidden},")
+                 .replace("4, 3, 16)", f"4, 3, {hidden})"))
     agent = ExpertAgent()
     g, fam, plan = agent._plan(str(p))
     rnns = [(i, sg.output) for i, (sg, f, _, _) in enumerate(plan.stages()) if f == "recurrent"]
-    assert [(bool(r.attrs.get("pair")), r.shape[-1]) for _, r in rnns] == [(True, 32), (True, 32)]
+    assert [(bool(r.attrs.get("pair")), r.shape[-1]) for _, r in rnns] == [(True, 2 * hidden)] * 2
     assert not any(x.kind == "pw" and x.op == "cat" and x.args[2] == 2 for x in g.nodes)  # no pass concatenating steps
     over = {} if cluster is None else {f"r{i}.cluster": cluster for i, _ in rnns}
     src = _emit_tuned(agent, g, fam, plan, **over).cuda_source
     assert src.count("__cluster_dims__(8, 1, 1)") == (2 if cluster is None else 0)
+    assert src.count("W_hh h by K chunks: warp kc") == (4 if hidden == 32 else 0)  # 2 layers, 2 walks each
     err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=3, **over)
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
