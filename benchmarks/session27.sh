@@ -5,7 +5,7 @@
 # `git rev-parse --short HEAD > bench_state/COMMIT` before.
 . benchmarks/probe_lib.sh
 if [ "${1:-}" != bench ]; then
-gpu_tests tests/test_gpu_expert.py stream27.log 240 -k "linear_stream or lstm or conv_handoff or gru_bidir"
+gpu_tests tests/test_gpu_expert.py stream27.log 240 -k "linear_stream or lstm or conv_handoff or gru_bidir or fire_cat"
 # K chunks a warp (the new first design) against a gate row's lanes on strided chunks (before d82cc98)
 probe rnn27.txt .kb3/fix26/35_LSTM.py 100 --first --vary '{}' --vary '{"@recurrent": {"kchunk": false, "block": 512}}'
 cut -c1-400 "$OUT/rnn27.txt"

@@ -545,7 +545,7 @@ def run_program(src: str, steps: list[tuple[str, tuple, int, list[str]]], buffer
                 st = (elem, *(strides or np.cumprod([elem, *dims[:4]])[1:].tolist()), 0, 0, 0, 0)[:5]
                 maps.append(f"    EggTmap emu_m{j}{{reinterpret_cast<const unsigned char*>({var[buf]}) + {off} * {elem}LL, "
                             f"{{{', '.join(map(str, dims))}}}, {{{', '.join(map(str, box))}}}, {elem}, {{{', '.join(map(str, st))}}}}};")
-        args = [f"emu_m{j}" if isinstance(a, tuple) else var[a] for j, a in enumerate(args)]
+        args = [f"emu_m{j}" if isinstance(a, tuple) else _pointer(var, a) for j, a in enumerate(args)]
         g = tuple(grid) + (1,) * (3 - len(grid))
         cm = re.search(rf"__cluster_dims__\((\d+),[^)]*\)\s*(?:__launch_bounds__\([^)]*\)\s*)?{kernel}\(", src)
         C = int(cm.group(1)) if cm else 1
@@ -623,6 +623,15 @@ def _past_dynamic_check(kernel: str, size: int) -> str:
                     fprintf(stderr, "{kernel}: dynamic shared memory written at byte %lld, past the launch's {size}\\n", q);
                     abort();
                 }}"""
+
+
+def _pointer(var: dict, a: str) -> str:
+    """A launch argument's pointer: a buffer or input, or a view of a buffer from an element on (`t1.view(-1)[648:]`:
+    a conv's slice of the concatenation it stores into)."""
+    m = re.fullmatch(r"(\w+)\.view\(-1\)\[(\d+):\]", a)
+    if m and a not in var and m.group(1) in var:
+        return f"({var[m.group(1)]} + {m.group(2)})"
+    return var[a]
 
 
 def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir: Path, timing: str | None = None) -> torch.Tensor:

@@ -1086,3 +1086,41 @@ def test_a_program_whose_eager_ran_exact_takes_every_conv_at_fp32_grade(tmp_path
         g = export_graph(load_task(str(path)))
         err, eager = cpu_emulator.run_module(str(path), g, k, tmp_path / "emu")
         assert err < 16 * max(eager, 2 ** -24), (err, eager)
+
+
+CAT_INTO = [
+    # SqueezeNet (level 3 18): Fire modules, each concatenating its 1x1 and 3x3 expand convs for the next squeeze
+    ("self.f = nn.ModuleList([nn.ModuleList([nn.Conv2d(c, 6, 1), nn.Conv2d(6, 8, 1), nn.Conv2d(6, 8, 3, padding=1)]) "
+     "for c in (3, 16)])\n        self.out = nn.Conv2d(16, 5, 1)",
+     "for sq, e1, e3 in self.f:\n            x = torch.relu(sq(x))\n"
+     "            x = torch.cat([torch.relu(e1(x)), torch.relu(e3(x))], 1)\n        return self.out(x)", "2, 3, 9, 9", 2, 2),
+    # an Inception module (level 3 6/7): four branches, the pool branch's 1x1 conv last
+    # (more than 64 channels a branch: the implicit GEMM, not the direct conv of few channels, whose store this is not)
+    ("self.b1 = nn.Conv2d(4, 72, 1)\n        self.b3 = nn.Sequential(nn.Conv2d(4, 4, 1), nn.Conv2d(4, 80, 3, padding=1))\n"
+     "        self.b5 = nn.Sequential(nn.Conv2d(4, 4, 1), nn.Conv2d(4, 72, 5, padding=2))\n"
+     "        self.bp = nn.Sequential(nn.MaxPool2d(3, stride=1, padding=1), nn.Conv2d(4, 72, 1))\n"
+     "        self.out = nn.Conv2d(296, 6, 3)",
+     "y = torch.cat([self.b1(x), self.b3(x), self.b5(x), self.bp(x)], 1)\n        return self.out(y)", "2, 4, 6, 6", 1, 4),
+]
+
+
+@pytest.mark.parametrize("init,body,shape,cats,parts", CAT_INTO)
+def test_convs_store_into_their_concatenation_and_its_pass_goes(tmp_egg, init, body, shape, cats, parts):
+    """Convs whose outputs only a channel concatenation reads store into their slices of it (their pointer at the
+    slice, the image stride the concatenation's): the concatenating pass is dropped, the output unchanged on the
+    emulator (exactly the same as with the pass: `into_cat` False), against a float64 truth."""
+    p = tmp_egg / "cat.py"
+    p.write_text(TEMPLATE.format(init=init, body=body, shape=shape))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    k, k0 = _emit_tuned(agent, g, fam, plan), _emit_tuned(agent, g, fam, plan, into_cat=False)
+    assert k.description.count("of the concatenation after it") == cats * parts, k.description
+    assert k.description.count("written in place by them") == cats
+    assert len(k.kernel_names) == len(k0.kernel_names) - cats  # one concatenating pass a concatenation gone
+    assert k.host_code.count(".view(-1)[") == cats * (parts - 1)  # every part but the first at an offset
+    from tests import cpu_emulator
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    err, eager_err = cpu_emulator.run_module(str(p), g, k, tmp_egg / "emu", input_seed=3)
+    err0, _ = cpu_emulator.run_module(str(p), g, k0, tmp_egg / "emu0", input_seed=3)
+    assert err == err0 and err < 3e-3, (err, err0, eager_err)  # TF32 convs (eager's cuDNN default)

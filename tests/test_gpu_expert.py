@@ -96,6 +96,14 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                   "    def forward(self, x, h0):\n        out, h = self.gru(x, h0)\n        return out[-1, :, :256] + out[0, :, 256:] + h.sum(0)\n"
                   "def get_inputs():\n    return [torch.randn(64, 10, 64), torch.randn(4, 10, 256)]\n"
                   "def get_init_inputs():\n    return []\n", "both directions"),
+    # level 3 18's Fire modules: the expand convs store into their concatenation's channel slices (no concatenating pass)
+    "fire_cat": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.f = nn.ModuleList([nn.ModuleList([nn.Conv2d(c, 16, 1), nn.Conv2d(16, 64, 1), "
+                 "nn.Conv2d(16, 64, 3, padding=1)]) for c in (96, 128)])\n        self.out = nn.Conv2d(128, 10, 1)\n"
+                 "    def forward(self, x):\n        for sq, e1, e3 in self.f:\n            x = torch.relu(sq(x))\n"
+                 "            x = torch.cat([torch.relu(e1(x)), torch.relu(e3(x))], 1)\n        return self.out(x)\n"
+                 "def get_inputs():\n    return [torch.randn(8, 96, 63, 63)]\ndef get_init_inputs():\n    return []\n",
+                 "of the concatenation after it"),
     # level 2 task 44's program (a strided transposed conv, scaled, averaged over its positions), reduced batch
     "box_sums": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
                  "        super().__init__()\n        self.conv = nn.ConvTranspose2d(64, 128, 3, 2, 1, 1)\n"

@@ -304,6 +304,16 @@ def _definition(src: str, name: str) -> tuple[int, int]:
     return src.rindex('extern "C"', 0, head), b if b >= 0 else len(src)
 
 
+def _channel_cat_parts(n) -> list | None:
+    """The parts of a concatenation over dim 1 in order (torch.cat of several is a left-deep tree of pairs), else None."""
+    if not (n.kind == "pw" and n.op == "cat" and n.args[2] == 1):
+        return None
+    parts = []
+    for a in n.args[:2]:
+        parts += _channel_cat_parts(a) or [a]
+    return parts
+
+
 def _without_kernel(src: str, name: str) -> str:
     a, b = _definition(src, name)
     return src[:a] + src[b:]
@@ -1148,6 +1158,8 @@ class ExpertAgent:
             emitted.append([sg, *self.kernel(sg, fam, plan, self._region_params(prog, i, params, profile), profile)])
         if params.get("handoff", True):
             self._hand_off(prog, emitted, params, profile)
+        if params.get("into_cat", True):
+            self._into_cat(prog, emitted, params, profile)
         compiled: dict[tuple, list[str]] = {}  # a stage's source as its family wrote it -> its launches' kernel names
         for i, (sg, src, launches, desc) in enumerate(emitted):
             writes = prog.stages()[i][3]
@@ -1214,6 +1226,54 @@ class ExpertAgent:
             emitted[j][1] = emitted[j][1][:a] + emitted[j][1][b:]  # its staging kernel's definition goes with its launch
             emitted[j][2] = rest
             dropped.add(j)
+
+    def _into_cat(self, prog, emitted: list, params: dict, profile) -> None:
+        """Convs -> torch.cat over channels (SqueezeNet's Fire modules, Inception's branches): each conv stores into its
+        channel slice of the concatenation and the concatenating pass is dropped (a read and a write of every part
+        saved). Only where every part is a conv's output that the concatenation alone reads, the concatenation is not
+        the program's output, and each conv's template stores element by element at its NCHW index (the implicit-GEMM
+        and TMA convs; not split-K, whole-K or an epilogue family's)."""
+        stages = prog.stages()
+        reads = Counter(t.name for _, _, launches, _ in emitted for ln, _ in launches for t in ln.tensors)
+        writer = {w.name: i for i, (_, _, _, w) in enumerate(stages)}
+        for j, (sg, fam, _, cat) in enumerate(stages[:-1]):
+            if fam != "pointwise" or sg.params or len(emitted[j][2]) != 1:
+                continue
+            parts = _channel_cat_parts(sg.output)
+            inner = [n for n in sg.nodes if n.kind not in ("input", "param")]
+            if parts is None or any(n.op != "cat" for n in inner) or len(inner) != len(parts) - 1:
+                continue
+            plan_parts, c0 = [], 0
+            for x in parts:
+                i = writer.get(x.name)
+                if (x.kind != "input" or i is None or i >= j or stages[i][1] != "conv" or reads[x.name] != 1
+                        or emitted[i][2][-1][1] is not None or x.dtype != cat.dtype or len(x.shape) != len(cat.shape)
+                        or tuple(x.shape[2:]) != tuple(cat.shape[2:]) or x.shape[0] != cat.shape[0]):
+                    break
+                plan_parts.append((i, c0))
+                c0 += x.shape[1]
+            if len(plan_parts) != len(parts):
+                continue
+            osp = math.prod(cat.shape[2:])
+            redone = []
+            for i, at in plan_parts:
+                sg_i, fam_i, plan_i, _ = stages[i]
+                try:
+                    src, launches, desc = self.kernel(sg_i, fam_i, plan_i, {**self._region_params(prog, i, params, profile),
+                                                                            "cat_out": cat.shape[1]}, profile)
+                except Unsupported:
+                    break
+                if "cat_oo" not in src or [ln.kernel for ln, _ in launches] != [ln.kernel for ln, _ in emitted[i][2]] \
+                        or launches[-1][1] is not None:
+                    break  # the store did not change (whole-K, an epilogue family's, ...) or the launches differ
+                launches[-1] = (replace(launches[-1][0], offset=at * osp), cat)
+                redone.append((i, [src, launches, desc + f"; stored into channels {at}-{at + stages[i][3].shape[1] - 1} "
+                                                          f"of the concatenation after it"]))
+            if len(redone) != len(parts):
+                continue
+            for i, e in redone:
+                emitted[i][1:] = e
+            emitted[j][1:] = ["", [], f"the concatenation of {len(parts)} convs' outputs (written in place by them)"]
 
     def _stage_ms(self, req: StageRequest, prog) -> list[float] | None:
         """The best candidate's measured time for each of a program's kernels (None where not measured)."""

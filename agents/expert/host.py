@@ -28,6 +28,8 @@ class Launch:
     shared_mem: int
     align16: bool = False
     maps: list = field(default_factory=list)  # TensorMap arguments, passed before `out`
+    offset: int = -1  # >= 0: `out` is this element of its node's tensor on (a slice of a concatenation several
+    # launches write), allocated by the first such launch
 
 
 def _args(launch: Launch, out: str, names: dict[str, str]) -> str:
@@ -115,8 +117,11 @@ def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]], graph: b
         names[name] = f"x{pos}.view(-1)[{off}:]"
     for i, (launch, node) in enumerate(steps):
         var = "out" if i == len(steps) - 1 else f"t{i}"
-        lines.append(f"        {var} = egg.empty({tuple(node.shape)!r}, torch.{node.dtype}, {dev})")
-        targs = _args(launch, var, names)
+        if launch.offset >= 0 and node.name in names:  # a slice of a tensor an earlier launch allocated
+            var = names[node.name]
+        else:
+            lines.append(f"        {var} = egg.empty({tuple(node.shape)!r}, torch.{node.dtype}, {dev})")
+        targs = _args(launch, f"{var}.view(-1)[{launch.offset}:]" if launch.offset > 0 else var, names)
         lines.append(f"        egg.launch({launch.kernel!r}, {launch.grid!r}, {launch.block!r}, [{targs}], "
                      f"shared_mem={launch.shared_mem})")
         names[node.name] = var

@@ -262,16 +262,20 @@ def channels_last_store(g: OpGraph, p: ConvPlan, cl: str, v: str, indent: str) -
     return f"{indent}out[cl_pix * {p.OC}LL + oc] = {f'__uint_as_float(round_tf32({v}))' if cl == 'tf32' else v};"
 
 
-def _store(g: OpGraph, p: ConvPlan, layout: str = "nchw", partial: int = 0, cl: str = "") -> str:
+def _store(g: OpGraph, p: ConvPlan, layout: str = "nchw", partial: int = 0, cl: str = "", cat: int = 0) -> str:
     """The epilogue at GEMM row m, column n: "nhwc" reads the row's image and output pixel from
     `rowinfo` (a phase's rows are not consecutive pixels), "nchw" divides m, "gemm" has the image
     on blockIdx.z and m the pixel. `partial` (split-K's ranges on z in blocks of that many): the raw
     sum of this block's K range into its range's slice of the partials (`out`), no bias or epilogue.
     `cl` ("raw" or "tf32"): the value stored channels last (rounded to TF32), as the next conv's staging pass
-    would have written it; the epilogue still reads its other tensors at the NCHW index `oi`."""
+    would have written it; the epilogue still reads its other tensors at the NCHW index `oi`. `cat` (channels): the
+    value stored at `cat_oo`, the same pixel and channel of a concatenation of that many channels whose slice `out`
+    points at."""
     osp = math.prod(p.out_sp)
     if cl and partial:
         raise Unsupported("a channels-last hand-off from split-K's partials")
+    if cat and (partial or cl):
+        raise Unsupported("a store into a concatenation from split-K's partials or a channels-last hand-off")
     mt = "unsigned" if p.M < 2 ** 32 else "long long"
     bias = p.bias
 
@@ -288,22 +292,25 @@ def _store(g: OpGraph, p: ConvPlan, layout: str = "nchw", partial: int = 0, cl: 
         if cl:
             body = f"{em.take('                    ')}\n{channels_last_store(g, p, cl, v, '                    ')}"
         else:
-            body = f"{em.take('                    ')}\n                    out[oi] = from_f<{CTYPE[g.output.dtype]}>({v});"
+            body = (f"{em.take('                    ')}\n                    out[{'cat_oo' if cat else 'oi'}] = "
+                    f"from_f<{CTYPE[g.output.dtype]}>({v});")
     oc = f"                    const long long oc = (long long)grp * {p.OCg} + n;\n"
+
+    def index(img: str, pixel: str) -> str:  # oi, and where a concatenation's slice takes it
+        at = f"                    const long long oi = ((long long){img} * {p.OC}LL + oc) * {osp}LL + {pixel};\n"
+        return at + (f"                    const long long cat_oo = ((long long){img} * {cat}LL + oc) * {osp}LL + {pixel};\n"
+                     if cat else "")
     if layout == "gemm":
         pix = f"                    const long long cl_pix = (long long)img * {osp}LL + m;\n" if cl else ""
-        return (f"{oc}                    const long long oi = ((long long)img * {p.OC}LL + oc) * {osp}LL + m;\n{pix}{body}")
+        return f"{oc}{index('img', 'm')}{pix}{body}"
     if layout == "nhwc":
         F = p.nd + 2
         pix = f"                    const long long cl_pix = (long long)oinfo[0] * {osp}LL + oinfo[{F - 1}];\n" if cl else ""
         return (f"                    const int* oinfo = rowinfo + (int)(m - m0) * {F};\n"
-                f"                    if (oinfo[0] >= 0) {{\n{oc}"
-                f"                    const long long oi = ((long long)oinfo[0] * {p.OC}LL + oc) * {osp}LL + oinfo[{F - 1}];\n"
-                f"{pix}{body}\n                    }}")
+                f"                    if (oinfo[0] >= 0) {{\n{oc}{index('oinfo[0]', f'oinfo[{F - 1}]')}{pix}{body}\n                    }}")
     pix = "                    const long long cl_pix = (long long)mm_;\n" if cl else ""
     return (f"{oc}                    const {mt} mm_ = ({mt})m;  // 32-bit division where the pixels allow\n"
-            f"                    const long long oi = ((long long)(mm_ / {osp}) * {p.OC}LL + oc) * {osp}LL + mm_ % {osp};\n"
-            f"{pix}{body}")
+            f"{index(f'(mm_ / {osp})', f'mm_ % {osp}')}{pix}{body}")
 
 
 def gemm_k(p: ConvPlan, layout: str) -> int:
@@ -403,7 +410,7 @@ def _render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str, kspl
         setup = (f"    const int img = bz / {p.groups}, grp = bz % {p.groups};\n"
                  f"    const float* Ab = X + ((long long)img * {p.C} + (long long)grp * {p.Cg}) * {S}LL;\n"
                  f"    const float* Bb = W + (long long)grp * {p.OCg * p.Cg}LL;")
-        return kernel_source("egg_conv", args, k, A, B, S, p.OCg, p.Cg, setup, _store(g, p, "gemm", cl=k.cl_out),
+        return kernel_source("egg_conv", args, k, A, B, S, p.OCg, p.Cg, setup, _store(g, p, "gemm", cl=k.cl_out, cat=k.cat_out),
                              split=split)
     if layout == "nhwc":
         # a phase's k-tiles: its real taps come first in K (_tap_decode), the rest would multiply zeros
@@ -417,7 +424,7 @@ def _render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str, kspl
             setup = _setup_nhwc(p, k) + (_gather_fast_setup(p, k, T, A) if _gather_fast(p, T, A) else "")
             xl, wl = (plane_sizes(p) if k.planes else (0, 0))
             return kernel_source_wgmma("egg_conv", args, k, A, B, p.Mg, p.OCg, p.Kg, setup,
-                                       "" if epilogue else _store(g, p, "nhwc", cl=k.cl_out),
+                                       "" if epilogue else _store(g, p, "nhwc", cl=k.cl_out, cat=k.cat_out),
                                        a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem, xl),
                                        tiles=phases_first(p, k), b_lo=wl, epilogue=epilogue, kt=kt)
         if epilogue:
@@ -425,11 +432,11 @@ def _render(g: OpGraph, p: ConvPlan, k: GemmKnobs, split: int, layout: str, kspl
         if k.planes:
             raise Unsupported("the staged planes are read by the warpgroup MMA")
         return kernel_source("egg_conv", args, k, A, B, p.Mg, p.OCg, p.Kg, _setup_nhwc(p, k),
-                             _store(g, p, "nhwc", partial, k.cl_out), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem), split=split,
+                             _store(g, p, "nhwc", partial, k.cl_out, k.cat_out), a_loader=lambda smem: _gather_nhwc(p, k, T, A, smem), split=split,
                              rounded=True, ksplit=ksplit, tiles=None if ksplit[0] else phases_first(p, k), kt=kt)
     if T % k.BM or BK % (T // k.BM):
         raise Unsupported("the gather needs threads a multiple of BM")
-    return kernel_source("egg_conv", args, k, A, B, p.M, p.OCg, p.K, _setup(p, k, T), _store(g, p, partial=partial, cl=k.cl_out),
+    return kernel_source("egg_conv", args, k, A, B, p.M, p.OCg, p.K, _setup(p, k, T), _store(g, p, partial=partial, cl=k.cl_out, cat=k.cat_out),
                          a_loader=lambda smem: _gather(p, k, T, A, smem), split=split,
                          b_loader=(lambda smem: _weight_gather(p, k, T, B, smem)) if p.transposed else None, ksplit=ksplit)
 

@@ -213,7 +213,7 @@ def render(g: OpGraph, p: ConvPlan, k: GemmKnobs) -> str:
                 const long long n = n0 + ni * 8 + 2 * t + e;
                 if ({valid} && n < {p.OCg}) {{
                     const long long m = {pix};
-{_store(g, p, "gemm", cl=k.cl_out)}
+{_store(g, p, "gemm", cl=k.cl_out, cat=k.cat_out)}
                 }}
             }}
         }}

@@ -68,6 +68,8 @@ class GemmKnobs:
     stream: bool = False  # fp32, a few rows by weights (N, K): warps walk TN weight rows each, A in shared memory (gemm_stream)
     cl_out: str = ""  # conv: the output written channels last ("raw", or "tf32": rounded to TF32) as the next conv's
     # staged input, that conv's staging pass skipped (a program's conv -> conv hand-off)
+    cat_out: int = 0  # conv: the output stored into a channel slice of a concatenation of this many channels (its
+    # pointer at the slice's first element; a program's conv -> cat, the concatenating pass dropped)
     order: str = "tile"  # 3xTF32 mma.sync: "term" issues each of the three products over the whole warp tile
     # in turn (consecutive MMAs write different accumulators; each accumulator's sum is the same)
 
