@@ -1101,6 +1101,10 @@ CAT_INTO = [
      "        self.bp = nn.Sequential(nn.MaxPool2d(3, stride=1, padding=1), nn.Conv2d(4, 72, 1))\n"
      "        self.out = nn.Conv2d(296, 6, 3)",
      "y = torch.cat([self.b1(x), self.b3(x), self.b5(x), self.bp(x)], 1)\n        return self.out(y)", "2, 4, 6, 6", 1, 4),
+    # the module alone (level 3 6): the concatenation is the output, written by the four branches' convs
+    ("self.b1 = nn.Conv2d(4, 72, 1)\n        self.b3 = nn.Sequential(nn.Conv2d(4, 4, 1), nn.Conv2d(4, 80, 3, padding=1))\n"
+     "        self.bp = nn.Sequential(nn.MaxPool2d(3, stride=1, padding=1), nn.Conv2d(4, 72, 1))",
+     "return torch.cat([self.b1(x), self.b3(x), self.bp(x)], 1)", "2, 4, 6, 6", 1, 3),
 ]
 
 
@@ -1118,6 +1122,8 @@ def test_convs_store_into_their_concatenation_and_its_pass_goes(tmp_egg, init, b
     assert k.description.count("written in place by them") == cats
     assert len(k.kernel_names) == len(k0.kernel_names) - cats  # one concatenating pass a concatenation gone
     assert k.host_code.count(".view(-1)[") == cats * (parts - 1)  # every part but the first at an offset
+    from runtime.host_policy import check_host_code
+    check_host_code(k.host_code, "strict")  # the views are plain tensor views: no host computation
     from tests import cpu_emulator
     if not cpu_emulator.available():
         pytest.skip("no g++")

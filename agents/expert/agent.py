@@ -1230,13 +1230,13 @@ class ExpertAgent:
     def _into_cat(self, prog, emitted: list, params: dict, profile) -> None:
         """Convs -> torch.cat over channels (SqueezeNet's Fire modules, Inception's branches): each conv stores into its
         channel slice of the concatenation and the concatenating pass is dropped (a read and a write of every part
-        saved). Only where every part is a conv's output that the concatenation alone reads, the concatenation is not
-        the program's output, and each conv's template stores element by element at its NCHW index (the implicit-GEMM
-        and TMA convs; not split-K, whole-K or an epilogue family's)."""
+        saved; the program's output too: Inception's module). Only where every part is a conv's output that the
+        concatenation alone reads and each conv's template stores element by element at its NCHW index (the
+        implicit-GEMM and TMA convs; not split-K, whole-K or an epilogue family's)."""
         stages = prog.stages()
         reads = Counter(t.name for _, _, launches, _ in emitted for ln, _ in launches for t in ln.tensors)
         writer = {w.name: i for i, (_, _, _, w) in enumerate(stages)}
-        for j, (sg, fam, _, cat) in enumerate(stages[:-1]):
+        for j, (sg, fam, _, cat) in enumerate(stages):
             if fam != "pointwise" or sg.params or len(emitted[j][2]) != 1:
                 continue
             parts = _channel_cat_parts(sg.output)

@@ -115,8 +115,9 @@ def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]], graph: b
         lines += [f"        return egg.graphed(self, self.run_kernels, [{xs}])", "", f"    def run_kernels(self, {xs}):"]
     for name, (pos, off) in sorted((views or {}).items(), key=lambda kv: kv[1]):
         names[name] = f"x{pos}.view(-1)[{off}:]"
-    for i, (launch, node) in enumerate(steps):
-        var = "out" if i == len(steps) - 1 else f"t{i}"
+    final = steps[-1][1].name
+    for i, (launch, node) in enumerate(steps):  # the output is "out" (several launches may write slices of it)
+        var = "out" if i == len(steps) - 1 or (launch.offset >= 0 and node.name == final) else f"t{i}"
         if launch.offset >= 0 and node.name in names:  # a slice of a tensor an earlier launch allocated
             var = names[node.name]
         else:
