@@ -1263,6 +1263,8 @@ class ExpertAgent:
                                                                             "cat_out": cat.shape[1]}, profile)
                 except Unsupported:
                     break
+                if launches and launches[0][0].kernel == "egg_conv_xt" and all(ln.kernel != "egg_conv_xt" for ln, _ in emitted[i][2]):
+                    src, launches = _without_kernel(src, "egg_conv_xt"), launches[1:]  # its input handed off (_hand_off)
                 if "cat_oo" not in src or [ln.kernel for ln, _ in launches] != [ln.kernel for ln, _ in emitted[i][2]] \
                         or launches[-1][1] is not None:
                     break  # the store did not change (whole-K, an epilogue family's, ...) or the launches differ
