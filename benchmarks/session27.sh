@@ -11,6 +11,6 @@ probe rnn27.txt .kb3/fix26/35_LSTM.py 100 --first --vary '{}' --vary '{"@recurre
 cut -c1-400 "$OUT/rnn27.txt"
 fi
 # .kb3/rnn27: fix26's tasks this session and the last changed most (38 41 35 37 42, VGG16, ResNet-18, RegNet) first
-BENCH_NAME=rnn27 BENCH_PATHS=.kb3/rnn27 CPS=1 REPS=10 KB_SECONDS=${KB_SECONDS:-240} \
+BENCH_NAME=rnn27 BENCH_PATHS=.kb3/rnn27 CPS=1 REPS=10 KB_SECONDS=${KB_SECONDS:-200} \
   bash benchmarks/kb_device.sh --total-candidates 1 --no-profile | tail -3
 grep -h "^| [0-9]" "$OUT/rnn27/results.md" 2>/dev/null | cut -c1-200 | head -16
