@@ -9,7 +9,9 @@
 # 27 RegNet, 37 LSTMCn, 35 LSTM, 9 ResNet18, 11 VGG16, 12 VGG19, 5 AlexNet, 42 GRUBidirectionalHidden, 45 UNetSoftmax,
 # 46/47 NetVlad (their files do not parse upstream: expect a clear "syntax error"), 32 ConvolutionalVisionTransformer,
 # 48/49 Mamba2 (einsums, newly planned) and level 2 task 15; probe26/vgg_fc1.py is VGG16's first classifier layer alone
-# (Linear(25088, 4096) + relu at batch 10).
+# (Linear(25088, 4096) + relu at batch 10). From the twenty-sixth session fix26/ holds the rest: 12 VGG19, level 2 15,
+# 32, 45, 46, 47, 48, 49, 5 AlexNet, 18 SqueezeNet and 6 GoogleNetInceptionModule (convs into their concatenation);
+# 9 11 27 35 37 38 41 42 moved to rnn27/ (session27.sh benches them first).
 . benchmarks/probe_lib.sh
 if [ "${1:-}" != bench ]; then
   gpu_tests tests/test_gpu_expert.py stream26.log 200 -k "linear_stream or lstm_cn or conv_handoff"
