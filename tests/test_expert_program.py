@@ -1132,3 +1132,18 @@ def test_convs_store_into_their_concatenation_and_its_pass_goes(tmp_egg, init, b
     err, eager_err = cpu_emulator.run_module(str(p), g, k, tmp_egg / "emu", input_seed=3)
     err0, _ = cpu_emulator.run_module(str(p), g, k0, tmp_egg / "emu0", input_seed=3)
     assert err == err0 and err < 3e-3, (err, err0, eager_err)  # TF32 convs (eager's cuDNN default)
+
+
+@pytest.mark.parametrize("body", [
+    "y = self.e1(x)\n        return self.out(torch.cat([y, y], 1))",  # one conv twice: its one store cannot fill both
+    "y = self.e1(x)\n        return self.out(torch.cat([y, self.e3(x)], 1)) + y.mean()",  # a part read elsewhere too
+])
+def test_a_concatenation_its_convs_cannot_fill_keeps_its_pass(tmp_egg, body):
+    p = tmp_egg / "cat.py"
+    p.write_text(TEMPLATE.format(init="self.e1 = nn.Conv2d(4, 72, 1)\n        self.e3 = nn.Conv2d(4, 72, 3, padding=1)\n"
+                                      "        self.out = nn.Conv2d(144, 6, 1)", body=body, shape="2, 4, 6, 6"))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    k = _emit_tuned(agent, g, fam, plan)
+    assert "of the concatenation after it" not in k.description and "written in place" not in k.description, k.description
+    assert ".view(-1)[" not in k.host_code

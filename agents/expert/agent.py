@@ -1234,14 +1234,16 @@ class ExpertAgent:
         concatenation alone reads and each conv's template stores element by element at its NCHW index (the
         implicit-GEMM and TMA convs; not split-K, whole-K or an epilogue family's)."""
         stages = prog.stages()
-        reads = Counter(t.name for _, _, launches, _ in emitted for ln, _ in launches for t in ln.tensors)
+        reads = Counter(t.name for _, _, launches, _ in emitted for ln, _ in launches
+                        for t in [*ln.tensors, *(m.node for m in ln.maps)])  # (a TMA kernel reads through its maps)
         writer = {w.name: i for i, (_, _, _, w) in enumerate(stages)}
         for j, (sg, fam, _, cat) in enumerate(stages):
             if fam != "pointwise" or sg.params or len(emitted[j][2]) != 1:
                 continue
             parts = _channel_cat_parts(sg.output)
             inner = [n for n in sg.nodes if n.kind not in ("input", "param")]
-            if parts is None or any(n.op != "cat" for n in inner) or len(inner) != len(parts) - 1:
+            if (parts is None or any(n.op != "cat" for n in inner) or len(inner) != len(parts) - 1
+                    or len({x.name for x in parts}) != len(parts)):  # (a part twice: one store cannot fill both)
                 continue
             plan_parts, c0 = [], 0
             for x in parts:
