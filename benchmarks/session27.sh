@@ -4,6 +4,9 @@
 # benchmarks/session27.sh bench` goes on with it; then `bash benchmarks/session26.sh bench` for the rest). Carry [".whl", ".kb3", ".kb", "bench_state"],
 # `git rev-parse --short HEAD > bench_state/COMMIT` before.
 . benchmarks/probe_lib.sh
+if [ "${1:-}" = short ]; then  # the least device time: this session's GPU cases alone
+  gpu_tests tests/test_gpu_expert.py short27.log 230 -k "gru_bidir or fire_cat or lstm_cn"; exit 0
+fi
 if [ "${1:-}" != bench ]; then
 gpu_tests tests/test_gpu_expert.py stream27.log 240 -k "linear_stream or lstm or conv_handoff or gru_bidir or fire_cat"
 # K chunks a warp (the new first design) against a gate row's lanes on strided chunks (before d82cc98)
