@@ -417,7 +417,7 @@ def _kchunk_products(p: RnnPlan, sh: ClusterShape, NT: int) -> str:
                       for r in range(R))
     fmas = "\n".join(f"                    acc[{r}][bl] = fmaf(wv[{r}].x, hv.x, fmaf(wv[{r}].y, hv.y, fmaf(wv[{r}].z, hv.z, "
                      f"fmaf(wv[{r}].w, hv.w, acc[{r}][bl]))));" for r in range(R))
-    stores = "\n".join(f"            {guard(r)}s_p[(kc * {Bt} + bl) * {rows} + lane + {32 * r}] = acc[{r}][bl];" for r in range(R))
+    stores = "\n".join(f"                {guard(r)}s_p[(kc * {Bt} + bl) * {rows} + lane + {32 * r}] = acc[{r}][bl];" for r in range(R))
     PF = -(-Bt * rows // NT)
     return f"""        {{  // W_hh h by K chunks: warp kc its chunk of every gate row, lane l rows l + 32 r
             const int lane = tid & 31, kc = tid >> 5;
