@@ -314,6 +314,11 @@ def _channel_cat_parts(n) -> list | None:
     return parts
 
 
+def _reads(emitted: list) -> Counter:
+    """How many launches of a program's emitted stages read each tensor, by name (a TMA kernel's through its maps too)."""
+    return Counter(t.name for _, _, launches, _ in emitted for ln, _ in launches for t in [*ln.tensors, *(m.node for m in ln.maps)])
+
+
 def _without_kernel(src: str, name: str) -> str:
     a, b = _definition(src, name)
     return src[:a] + src[b:]
@@ -1193,12 +1198,10 @@ class ExpertAgent:
         that reads the tensor, and the first conv's template stores it (the implicit-GEMM and TMA convs, the direct
         conv of several channels a thread; not split-K, whole-K or an epilogue family's)."""
         stages = prog.stages()
-        # how many launches read each tensor (by identity), over the whole program
-        reads = Counter(id(t) for _, _, launches, _ in emitted for ln, _ in launches for t in ln.tensors)
-        dropped = set()  # stages whose staging pass reads a conv's hand-off
+        reads = _reads(emitted)
         for i in range(len(stages) - 1):
             sg, fam, plan, writes = stages[i]
-            if fam not in ("conv", "direct_conv") or emitted[i][2][-1][1] is not None or reads[id(writes)] != 1:
+            if fam not in ("conv", "direct_conv") or emitted[i][2][-1][1] is not None or reads[writes.name] != 1:
                 continue
             j = next((j for j in range(i + 1, len(stages))
                       if any(ln.tensors and ln.tensors[0] is writes for ln, _ in emitted[j][2])), None)
@@ -1208,24 +1211,33 @@ class ExpertAgent:
             if xt.kernel != "egg_conv_xt" or len(xt.tensors) != 1 or tuple(staged.shape) != (plan.N, *plan.out_sp, plan.OC):
                 continue  # (two planes' staged input is twice the batch)
             a, b = _definition(emitted[j][1], "egg_conv_xt")
-            cl = "tf32" if "round_tf32(" in emitted[j][1][a:b] else "raw"
-            try:
-                src, launches, desc = self.kernel(sg, fam, plan, {**self._region_params(prog, i, params, profile), "cl_out": cl},
-                                                  profile)
-            except Unsupported:
+            # the store changed (not whole-K, ...): a template that writes channels last
+            again = self._re_emitted(prog, emitted, i, params, profile, {"cl_out": "tf32" if "round_tf32(" in emitted[j][1][a:b]
+                                                                         else "raw"}, "cl_pix")
+            if again is None:
                 continue
-            if "cl_pix" not in src:  # the store did not change (whole-K, ...): not a template that writes channels last
-                continue
-            if i in dropped:  # its own staging pass already reads the conv before it
-                src, launches = _without_kernel(src, "egg_conv_xt"), launches[1:]
-            if [ln.kernel for ln, _ in launches] != [ln.kernel for ln, _ in emitted[i][2]] or launches[-1][1] is not None:
-                continue
+            src, launches, desc = again
             launches[-1] = (launches[-1][0], staged)
             emitted[i][1:] = [src, launches, desc + "; its output written channels last for the next conv (that conv's "
                                                        "staging pass skipped)"]
             emitted[j][1] = emitted[j][1][:a] + emitted[j][1][b:]  # its staging kernel's definition goes with its launch
             emitted[j][2] = rest
-            dropped.add(j)
+
+    def _re_emitted(self, prog, emitted: list, i: int, params: dict, profile, knobs: dict, marker: str):
+        """Stage i's kernel again with `knobs` over its own, launched as it is now (a staging pass the hand-off
+        dropped stays dropped): (source, launches, description), or None where the template declines them, its source
+        lacks `marker` (its store did not change: whole-K, an epilogue family's, ...) or its launches would differ."""
+        sg, fam, plan, _ = prog.stages()[i]
+        try:
+            src, launches, desc = self.kernel(sg, fam, plan, {**self._region_params(prog, i, params, profile), **knobs}, profile)
+        except Unsupported:
+            return None
+        if launches and launches[0][0].kernel == "egg_conv_xt" and all(ln.kernel != "egg_conv_xt" for ln, _ in emitted[i][2]):
+            src, launches = _without_kernel(src, "egg_conv_xt"), launches[1:]  # its input handed off
+        if marker not in src or [ln.kernel for ln, _ in launches] != [ln.kernel for ln, _ in emitted[i][2]] \
+                or launches[-1][1] is not None:
+            return None
+        return src, launches, desc
 
     def _into_cat(self, prog, emitted: list, params: dict, profile) -> None:
         """Convs -> torch.cat over channels (SqueezeNet's Fire modules, Inception's branches): each conv stores into its
@@ -1234,8 +1246,7 @@ class ExpertAgent:
         concatenation alone reads and each conv's template stores element by element at its NCHW index (the
         implicit-GEMM and TMA convs; not split-K, whole-K or an epilogue family's)."""
         stages = prog.stages()
-        reads = Counter(t.name for _, _, launches, _ in emitted for ln, _ in launches
-                        for t in [*ln.tensors, *(m.node for m in ln.maps)])  # (a TMA kernel reads through its maps)
+        reads = _reads(emitted)
         writer = {w.name: i for i, (_, _, _, w) in enumerate(stages)}
         for j, (sg, fam, _, cat) in enumerate(stages):
             if fam != "pointwise" or sg.params or len(emitted[j][2]) != 1:
@@ -1259,17 +1270,10 @@ class ExpertAgent:
             osp = math.prod(cat.shape[2:])
             redone = []
             for i, at in plan_parts:
-                sg_i, fam_i, plan_i, _ = stages[i]
-                try:
-                    src, launches, desc = self.kernel(sg_i, fam_i, plan_i, {**self._region_params(prog, i, params, profile),
-                                                                            "cat_out": cat.shape[1]}, profile)
-                except Unsupported:
+                again = self._re_emitted(prog, emitted, i, params, profile, {"cat_out": cat.shape[1]}, "cat_oo")
+                if again is None:
                     break
-                if launches and launches[0][0].kernel == "egg_conv_xt" and all(ln.kernel != "egg_conv_xt" for ln, _ in emitted[i][2]):
-                    src, launches = _without_kernel(src, "egg_conv_xt"), launches[1:]  # its input handed off (_hand_off)
-                if "cat_oo" not in src or [ln.kernel for ln, _ in launches] != [ln.kernel for ln, _ in emitted[i][2]] \
-                        or launches[-1][1] is not None:
-                    break  # the store did not change (whole-K, an epilogue family's, ...) or the launches differ
+                src, launches, desc = again
                 launches[-1] = (replace(launches[-1][0], offset=at * osp), cat)
                 redone.append((i, [src, launches, desc + f"; stored into channels {at}-{at + stages[i][3].shape[1] - 1} "
                                                           f"of the concatenation after it"]))
