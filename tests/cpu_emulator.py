@@ -626,8 +626,9 @@ def _past_dynamic_check(kernel: str, size: int) -> str:
 
 
 def _pointer(var: dict, a: str) -> str:
-    """A launch argument's pointer: a buffer or input, or a view of a buffer from an element on (`t1.view(-1)[648:]`:
-    a conv's slice of the concatenation it stores into)."""
+    """A launch argument's pointer: a buffer or input, or a view of one from an element on (`x0.view(-1)[96:]`: an
+    input's slice a stage reads as its own tensor; `t1.view(-1)[648:]`: a conv's slice of the concatenation it stores
+    into), at that element as on the GPU (its alignment too)."""
     m = re.fullmatch(r"(\w+)\.view\(-1\)\[(\d+):\]", a)
     if m and a not in var and m.group(1) in var:
         return f"({var[m.group(1)]} + {m.group(2)})"
@@ -654,11 +655,6 @@ def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir
                      if isinstance(a, ast.Call) else ast.unparse(a) for a in call.args[3].elts]
             smem = next((ast.literal_eval(kw.value) for kw in call.keywords if kw.arg == "shared_mem"), 0)
             steps.append((kernel, tuple(grid), block[0], names, smem))
-    tensors = dict(tensors)
-    for _, _, _, args, _ in steps:  # an input's slice passed as a view (`x0.view(-1)[off:]`): the elements from there
-        for a in args:
-            if isinstance(a, str) and (m := re.fullmatch(r"(x\d+)\.view\(-1\)\[(\d+):\]", a)) and a not in tensors:
-                tensors[a] = tensors[m.group(1)].reshape(-1)[int(m.group(2)):]
     safe = {n: re.sub(r"\W", "_", n) for n in tensors}
     steps = [(k, g, b, [(safe.get(a[0], a[0]), *a[1:]) if isinstance(a, tuple) else safe.get(a, a) for a in args], smem)
              for k, g, b, args, smem in steps]
