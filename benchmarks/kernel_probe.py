@@ -128,7 +128,7 @@ def main() -> None:
         for key in [k for k in params if k.startswith("@")]:  # "@FAMILY": knobs for each of a program's stages of it
             knobs = params.pop(key)
             stages = plan.stages() if fam == "program" else []
-            params.update({f"r{i}.{n}": x for i, (_, f, _, _) in enumerate(stages) if f == key[1:] for n, x in knobs.items()})
+            params.update({f"r{s}.{n}": x for s, (_, f, _, _) in enumerate(stages) if f == key[1:] for n, x in knobs.items()})
         try:
             pk = agent.emit(g, fam, plan, params, prof)
         except Exception as exc:  # a variant the template declines

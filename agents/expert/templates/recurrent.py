@@ -336,7 +336,7 @@ def _cluster_walk(g: OpGraph, p: RnnPlan, k: RnnKnobs, sh: ClusterShape, blk: st
                 #pragma unroll
                 for (int s = {KS // 2}; s > 0; s >>= 1) acc[bl] += __shfl_xor_sync(0xffffffffu, acc[bl], s);
 """ if KS > 1 else "")
-    products = _kchunk_products(p, sh, NT) if sh.KC else f"""\
+    products = _kchunk_products(p, sh, NT, PF) if sh.KC else f"""\
         for (int base = 0; base < {rows}; base += {per}) {{  // whole warps a pass: the shuffles stay uniform
             const int lr = base + tid / {KS}, kp = tid % {KS};
             const bool mine = lr < {rows};
@@ -402,13 +402,14 @@ def _cluster_walk(g: OpGraph, p: RnnPlan, k: RnnKnobs, sh: ClusterShape, blk: st
     }}"""
 
 
-def _kchunk_products(p: RnnPlan, sh: ClusterShape, NT: int) -> str:
+def _kchunk_products(p: RnnPlan, sh: ClusterShape, NT: int, PF: int) -> str:
     """This step's gate rows, W_hh h + the input terms, into s_g, by K chunks: warp w multiplies K range
     [w KCH, (w + 1) KCH) for every gate row of the block, lane l rows l, l + 32, ... (R of them) for the whole batch
     tile, so each 16-byte load of h (the same address across the warp) feeds R x 4 FMAs and each of W_hh's feeds
     Bt x 4 (the layout above: a gate row's lanes on strided chunks, one row a lane, fed 4 FMAs a load of h, and
     shared memory returns one register a lane a cycle: on the H100 KernelBench's LSTM steps took 7.8 us, about
-    what its 176 16-byte loads a thread a step take); the chunks' partials summed in order with the input terms."""
+    what its 176 16-byte loads a thread a step take); the chunks' partials summed in order with the input terms
+    (`pre`: PF of them a thread, prefetched by the walk)."""
     H, G, Bt, KC = p.H, p.G, sh.Bt, sh.KC
     rows, KCH = sh.rows(G), p.H // sh.KC
     R = -(-rows // 32)
@@ -418,7 +419,6 @@ def _kchunk_products(p: RnnPlan, sh: ClusterShape, NT: int) -> str:
     fmas = "\n".join(f"                    acc[{r}][bl] = fmaf(wv[{r}].x, hv.x, fmaf(wv[{r}].y, hv.y, fmaf(wv[{r}].z, hv.z, "
                      f"fmaf(wv[{r}].w, hv.w, acc[{r}][bl]))));" for r in range(R))
     stores = "\n".join(f"                {guard(r)}s_p[(kc * {Bt} + bl) * {rows} + lane + {32 * r}] = acc[{r}][bl];" for r in range(R))
-    PF = -(-Bt * rows // NT)
     return f"""        {{  // W_hh h by K chunks: warp kc its chunk of every gate row, lane l rows l + 32 r
             const int lane = tid & 31, kc = tid >> 5;
             float acc[{R}][{Bt}];
