@@ -420,11 +420,46 @@ def test_algorithm_design_starts_at_fp32_grade_where_eager_was_measured_exact(tm
 def test_few_channels_that_cannot_be_staged_channels_last_start_on_the_direct_conv(tmp_egg, eager_err):
     """3 input channels (not a multiple of 4: the implicit GEMM would gather in place, 4 bytes a piece) and 16
     output channels: the exact fp32 direct conv first (measured 1.3-2.9x eager on such KernelBench tasks),
-    whatever eager's error; with 8 channels it stays second (test above)."""
+    whatever eager's error; with 8 channels it stays second (test above). Next at plain TF32 the designs on the
+    channels padded to 4 in the staged copies; at fp32 grade the in-place ones (3xTF32 first), the padded last."""
     path = _task(tmp_egg, 3, 3, 16, 3, 1, 0, 1, 1, True, (2, 3, 6, 7, 8), "torch.tanh(self.conv(x))")
     prop = ExpertAgent().propose(_analysed(path, eager_err))
-    assert prop.kernels[0].params.get("algo") == "direct" and len(prop.kernels) == 3
+    assert prop.kernels[0].params.get("algo") == "direct" and len(prop.kernels) == 4
     assert prop.kernels[1].params.get("split") == (3 if eager_err else 1)
+    assert [bool(k.params.get("cpad")) for k in prop.kernels] == ([False] * 3 + [True] if eager_err else [False, True, True, False])
+
+
+def test_a_first_conv_of_three_channels_is_staged_padded_to_four_and_matches_a_float64_truth(tmp_egg):
+    """SqueezeNet's first conv (3 -> 96 channels, 7x7 / 2): the direct conv does not suit 96 output channels, so the
+    first design stages the input channels last padded to 4 channels (zeros, in the weight too: K 196 for 147)
+    and runs the warpgroup MMA; 3xTF32 on the padded copies is fp32 grade (the pad adds exact zeros), at fp32 grade
+    first. A padded design asked to read the input in place is declined."""
+    from agents.expert.agent import conv_wgmma, on_mma_sync
+    from tests import cpu_emulator
+    h200 = load_profile("h200")
+    path = _task(tmp_egg, 2, 3, 96, 7, 2, 3, 1, 1, True, (2, 3, 30, 26), "torch.relu(self.conv(x))")
+    agent = ExpertAgent()
+    prop = agent.propose(_analysed(path, None))
+    first = prop.kernels[0].params
+    assert first.get("cpad") and first.get("layout") == "nhwc" and first.get("split") == 1
+    assert "the input's 3 channels padded to 4" in prop.kernels[0].description
+    assert ExpertAgent().propose(_analysed(path, 1.6e-7)).kernels[0].params.get("split") == 3
+    g, fam, plan = agent._plan(str(path))
+    pp = conv.padded(plan)
+    assert (pp.C, pp.cin, pp.Kg, plan.K) == (4, 3, 196, 147) and conv.padded(pp) is None
+    d = conv_wgmma(g, pp, {"family": "conv", "BM": 128, "BN": 128, "WM": 2, "WN": 4, "stages": 3, "split": 1,
+                           "layout": "nhwc"}, h200)
+    assert d and d["wgmma"]
+    kernels = [agent.emit(g, fam, plan, {**d, "cpad": True}, h200),
+               agent.emit(g, fam, plan, {**on_mma_sync(d), "split": 3, "cpad": True}, h200)]
+    assert all(s in kernels[0].cuda_source for s in ("the staged pad's channels", "ic < 3u", "wg_desc_sw128("))
+    with pytest.raises(Unsupported, match="staged copies"):
+        agent.emit(g, fam, plan, {**on_mma_sync(d), "layout": "nchw", "cpad": True}, h200)
+    if not cpu_emulator.available():
+        pytest.skip("no g++")
+    for k, (lo, hi) in zip(kernels, [(1e-5, 2e-3), (0, 2e-6)]):
+        err, eager_err = cpu_emulator.run_module(path, g, k, tmp_egg / f"emu{k.params['split']}")
+        assert lo < err < hi and (k.params["split"] == 1 or err < 4 * max(eager_err, 2 ** -24)), (k.params, err, eager_err)
 
 
 @pytest.mark.parametrize("eager_err,order", [(None, ["tf32", "mma3", "planes"]), (1.6e-7, ["mma3", "tf32", "planes"])])

@@ -104,6 +104,14 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                  "            x = torch.cat([torch.relu(e1(x)), torch.relu(e3(x))], 1)\n        return self.out(x)\n"
                  "def get_inputs():\n    return [torch.randn(8, 96, 63, 63)]\ndef get_init_inputs():\n    return []\n",
                  "of the concatenation after it"),
+    # level 3 18's first conv and pool (3 -> 96 channels, 7x7 / 2), reduced batch: the input staged channels last with
+    # its 3 channels padded to 4, on the warpgroup MMA
+    "conv_pad": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                 "        super().__init__()\n        self.conv = nn.Conv2d(3, 96, kernel_size=7, stride=2)\n"
+                 "        self.pool = nn.MaxPool2d(kernel_size=3, stride=2, ceil_mode=True)\n"
+                 "    def forward(self, x):\n        return self.pool(torch.relu(self.conv(x)))\n"
+                 "def get_inputs():\n    return [torch.rand(4, 3, 512, 512)]\ndef get_init_inputs():\n    return []\n",
+                 "channels padded to 4"),
     # level 2 task 44's program (a strided transposed conv, scaled, averaged over its positions), reduced batch
     "box_sums": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
                  "        super().__init__()\n        self.conv = nn.ConvTranspose2d(64, 128, 3, 2, 1, 1)\n"

@@ -750,6 +750,13 @@ class ExpertAgent:
                     # task 57 0.81 ms against the ring's 1.10, task 65 8.22 against 9.88); at TF32 second (57: 0.75 against
                     # the wgmma ring's 0.71)
                     both.insert(0 if both[0].get("split") == 3 else 1, whole)
+                if (pp := conv.padded(plan)) is not None:  # few channels not in fours: the same designs staged with
+                    # the channels padded (16 bytes a tap, the warpgroup MMA). Not yet measured: first at plain TF32
+                    # only where the direct conv does not suit (SqueezeNet's and AlexNet's 96 channels), after it
+                    # where it does (measured), last at fp32 grade
+                    pads = [{**d, "cpad": True} for d in self._variants(req, fam, g, pp) if d.get("algo") != "direct"]
+                    at = len(both) if eager_is_fp32_grade(req) else int(both[0].get("algo") == "direct")
+                    both[at:at] = pads
                 return both
             return [self._default(fam, g, plan, req)]
         if fam == "pointwise":
@@ -822,6 +829,8 @@ class ExpertAgent:
                 wm, wn = min(sh, key=lambda s: abs(s[0] - base["WM"] // 2))
                 out = [{**base, "BM": 64, "WM": wm, "WN": wn}]
         elif fam == "conv":
+            if base.get("cpad"):  # the padded channels' knobs are those of the padded conv
+                plan = conv.padded(plan) or plan
             if st == "parallel_mapping" and base.get("wgmma"):  # mma.sync, and its warp shapes, beside it
                 sync = on_mma_sync(base)
                 out = [sync] + [{**sync, "WM": wm, "WN": wn} for wm, wn in kn["gemm_tf32_warps"]]
@@ -1306,6 +1315,14 @@ class ExpertAgent:
         """One kernel of a family: (CUDA source, its launches in order as (Launch, the node it writes;
         None: the graph's output), a description). Most families launch once; a staged conv thrice."""
         sms, tpsm = profile.sms, profile.max_threads_per_sm
+        if fam == "conv" and params.get("cpad"):  # its input channels padded to fours in the staged copies
+            pp = conv.padded(plan)
+            if pp is None or params.get("algo") == "direct" or not (params.get("tma") or params.get("whole")
+                                                                    or params.get("layout") == "nhwc"):
+                raise Unsupported("padded channels are read from the staged copies only (channels last)")
+            src, steps, desc = self.kernel(g, fam, pp, {k: v for k, v in params.items() if k != "cpad"}, profile)
+            staged = "input and weight staged channels last"
+            return src, steps, desc.replace(staged, f"{staged}, the input's {plan.C} channels padded to {pp.C} (zeros)", 1)
         if fam == "pointwise":
             k = pointwise.PointwiseKnobs(block=params["block"], items=params["items"], vec=params["vec"],
                                          waves=params["waves"])
