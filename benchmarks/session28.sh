@@ -1,5 +1,6 @@
 #!/bin/bash
-# Twenty-seventh session (no GPU lent): its first conv staged padded to 4 channels, and the six level 3 networks never
+# Twenty-seventh session (no GPU lent): its first conv staged padded to 4 channels, weights staged once a version
+# (egg.staged), and the six level 3 networks never
 # benched (7 GoogLeNet, 16 DenseNet-201, 23/24 EfficientNet-B1/B2, 29 Swin MLP, 30 Swin V2; copies in the ignored
 # .kb3/new27, fetched as benchmarks/NOTES.md says). Run after `bash benchmarks/session27.sh tests` (or with it: `all`).
 # Carry [".whl", ".kb3", ".kb", "bench_state"], `git rev-parse --short HEAD > bench_state/COMMIT` before.
@@ -7,7 +8,7 @@
 . benchmarks/probe_lib.sh
 if [ "${1:-}" != bench ]; then
 [ "${1:-}" = all ] && bash benchmarks/session27.sh tests
-gpu_tests tests/test_gpu_expert.py pad28.log 150 -k "conv_pad"
+gpu_tests tests/test_gpu_expert.py pad28.log 240 -k "conv_pad or weights_staged or graph_verifies"
 # the padded first design against the in-place gather it replaces (SqueezeNet's first conv is its tuned stage; level 1
 # task 50 is AlexNet's first conv alone)
 OLD='{"cpad": false, "layout": "nchw", "wgmma": false, "swz": false}'

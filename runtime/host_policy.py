@@ -11,7 +11,8 @@ policy is a whitelist of shapes, not a list of known cheats:
 - no builtins that reach objects by name or run code (`getattr`, `eval`, `globals`, `id`, ...);
 - no attribute of torch that switches behaviour or timing (`cuda`, `backends`, `ops`, `set_*`,
   streams, events, dlpack, hooks, compile);
-- of `egg`, only `empty`, `empty_like`, `launch`, `graphed` (launches replayed as a CUDA graph), `tmap` (a TMA
+- of `egg`, only `empty`, `empty_like`, `launch`, `graphed` (launches replayed as a CUDA graph), `staged` (launches
+  reading only the module's weights, run again when those change), `tmap` (a TMA
   descriptor of a tensor, encoded by the driver) and `draw` (a random draw the reference makes in its forward: in
   the verifier's trials the reference's own numbers, runtime/draws.py);
 - attributes are assigned on `self` only; classes derive from `nn.Module` only (no Tensor subclass);
@@ -40,7 +41,7 @@ BANNED_ATTRS = {
     "gi_frame", "f_back", "f_locals", "f_globals", "tb_frame", "cr_frame", "ag_frame", "gi_code", "f_code",
     "tb_next", "func_globals",
 }
-EGG_API = {"empty", "empty_like", "launch", "graphed", "tmap", "draw"}
+EGG_API = {"empty", "empty_like", "launch", "graphed", "staged", "tmap", "draw"}
 
 
 class PolicyError(ValueError):

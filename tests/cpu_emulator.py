@@ -648,6 +648,11 @@ def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir
             args = ast.parse(call).body[0].value.args
             shapes[var] = ast.literal_eval(ast.unparse(args[0]))
             types[var] = {"torch.bfloat16": "__nv_bfloat16", "torch.float16": "__half"}.get(ast.unparse(args[1]) if len(args) > 1 else "")
+        elif line.startswith("self.register_buffer('s"):  # a buffer the module's weight launches write (stage_params)
+            name, empty = ast.parse(line).body[0].value.args
+            var = f"self.{ast.literal_eval(name)}"
+            shapes[var] = ast.literal_eval(ast.unparse(empty.args[0]))
+            types[var] = {"torch.bfloat16": "__nv_bfloat16", "torch.float16": "__half"}.get(ast.unparse(empty.keywords[0].value))
         elif line.startswith("egg.launch("):
             call = ast.parse(line).body[0].value
             kernel, grid, block = (ast.literal_eval(a) for a in call.args[:3])
@@ -655,10 +660,10 @@ def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir
                      if isinstance(a, ast.Call) else ast.unparse(a) for a in call.args[3].elts]
             smem = next((ast.literal_eval(kw.value) for kw in call.keywords if kw.arg == "shared_mem"), 0)
             steps.append((kernel, tuple(grid), block[0], names, smem))
-    safe = {n: re.sub(r"\W", "_", n) for n in tensors}
+    safe = {n: re.sub(r"\W", "_", n) for n in [*tensors, *shapes]}  # (`self.p1`, `self.s4`: C++ names)
     steps = [(k, g, b, [(safe.get(a[0], a[0]), *a[1:]) if isinstance(a, tuple) else safe.get(a, a) for a in args], smem)
              for k, g, b, args, smem in steps]
-    buffers = {v: (int(np.prod(s)), types[v]) if types[v] else int(np.prod(s)) for v, s in shapes.items()}
+    buffers = {safe[v]: (int(np.prod(s)), types[v]) if types[v] else int(np.prod(s)) for v, s in shapes.items()}
     got = run_program(src, steps, buffers, {safe[n]: t.contiguous() for n, t in tensors.items()}, "out", workdir, timing)
     return got.reshape(shapes["out"])
 

@@ -107,3 +107,49 @@ def test_graph_default_weighs_launches_against_the_bytes_copied(launches, big, w
     x = Node("x", "input", shape=(side, side), dtype="float32", index=0)
     out = Node("o", "pw", op="neg", args=[x], shape=(side, side), dtype="float32")
     assert graph_default(OpGraph(nodes=[x, out], inputs=[x], params=[], output=out, aten_ops=[]), launches) is want
+
+
+def test_staged_runs_once_per_version_of_the_weights_it_reads():
+    """`egg.staged`: a program's launches that read only its weights (a conv weight staged channels last) run on the
+    first call and again only when what they read changed: an in-place update (its version), a tensor moved or
+    replaced (its address); nothing is kept while the verifier skips launches."""
+    api, w, s, owner, other = KernelAPI(None), torch.randn(4), torch.empty(4), Owner(), Owner()
+    runs = []
+
+    def stage():
+        if not api.skip:
+            s.copy_(w * 2)
+        runs.append(1)
+    api.skip = True
+    api.staged(owner, stage, [w, s])
+    api.skip = False
+    for _ in range(3):
+        api.staged(owner, stage, [w, s])
+    assert len(runs) == 2 and torch.equal(s, w * 2)
+    w.add_(1.0)  # an optimiser step
+    api.staged(owner, stage, [w, s])
+    assert len(runs) == 3 and torch.equal(s, w * 2)
+    w2 = w.clone()  # the same values at another address (a module moved)
+    api.staged(owner, stage, [w2, s])
+    api.staged(owner, stage, [w2, s])
+    assert len(runs) == 4
+    api.staged(other, stage, [w2, s])  # each module its own
+    assert len(runs) == 5
+
+
+def test_a_programs_weight_launches_move_to_stage_params():
+    """ResNet's conv weights are staged channels last by launches that read only parameters: they move to the
+    module's `stage_params` (their outputs buffers of its own, not saved with its state), which forward hands to
+    `egg.staged` before the graph; the rest of the launches read those buffers. The policy lets it run."""
+    agent = ExpertAgent()
+    ks = stage_kernels(agent, "tasks/suite/level3/01_resnet_basic_block.py")
+    host = ks[0].host_code
+    check_host_code(host, "strict")
+    stage, forward = host.split("    def stage_params(self):\n")[1].split("\n\n    def forward(")
+    staged = stage.strip().splitlines()
+    assert staged and all(ln.strip().startswith("egg.launch('egg_conv_wt") for ln in staged)
+    bufs = [ln.split("[self.", 1)[1].split(",")[0] for ln in staged]
+    assert all(f"self.register_buffer('{b}', torch.empty(" in host and "persistent=False)" in host.split(f"'{b}'")[1].split("\n")[0]
+               for b in bufs)
+    assert forward.index("egg.staged(self, self.stage_params, [") < forward.index("egg.graphed(")
+    assert all(f"self.{b}" in forward.split("def run_kernels")[1] for b in bufs) and "egg_conv_wt" not in forward

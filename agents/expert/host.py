@@ -110,6 +110,20 @@ def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]], graph: b
     names = _host_names(g)
     dev = _device(g)
     lines = []
+    static = weight_launches(g, steps)
+    if static:  # their outputs are buffers of the module, written by `stage_params` once per version of the weights
+        init, stage, reads = [], ["", "    def stage_params(self):"], {}
+        for i in static:
+            launch, node = steps[i]
+            init.append(f"        self.register_buffer('s{i}', torch.empty({tuple(node.shape)!r}, dtype=torch.{node.dtype}), "
+                        "persistent=False)")
+            names[node.name] = f"self.s{i}"
+            reads.update({names[t.name]: None for t in launch.tensors + [m.node for m in launch.maps]} | {f"self.s{i}": None})
+            stage.append(f"        egg.launch({launch.kernel!r}, {launch.grid!r}, {launch.block!r}, "
+                         f"[{_args(launch, f'self.s{i}', names)}], shared_mem={launch.shared_mem})")
+        at = head.index("\n\n    def forward(")  # (before forward: the launches in the order they first run)
+        head = head[:at] + "\n" + "\n".join(init + stage) + head[at:]
+        lines.append(f"        egg.staged(self, self.stage_params, [{', '.join(reads)}])")
     if graph:
         xs = ", ".join(f"x{n.index}" for n in g.inputs)
         lines += [f"        return egg.graphed(self, self.run_kernels, [{xs}])", "", f"    def run_kernels(self, {xs}):"]
@@ -117,6 +131,8 @@ def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]], graph: b
         names[name] = f"x{pos}.view(-1)[{off}:]"
     final = steps[-1][1].name
     for i, (launch, node) in enumerate(steps):  # the output is "out" (several launches may write slices of it)
+        if i in static:
+            continue
         var = "out" if i == len(steps) - 1 or (launch.offset >= 0 and node.name == final) else f"t{i}"
         if launch.offset >= 0 and node.name in names:  # a slice of a tensor an earlier launch allocated
             var = names[node.name]
@@ -128,3 +144,16 @@ def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]], graph: b
         names[node.name] = var
     lines.append("        return out")
     return head + "\n".join(lines) + "\n"
+
+
+def weight_launches(g: OpGraph, steps: list[tuple[Launch, Node]]) -> list[int]:
+    """The launches (by position) that read only the model's parameters and buffers, or what such launches wrote: a
+    conv weight staged channels last, Swin V2's position-bias MLP. Never the last (the output) nor one writing a slice
+    of a tensor others write."""
+    params, found, out = {n.name for n in g.params}, set(), []
+    for i, (launch, node) in enumerate(steps[:-1]):
+        reads = [t.name for t in launch.tensors] + [m.node.name for m in launch.maps]
+        if launch.offset < 0 and reads and all(r in params or r in found for r in reads):
+            found.add(node.name)
+            out.append(i)
+    return out

@@ -14,7 +14,8 @@ and the injected `egg` object: `egg.empty(shape, dtype, device)` to allocate out
 `egg.launch(kernel_name, grid, block, [args...], shared_mem=0)` to launch on torch's current stream
 (tensors pass as pointers, Python ints as 64-bit `long long`, floats as `float`); for many small launches,
 `return egg.graphed(self, self.run_kernels, [inputs...])` replays a method that allocates and launches
-them (and returns the output) as one CUDA graph. Never compute with torch
+them (and returns the output) as one CUDA graph; `egg.staged(self, self.stage_params, [tensors...])` runs a method
+whose launches read only the module's weights (a weight relaid out once) again only when those tensors changed. Never compute with torch
 inside forward: a guard rejects any torch compute op. The host code is checked before it runs: imports only of
 math, torch, torch.nn, numpy; no names or attributes starting with `_`; no getattr/eval/globals/id; no torch.cuda,
 streams, events or backends; attributes assigned on `self` only; classes derive from nn.Module only.
