@@ -161,7 +161,8 @@ class KernelAPI:
         weights. Run again only when one of `tensors` changed since (its address, or its version: an in-place
         update), so a call whose weights are those of the last one skips them (ResNet-18's 19 weight stagings, about
         60 us of its 0.93 ms). While launches are skipped (the verifier's check that the kernels matter) nothing is
-        kept: the next call runs them."""
+        kept: the next call runs them. A write through `.data` moves no version (as autograd does not see it): after
+        one, `load_state_dict` or an in-place op on the tensor itself, or a new module."""
         def key():
             return tuple((t.data_ptr(), t._version) for t in tensors)
         if self._staged.get(owner) == key():
