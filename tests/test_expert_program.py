@@ -1147,3 +1147,36 @@ def test_a_concatenation_its_convs_cannot_fill_keeps_its_pass(tmp_egg, body):
     k = _emit_tuned(agent, g, fam, plan)
     assert "of the concatenation after it" not in k.description and "written in place" not in k.description, k.description
     assert ".view(-1)[" not in k.host_code
+
+
+TRANSITION = "self.bn = nn.BatchNorm{n}d({c})\n        self.conv = nn.Conv{n}d({c}, {oc}, 1{bias})"
+
+
+@pytest.mark.parametrize("n,c,oc,bias,pool,shape,first", [
+    (2, 8, 16, "", "F.avg_pool2d(y, 2)", "3, 8, 10, 14", True),  # DenseNet's transition
+    (2, 8, 4, ", bias=True", "F.avg_pool2d(y, (2, 3), stride=(2, 1), ceil_mode=True)", "2, 8, 9, 7", True),  # a bias, partial windows
+    (1, 6, 6, "", "F.avg_pool1d(y, 3, stride=2)", "2, 6, 17", True),
+    (2, 8, 16, "", "F.avg_pool2d(y, 2, padding=1)", "2, 8, 6, 6", False),  # padding: the bias would be scaled
+    (2, 8, 16, "", "F.avg_pool2d(y, 2, divisor_override=3)", "2, 8, 6, 6", False),
+    (2, 8, 16, "", "F.max_pool2d(y, 2)", "2, 8, 6, 6", False),  # not linear
+    (2, 16, 2, "", "F.avg_pool2d(y, 2)", "2, 16, 6, 6", False),  # 16 channels pooled would move more bytes than 2
+    (2, 8, 16, "", "F.avg_pool2d(y, 2) + y[:, :, ::2, ::2]", "2, 8, 6, 6", False),  # the conv's output read twice
+])
+def test_an_average_pool_after_a_1x1_conv_pools_its_input_first(tmp_egg, n, c, oc, bias, pool, shape, first):
+    """Both linear, the pool the same map on every channel: the conv runs on the pooled pixels, and the result matches
+    a float64 truth of the reference as written. Not with padding or a divisor override (the bias would change), a max
+    pool, where the pooled input moves more bytes than the pooled output, or where the conv's output is read again."""
+    init = TRANSITION.format(n=n, c=c, oc=oc, bias=bias)
+    p = tmp_egg / "t.py"
+    p.write_text(TEMPLATE.format(init=init, body=f"y = self.conv(torch.relu(self.bn(x)))\n        return {pool}", shape=shape))
+    agent = ExpertAgent()
+    g = export_graph(load_task(p))
+    kinds = [m.kind for m in g.nodes if m.kind in ("conv", "pool")]
+    assert kinds == (["pool", "conv"] if first else ["conv", "pool"]), kinds
+    if not first:
+        return
+    cv = next(m for m in g.nodes if m.kind == "conv")
+    assert cv is g.output or cv.shape == g.output.shape
+    gg, fam, plan = agent._plan(str(p))
+    err, eager_err = _emulated(p, agent, gg, fam, plan, tmp_egg, seed=3)
+    assert err < 2e-3, (err, eager_err)  # (the conv at plain TF32)

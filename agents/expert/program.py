@@ -259,12 +259,16 @@ def plan_program(g: OpGraph, plan_graph, depth: int = 0, failed: dict | None = N
 def _plan_program(g: OpGraph, plan_graph, depth: int) -> Program:
     why = "no tensor to cut at"
     mids = candidates(g)
+    B = bits(g)
     for fam_sum, find, part in (("conv_sum", conv_sum.find, conv_sum.find), ("gemm_sum", gemm_sum.find, gemm_sum.find),
                                 ("conv_rows", conv_rows.reduces_channels, conv_rows.find),
                                 ("conv_stats", conv_stats.follows_conv, conv_stats.find)):
         if not find(g):  # a conv or matmul only summed (no output kept), a conv's channels reduced: first the cut
             continue  # that keeps them together
         for mid in mids:
+            if (B.of(mid) & B.producers).bit_count() != 1:
+                continue  # its first part holds no conv or matmul, or two: no such single kernel (and a cut each is
+                # quadratic over a network: DenseNet-201's transitions' convs before a BatchNorm, 120 s of planning)
             c = cut_at(g, mid, depth)
             if c is None or not part(c[0]):
                 continue
@@ -277,7 +281,6 @@ def _plan_program(g: OpGraph, plan_graph, depth: int) -> Program:
             except Unsupported:
                 continue
     deferred = []  # cuts whose first kernel is pointwise alone: that front belongs fused into its reader
-    B = bits(g)
     for mid in mids:
         if (B.of(mid) & B.producers).bit_count() >= 2:
             continue  # no single kernel holds two convolutions or matmuls: the first part cannot be one
