@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from state import DRAW_OPS  # what opgraph lowers as a drawn leaf; any other random op stays declined
+from state import DRAW_OPS, MASK_OPS  # what opgraph lowers as a drawn leaf; any other random op stays declined
 
 
 class DrawMismatch(RuntimeError):
@@ -29,7 +29,14 @@ class Draw:
 
 def _op(func) -> str | None:
     name = func.overloadpacket.__name__
-    return name if name in DRAW_OPS else None
+    if name in DRAW_OPS:
+        return name
+    return "dropout" if name.rstrip("_") in MASK_OPS else None  # a keep mask (native_dropout's, bernoulli_'s)
+
+
+def _mask(out) -> torch.Tensor:
+    """A recorded keep mask, as bool: native_dropout's second output, or bernoulli's 0/1 values."""
+    return (out[1] if isinstance(out, tuple) else out).detach().bool()
 
 
 class Record(TorchDispatchMode):
@@ -41,7 +48,9 @@ class Record(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if (op := _op(func)) is not None:
+        if (op := _op(func)) == "dropout":
+            self.draws.append(Draw(op, _mask(out)))
+        elif op is not None:
             self.draws.append(Draw(op.removesuffix("_like"), out.detach().clone()))
         return out
 
@@ -58,6 +67,15 @@ class Replay(TorchDispatchMode):
         op = _op(func)
         if op is None:
             return func(*args, **(kwargs or {}))
+        if op == "dropout":  # the recorded keep mask in place of a fresh one
+            x = args[0]
+            keep = take(self, op, x.shape, self.dtype or x.dtype, x.device)
+            if func.overloadpacket.__name__ == "native_dropout":  # (x * mask / (1 - p), the mask), as eager's kernel
+                p = float(args[1] if len(args) > 1 else kwargs["p"])
+                return x * keep * (1.0 / (1.0 - p)), keep.bool()
+            if func.overloadpacket.__name__.endswith("_"):  # bernoulli_(1 - p) on the tensor it fills
+                return x.copy_(keep)
+            return keep
         fresh = func(*args, **(kwargs or {}))  # for its shape, dtype and device only
         return take(self, op, fresh.shape, self.dtype or fresh.dtype, fresh.device)
 

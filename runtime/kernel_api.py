@@ -57,14 +57,18 @@ class KernelAPI:
                                           torch.cuda.current_stream().cuda_stream)
         return t
 
-    def draw(self, op: str, shape, dtype=torch.float32, device="cuda") -> torch.Tensor:
-        """A random draw the reference makes inside its forward ("randn" or "rand"): during the verifier's trials the
-        reference's own numbers (`replay`), else drawn afresh from torch's generator, as eager draws them."""
+    def draw(self, op: str, shape, dtype=torch.float32, device="cuda", p: float = 0.0) -> torch.Tensor:
+        """A random draw the reference makes inside its forward ("randn", "rand", or "dropout": a Dropout's keep mask
+        of 0/1 values, each 1 with probability 1 - p): during the verifier's trials the reference's own numbers
+        (`replay`), else drawn afresh from torch's generator, as eager draws them."""
         if self.replay is not None:
             return self.replay.take(op, shape, dtype, device)
-        if op not in ("randn", "rand"):
-            raise ValueError(f"egg.draw: {op!r} is not a draw (randn or rand)")
-        t = (torch.randn if op == "randn" else torch.rand)(tuple(shape), dtype=dtype, device=device)
+        if op not in ("randn", "rand", "dropout"):
+            raise ValueError(f"egg.draw: {op!r} is not a draw (randn, rand or dropout)")
+        if op == "dropout":
+            t = torch.empty(tuple(shape), dtype=dtype, device=device).bernoulli_(1.0 - p)
+        else:
+            t = (torch.randn if op == "randn" else torch.rand)(tuple(shape), dtype=dtype, device=device)
         if self.drawn is not None:
             self.drawn.append((op, t.clone()))
         return t

@@ -33,7 +33,7 @@ from runtime.host_policy import BANNED_CALLS, IMPORTS, PolicyError, Snapshot, ch
 from runtime.kernel_api import KernelAPI
 from runtime.memory import fingerprint, oom_message, storages, truth_fits_on_device
 from runtime.timing import L2Flusher, summarize, time_interleaved
-from state import DRAW_OPS, CorrectnessResult, Evaluation, KernelCandidate, OutputError, Verdict
+from state import DRAW_OPS, MASK_OPS, CorrectnessResult, Evaluation, KernelCandidate, OutputError, Verdict
 from tasks.loader import load_task, tensor_attribute
 
 SIDE_STREAM_SLACK_MS = 0.05
@@ -189,7 +189,7 @@ class Worker:
         self.eager_peak = torch.cuda.max_memory_allocated() - (self.flusher.buf.numel() * 4)
         self.ref_compute = guard.compute_ops(rec.ops)
         # random draws inside forward (runtime/draws.py): only then do trials run the reference under a recording mode
-        self.draws_random = any(guard.base_name(o) in DRAW_OPS for o in rec.ops)
+        self.draws_random = any(guard.base_name(o) in DRAW_OPS + MASK_OPS for o in rec.ops)
         outs = [[list(o.shape), str(o.dtype).removeprefix("torch.")] for o in as_list(out) if isinstance(o, torch.Tensor)]
         del inputs, out
         torch.cuda.empty_cache()

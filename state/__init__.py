@@ -4,7 +4,7 @@ Every class here is a pydantic model; `ALL_MODELS` lists them so the checkpoint
 serializer can allow exactly these classes (see graph/checkpointing.py).
 """
 from state.task import TF32_GRADE, eager_ran_tf32, TaskSpec, TensorSpec, Roofline, TaskAnalysis
-from state.candidate import DRAW_OPS, MODULE_PART, KernelCandidate, Param, module_parts
+from state.candidate import DRAW_OPS, MASK_OPS, MODULE_PART, KernelCandidate, Param, module_parts
 from state.evaluation import (
     CompileError, KernelResources, CompileResult, CorrectnessResult, OutputError, Timing,
     Evaluation, Verdict,
@@ -23,6 +23,6 @@ ALL_MODELS = [
 ]
 ALL_ENUMS = [Verdict]
 
-__all__ = [m.__name__ for m in ALL_MODELS] + ["Verdict", "Param", "DRAW_OPS", "MODULE_PART", "module_parts", "STAGES", "TUNING_STAGES",
+__all__ = [m.__name__ for m in ALL_MODELS] + ["Verdict", "Param", "DRAW_OPS", "MASK_OPS", "MODULE_PART", "module_parts", "STAGES", "TUNING_STAGES",
                                               "STAGE_TABLE", "NEXT_STAGE", "StageName", "ALL_MODELS", "ALL_ENUMS", "TF32_GRADE",
                                               "eager_ran_tf32"]

@@ -14,6 +14,10 @@ MODULE_PART = "// ---- egg: a new compilation unit ----"
 # The random draws a reference may make inside forward that a candidate's host code asks `egg.draw` for: the expert
 # lowers them as leaves (agents/expert/opgraph.py), the verifier records and replays them (runtime/draws.py)
 DRAW_OPS = ("randn", "rand", "randn_like", "rand_like")
+# A Dropout's keep mask in training mode is such a draw too, recorded as a "dropout" draw of its 0/1 values: eager draws
+# it inside `native_dropout` on the GPU (its second output), by `bernoulli_(1 - p)` on a fresh tensor on the CPU (and
+# for a channel-wise Dropout2d/3d)
+MASK_OPS = ("native_dropout", "bernoulli")
 
 
 def module_parts(source: str) -> list[str]:

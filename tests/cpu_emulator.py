@@ -702,7 +702,7 @@ def run_module(task_path, g, pk, workdir: Path, input_seed: int = 7, prepare=Non
     drawn = [n for n in g.inputs if is_draw(n)]
     assert len(drawn) == len(rec.draws), (len(drawn), len(rec.draws))
     tensors = ({f"x{n.index}": xs[n.index] for n in g.inputs if not is_draw(n)}
-               | {f"x{n.index}": d.tensor for n, d in zip(drawn, rec.draws)}
+               | {f"x{n.index}": d.tensor.to(getattr(torch, n.dtype)) for n, d in zip(drawn, rec.draws)}
                | {f"self.p{n.index}": state[n.target] for n in g.params})
     got = run_host(pk.cuda_source, pk.host_code, tensors, workdir, timing).double()
     scale = truth.abs().max()

@@ -3,7 +3,7 @@ rerun and, through `egg.draw`, to the candidate; nothing else may take their pla
 import pytest
 import torch
 
-from runtime.draws import DrawMismatch, Queue, Record, Replay
+from runtime.draws import Draw, DrawMismatch, Queue, Record, Replay
 from runtime.host_policy import PolicyError, check_host_code
 from runtime.kernel_api import KernelAPI
 
@@ -84,3 +84,47 @@ def test_the_worker_records_only_where_the_reference_draws():
     with w._record() as rec:
         torch.randn(2)
     assert [d.op for d in rec.draws] == ["randn"]
+
+
+class Dropping(torch.nn.Module):
+    """Level 2 task 66's pattern: a Dropout left in training mode between a matmul and a softmax; a channel-wise one."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(6, 4))
+        self.drop, self.drop2d = torch.nn.Dropout(0.3), torch.nn.Dropout2d(0.5)
+
+    def forward(self, x):
+        y = torch.softmax(self.drop(x @ self.w), dim=1)
+        return self.drop2d(y.reshape(5, 2, 2, 1))
+
+
+def test_a_dropout_mask_is_recorded_and_replayed_to_the_float64_rerun():
+    """A Dropout's keep mask is a draw: recorded as the reference makes it (bernoulli_ on the CPU, native_dropout's
+    second output on the GPU), as 0/1 values, and replayed to the float64 rerun, which then matches; a rerun without
+    the replay draws other masks. egg.draw hands a trial the recorded mask and draws a fresh one (1 - p of it kept)
+    outside a trial."""
+    torch.manual_seed(0)
+    m, x = Dropping(), torch.randn(5, 6)
+    with torch.no_grad(), Record() as rec:
+        got = m(x)
+    assert [(d.op, tuple(d.tensor.shape), d.tensor.dtype) for d in rec.draws] == \
+        [("dropout", (5, 4), torch.bool), ("dropout", (5, 2, 1, 1), torch.bool)]
+    m64 = Dropping().double()
+    m64.load_state_dict(m.state_dict())
+    with torch.no_grad(), Replay(rec.draws, torch.float64) as rep:
+        truth = m64(x.double())
+    assert rep.at == 2 and torch.allclose(got.double(), truth, atol=1e-6)
+    with torch.no_grad():
+        assert not torch.allclose(m64(x.double()), truth, atol=1e-3)
+    # eager's GPU path: native_dropout, replayed as x * mask / (1 - p) with the mask as its second output
+    keep = torch.tensor([[True, False], [True, True]])
+    with Replay([Draw("dropout", keep)], torch.float64):
+        out, mask = torch.ops.aten.native_dropout(torch.full((2, 2), 2.0, dtype=torch.float64), 0.2, True)
+    assert torch.equal(mask, keep) and torch.allclose(out, keep.double() * 2.5)
+    api = KernelAPI(None)
+    api.replay = Queue(list(rec.draws))
+    assert torch.equal(api.draw("dropout", (5, 4), torch.float32, "cpu", 0.3), rec.draws[0].tensor.float())
+    api.replay = None
+    fresh = api.draw("dropout", (400, 100), torch.float32, "cpu", 0.25)
+    assert set(fresh.unique().tolist()) == {0.0, 1.0} and abs(fresh.mean().item() - 0.75) < 0.02

@@ -416,13 +416,19 @@ def test_batchnorm_program_matches_a_float64_truth(tmp_egg, mode):
     assert err < 32 * max(eager_err, 2 ** -24), (err, eager_err)
 
 
-def test_dropout_in_training_mode_is_declined_and_identity_otherwise(tmp_egg):
-    from agents.expert.opgraph import Unsupported
-    with pytest.raises(Unsupported, match="dropout in training mode"):
-        export_graph(load_task(_bn_task(tmp_egg, p=0.2)))
+def test_dropout_in_training_mode_is_a_drawn_mask_and_identity_otherwise(tmp_egg):
+    """Training mode, p > 0: x * mask / (1 - p), the mask a drawn leaf (runtime/draws.py); eval mode or p = 0: nothing.
+    p = 1 (everything dropped) declines."""
+    from agents.expert.opgraph import Unsupported, is_draw
+    g = export_graph(load_task(_bn_task(tmp_egg, p=0.2)))
+    kept, scale = g.output.args
+    assert g.output.op == "mul" and scale == pytest.approx(1 / 0.8) and kept.op == "mul"
+    assert kept.args[0].op == "relu" and is_draw(kept.args[1]) and kept.args[1].attrs == {"draw": "dropout", "p": 0.2}
     for p, mode in ((0.2, "\n        self.eval()"), (0.0, "")):
         g = export_graph(load_task(_bn_task(tmp_egg, p=p, mode=mode)))
         assert g.output.op == "relu"
+    with pytest.raises(Unsupported, match="p=1.0"):
+        export_graph(load_task(_bn_task(tmp_egg, p=1.0)))
 
 
 DROP_AFTER = """import torch
@@ -449,20 +455,20 @@ def get_init_inputs():
 ])
 def test_training_dropout_of_a_value_that_can_only_be_zero_is_the_identity(tmp_egg, expr, kept):
     """x * mask / (1 - p) is x wherever x is 0 (or NaN): a chain of clamps and min/max that leaves nothing
-    else makes the draw invisible, and the dropout is lowered as the identity; any other value declines."""
-    from agents.expert.opgraph import Unsupported, value_range
+    else makes the draw invisible, and the dropout is lowered as the identity (no draw); any other value is a
+    drawn mask."""
+    from agents.expert.opgraph import value_range
     path = tmp_egg / "drop.py"
     path.write_text(DROP_AFTER.format(expr=expr))
     torch.manual_seed(0)
     model, x = load_task(path).make_model(0), torch.randn(4, 50) * 3
     draws = [model(x) for _ in range(3)]
     assert all(torch.equal(d, draws[0]) for d in draws) == kept  # the premise, in torch itself
-    if not kept:
-        with pytest.raises(Unsupported, match="dropout in training mode"):
-            export_graph(load_task(path))
-        return
     g = export_graph(load_task(path))
-    assert g.output.op == "clamp" and value_range(g.output) == (0.0, 0.0)
+    if not kept:
+        assert g.output.op == "mul" and [n.attrs["draw"] for n in g.inputs if n.attrs.get("draw")] == ["dropout"]
+        return
+    assert g.output.op == "clamp" and value_range(g.output) == (0.0, 0.0) and not [n for n in g.inputs if n.attrs]
 
 
 @pytest.mark.parametrize("module,expr,shape,offset", [

@@ -1180,3 +1180,27 @@ def test_an_average_pool_after_a_1x1_conv_pools_its_input_first(tmp_egg, n, c, o
     gg, fam, plan = agent._plan(str(p))
     err, eager_err = _emulated(p, agent, gg, fam, plan, tmp_egg, seed=3)
     assert err < 2e-3, (err, eager_err)  # (the conv at plain TF32)
+
+
+@pytest.mark.parametrize("init,body,shape,mask", [
+    ("self.lin = nn.Linear(16, 32)\n        self.drop = nn.Dropout(0.2)", "return torch.softmax(self.drop(self.lin(x)), dim=1)",
+     "6, 16", (6, 32)),  # level 2 task 66 in miniature
+    ("self.conv = nn.Conv2d(4, 8, 3)\n        self.drop = nn.Dropout2d(0.5)", "return torch.relu(self.drop(self.conv(x)))",
+     "2, 4, 7, 6", (2, 8, 1, 1)),  # a channel's mask
+])
+def test_a_dropout_in_training_mode_is_the_references_own_mask(tmp_egg, init, body, shape, mask):
+    """A Dropout left in training mode draws a keep mask every call: a leaf the host code asks egg.draw for (the
+    reference's own mask in the verifier's trials, recorded and replayed; afresh when timed), applied as x * mask /
+    (1 - p), the channel's mask of a Dropout2d broadcast. On the emulator the module gets the mask the reference drew
+    and matches the float64 truth."""
+    p = tmp_egg / "drop.py"
+    p.write_text(TEMPLATE.format(init=init, body=body, shape=shape))
+    agent = ExpertAgent()
+    g, fam, plan = agent._plan(str(p))
+    drawn = [n for n in g.inputs if n.attrs.get("draw")]
+    assert [(n.attrs["draw"], n.shape) for n in drawn] == [("dropout", mask)]
+    k = (_emit_tuned(agent, g, fam, plan) if fam == "program"  # (the channel's mask: one conv, the mask in its epilogue)
+         else agent.emit(g, fam, plan, agent._default(fam, g, plan, None), load_profile("h200")))
+    assert f"x{drawn[0].index} = egg.draw('dropout', {mask!r}, torch.float32, x0.device, {drawn[0].attrs['p']!r})" in k.host_code
+    err, eager_err = _emulated(p, agent, g, fam, plan, tmp_egg, seed=9, k=k)
+    assert err < (2e-3 if "conv" in init else 32 * max(eager_err, 2 ** -24)), (err, eager_err)

@@ -84,7 +84,8 @@ def module_source(g: OpGraph, launch: Launch) -> str:
     dev = _device(g)
     for n in g.inputs:  # the reference's draws, in its order (runtime/draws.py)
         if is_draw(n):
-            lines.append(f"        x{n.index} = egg.draw({n.attrs['draw']!r}, {tuple(n.shape)!r}, torch.{n.dtype}, {dev})")
+            p = f", {n.attrs['p']!r}" if "p" in n.attrs else ""
+            lines.append(f"        x{n.index} = egg.draw({n.attrs['draw']!r}, {tuple(n.shape)!r}, torch.{n.dtype}, {dev}{p})")
     if launch.align16:
         for n in given:
             lines.append(f"        assert x{n.index}.data_ptr() % 16 == 0")

@@ -517,12 +517,20 @@ def value_range(n) -> tuple[float, float]:
 
 @lowers(*IDENTITY)
 def _identity(o: _Op):
-    if o.name in ("dropout", "feature_dropout") and o.arg(2, "train", False) and float(o.arg(1, "p", 0.0) or 0.0) > 0:
+    if o.name in ("dropout", "feature_dropout") and o.arg(2, "train", False) and (p := float(o.arg(1, "p", 0.0) or 0.0)) > 0:
         if value_range(o.x) == (0.0, 0.0):
             # x * mask / (1 - p) is x for x = 0 (and NaN) whatever the mask: no draw changes the value
             return o.x
-        # a module left in training mode draws a mask on every call: no kernel can be checked against it
-        raise Unsupported(f"aten::{o.name} in training mode (random draws inside forward)")
+        if p >= 1.0 or o.x.dtype not in ("float32", "float64", "float16", "bfloat16") or len(o.x.shape) < 2:
+            raise Unsupported(f"aten::{o.name} in training mode with p={p} on a {o.x.dtype} {len(o.x.shape)}-d tensor")
+        # a module left in training mode draws a keep mask every call: a leaf the host code asks egg.draw for (the
+        # reference's own mask in the verifier's trials, runtime/draws.py); a channel's one for Dropout2d/3d
+        _B.counter += 1
+        shape = tuple(o.x.shape) if o.name == "dropout" else (*o.x.shape[:2], *[1] * (len(o.x.shape) - 2))
+        keep = Node(f"draw_{_B.counter}", "input", shape=shape, dtype=o.x.dtype, attrs={"draw": "dropout", "p": p})
+        o.b.nodes.append(keep)
+        kept = o.pw("mul", [o.x, keep if shape == tuple(o.x.shape) else o.pw("broadcast", [keep], o.x.shape)], o.x.shape)
+        return o.pw("mul", [kept, 1.0 / (1.0 - p)], o.x.shape)
     return o.x
 
 
@@ -563,8 +571,8 @@ def _copy(o: _Op):
 def _random(o: _Op):
     """A plain draw inside forward (torch.randn / rand and their `_like` forms in floating point: level 3 task 35's
     initial LSTM state) is a leaf of the graph the host code asks `egg.draw` for: in the verifier's trials the
-    reference's own numbers, recorded as it ran (runtime/draws.py), else drawn afresh. Other random ops (dropout,
-    bernoulli, integer draws) differ from run to run in ways no recorded tensor stands for: declined."""
+    reference's own numbers, recorded as it ran (runtime/draws.py), else drawn afresh (a Dropout's mask too: _identity).
+    Other random ops (bernoulli, integer draws) differ from run to run in ways no recorded tensor stands for: declined."""
     if o.name in DRAW_OPS and o.dtype in ("float32", "float64", "float16", "bfloat16"):
         _B.counter += 1
         n = Node(f"draw_{_B.counter}", "input", shape=o.shape, dtype=o.dtype,
