@@ -112,6 +112,12 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                  "    def forward(self, x):\n        return self.pool(torch.relu(self.conv(x)))\n"
                  "def get_inputs():\n    return [torch.rand(4, 3, 512, 512)]\ndef get_init_inputs():\n    return []\n",
                  "channels padded to 4"),
+    # level 2 task 66 at a quarter of its features: a Dropout in training mode, eager's mask (native_dropout's) replayed
+    "dropout_train": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
+                      "        super().__init__()\n        self.matmul = nn.Linear(4096, 4096)\n        self.dropout = nn.Dropout(0.2)\n"
+                      "    def forward(self, x):\n        return torch.softmax(self.dropout(self.matmul(x)), dim=1)\n"
+                      "def get_inputs():\n    return [torch.rand(128, 4096)]\ndef get_init_inputs():\n    return []\n",
+                      "GEMM"),
     # level 2 task 44's program (a strided transposed conv, scaled, averaged over its positions), reduced batch
     "box_sums": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
                  "        super().__init__()\n        self.conv = nn.ConvTranspose2d(64, 128, 3, 2, 1, 1)\n"
