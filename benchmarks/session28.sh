@@ -1,10 +1,10 @@
 #!/bin/bash
-# Twenty-seventh session (no GPU lent): its first conv staged padded to 4 channels, weights staged once a version
-# (egg.staged), and the six level 3 networks never
-# benched (7 GoogLeNet, 16 DenseNet-201, 23/24 EfficientNet-B1/B2, 29 Swin MLP, 30 Swin V2) with 13 and 15 (DenseNet's
-# transitions pooled first); copies in the ignored .kb3/new27, fetched as benchmarks/NOTES.md says. Run after `bash benchmarks/session27.sh tests` (or with it: `all`).
-# Carry [".whl", ".kb3", ".kb", "bench_state"], `git rev-parse --short HEAD > bench_state/COMMIT` before.
-# `bash benchmarks/session28.sh bench` goes on with the new27 bench alone.
+# Twenty-seventh session (no GPU lent): first convs staged padded to 4 channels, weights staged once a version
+# (egg.staged), a Dropout in training mode replayed, and the level 3 networks never benched (7 GoogLeNet, 16
+# DenseNet-201, 23/24 EfficientNet-B1/B2, 29 Swin MLP, 30 Swin V2) with 13 and 15 (DenseNet's transitions pooled
+# first); copies in the ignored .kb3/new27, fetched as benchmarks/NOTES.md says. Run after
+# `bash benchmarks/session27.sh tests` (or with it: `all`); `bash benchmarks/session28.sh bench` goes on with the
+# new27 bench alone. Carry [".whl", ".kb3", ".kb", "bench_state"], `git rev-parse --short HEAD > bench_state/COMMIT` before.
 . benchmarks/probe_lib.sh
 if [ "${1:-}" != bench ]; then
 [ "${1:-}" = all ] && bash benchmarks/session27.sh tests
