@@ -160,11 +160,11 @@ class KernelAPI:
         return g.out.clone()
 
     def staged(self, owner, run, tensors: list) -> None:
-        """`run()`: a program's launches that read only the module's parameters and buffers (`tensors`, with the
-        buffers they write) and write buffers of its own: a weight staged in another layout, a table computed from
-        weights. Run again only when one of `tensors` changed since (its address, or its version: an in-place
-        update), so a call whose weights are those of the last one skips them (ResNet-18's 19 weight stagings, about
-        60 us of its 0.93 ms). While launches are skipped (the verifier's check that the kernels matter) nothing is
+        """`run()`: a program's launches that read only the module's parameters and buffers (`tensors`) and write
+        buffers of its own: a weight staged in another layout, a table computed from weights. Run again only when one
+        of `tensors` changed since (its address, or its version: an in-place update; a module moved moves them), so
+        a call whose weights are those of the last one skips them (ResNet-18's 19 weight stagings, about 60 us of its
+        0.93 ms). While launches are skipped (the verifier's check that the kernels matter) nothing is
         kept: the next call runs them. A write through `.data` moves no version (as autograd does not see it): after
         one, `load_state_dict` or an in-place op on the tensor itself, or a new module."""
         def key():

@@ -111,7 +111,7 @@ def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]], graph: b
     names = _host_names(g)
     dev = _device(g)
     lines = []
-    static = weight_launches(g, steps)
+    static, params = weight_launches(g, steps), {n.name for n in g.params}
     if static:  # their outputs are buffers of the module, written by `stage_params` once per version of the weights
         init, stage, reads = [], ["", "    def stage_params(self):"], {}
         for i in static:
@@ -119,7 +119,8 @@ def module_source_program(g: OpGraph, steps: list[tuple[Launch, Node]], graph: b
             init.append(f"        self.register_buffer('s{i}', torch.empty({tuple(node.shape)!r}, dtype=torch.{node.dtype}), "
                         "persistent=False)")
             names[node.name] = f"self.s{i}"
-            reads.update({names[t.name]: None for t in launch.tensors + [m.node for m in launch.maps]} | {f"self.s{i}": None})
+            reads.update({names[t.name]: None for t in launch.tensors + [m.node for m in launch.maps]
+                          if t.name in params})  # (the weights: a module moved moves them too)
             stage.append(f"        egg.launch({launch.kernel!r}, {launch.grid!r}, {launch.block!r}, "
                          f"[{_args(launch, f'self.s{i}', names)}], shared_mem={launch.shared_mem})")
         at = head.index("\n\n    def forward(")  # (before forward: the launches in the order they first run)
