@@ -105,3 +105,29 @@ def test_the_ring_only_where_four_blocks_an_sm_still_fit(tmp_egg, head, ring):
     g, fam, plan = agent._plan(str(p))
     assert fam == "attention"
     assert agent._default(fam, g, plan, None, load_profile("h200"))["ring"] is ring
+
+
+COSINE = ("        self.logit_scale = nn.Parameter(torch.log(10 * torch.ones((2, 1, 1))))\n"
+          "        self.cpb = nn.Sequential(nn.Linear(2, 32), nn.ReLU(inplace=True), nn.Linear(32, 2, bias=False))\n"
+          "        self.register_buffer('table', torch.randn(1, 7, 7, 2))\n"
+          "        self.register_buffer('index', torch.randint(0, 49, (16 * 16,)))\n"
+          "        self.register_buffer('mask', torch.randn(3, 16, 16))")
+COSINE_BODY = ("attn = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)\n"
+               "        attn = attn * torch.clamp(self.logit_scale, max=torch.log(torch.tensor(1. / 0.01))).exp()\n"
+               "        bias = self.cpb(self.table).view(-1, 2)[self.index].view(16, 16, -1).permute(2, 0, 1).contiguous()\n"
+               "        attn = attn + 16 * torch.sigmoid(bias).unsqueeze(0)\n"
+               "        attn = (attn.view(2, 3, 2, 16, 16) + self.mask.unsqueeze(1).unsqueeze(0)).view(-1, 2, 16, 16)\n"
+               "        return torch.softmax(attn, dim=-1) @ v")
+
+
+def test_a_score_bias_computed_from_parameters_alone_is_an_input_of_the_fused_kernel(tmp_egg):
+    """Swin V2's attention: cosine scores, a clamped logit scale, a position bias from an MLP on a buffer (two Linear
+    layers: matmuls the scores' chain reads but no input reaches), gathered by an index buffer, and the shift mask.
+    The MLP's output is a tensor of parameters alone: the attention node takes it as an input (a stage before it computes
+    it, once a weight version) and the scores, softmax and product are one kernel, against a float64 truth."""
+    p = _task(tmp_egg, COSINE_BODY, "torch.randn(6, 2, 16, 8), torch.randn(6, 2, 16, 8), torch.randn(6, 2, 16, 8)",
+              init=COSINE)
+    g = _check(p)
+    (at,) = [n for n in g.nodes if n.kind == "attention"]
+    (i, table), = at.attrs["computed"]
+    assert table.kind == "gemm" and at.args[3 + i] is table

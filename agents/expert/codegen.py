@@ -207,8 +207,9 @@ class Emitter:
     `load(node, idx)` says how to read an input/param; `special(node)` returns an expression
     for nodes whose value is given (a reduction's accumulator, the GEMM accumulator)."""
 
-    def __init__(self, load, special=None, prefix="v"):
+    def __init__(self, load, special=None, prefix="v", alias: dict | None = None):
         self.load, self.special = load, special or (lambda n: None)
+        self.alias = alias or {}  # id(node) -> the node read in its place (a fused chain's tensor now a kernel input)
         self.lines: list[str] = []
         self.cache: dict[tuple[str, str], str] = {}
         self.prefix = prefix
@@ -217,6 +218,7 @@ class Emitter:
     def value(self, n: Node, idx: str) -> str:
         if isinstance(n, (int, float, bool)):
             return lit(n)
+        n = self.alias.get(id(n), n)
         if len(idx) > LONG_INDEX:  # an index map's index of an index map's...: named once, or a chain of
             # concatenations (a stack of 256 steps) grows its text threefold a link
             name = self.cache.get(("index", idx))

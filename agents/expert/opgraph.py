@@ -261,7 +261,7 @@ def _export_graph(task) -> OpGraph:
     # the draws, in the order the reference makes them (each kept, read or not: the replay hands them out in order),
     # after the user's inputs, at positions past every forward argument (the host code draws them itself)
     for i, n in enumerate(d for d in nodes if is_draw(d)):
-        n.index = DRAW_INDEX + i
+        n.index, n.name = DRAW_INDEX + i, f"draw{i}"  # (a name of its order: the generated code must not vary by run)
         user_inputs.append(n)
     params = [p for p in params if p.name in live]
     for i, p in enumerate(params):

@@ -138,7 +138,8 @@ def candidates(g: OpGraph) -> list[Node]:
     # (a permuted k^T, an SE block's x * s) is the fallback when nothing else splits
     viewed = []  # a conv reads its input only as a leaf: the view itself, written in its shape, is a cut too
     for h in heavy[1:] + [h for h in heavy[:1] if h.kind in ("gemm", "conv", "attention")]:
-        for mid in h.args[:2] if h.kind == "gemm" else h.args[:3] if h.kind == "attention" else h.args[:1]:  # computed operands
+        # computed operands (an attention's computed side input too: Swin V2's position-bias table)
+        for mid in h.args[:2] if h.kind == "gemm" else h.args if h.kind == "attention" else h.args[:1]:
             if h.kind == "conv" and isinstance(mid, Node) and mid.kind == "pw" and mid.op == "view":
                 viewed.append(mid)
             mid = unview(mid)

@@ -21,6 +21,7 @@ Tiles arrive by cp.async, the next one in flight under this one's MMAs where two
 key tile masked for all of a block's rows is skipped (the tiles above the diagonal)."""
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from dataclasses import dataclass
@@ -75,11 +76,15 @@ def _match(mm2: Node, readers: dict[int, list[Node]], pos: dict[int, int], outpu
         return None
     if len(mm2.shape) != 3 or len(v.shape) != 3:
         return None
-    # the region between the first matmul and P: P's ancestors up to (not through) a matmul
-    region, stack, mm1 = {}, [p], None
+    # the region between the first matmul and P: P's ancestors up to (not through) a matmul, or a tensor computed from
+    # parameters alone (Swin V2's position-bias MLP on a buffer: an input of the kernel, computed by a stage before)
+    region, stack, mm1, computed = {}, [p], None, {}
     while stack:
         x = stack.pop()
         if not isinstance(x, Node) or id(x) in region or x.kind in ("input", "param"):
+            continue
+        if x.kind != "pw" and _of_params(x):
+            computed[id(x)] = x
             continue
         if x.kind == "gemm":
             if mm1 is not None and x is not mm1:
@@ -133,13 +138,23 @@ def _match(mm2: Node, readers: dict[int, list[Node]], pos: dict[int, int], outpu
     leaves = []
     for x in side + chain:
         for a in _flat(x.args):
-            if isinstance(a, Node) and a.kind in ("input", "param") and all(a is not b for b in leaves):
+            if isinstance(a, Node) and (a.kind in ("input", "param") or id(a) in computed) and all(a is not b for b in leaves):
                 leaves.append(a)
     q, kt = mm1.args[0], mm1.args[1]
     sig = ";".join(f"{x.kind}:{x.op}:{x.shape}:{[a if not isinstance(a, Node) else a.kind for a in x.args]}"
                    for x in sorted(side + chain, key=order))  # the graph's structure() tells two chains apart by it
+    # the chain reads a computed input as the node it was here; the kernel as its argument (a cut's input after it)
+    at = [(i, x) for i, x in enumerate(leaves) if id(x) in computed]
     return Node(f"attention_{mm2.name}", "attention", kind, [q, kt, v] + leaves, tuple(mm2.shape), mm2.dtype,
-                attrs={"scores": mm1, "score": score, "chain": sig, "mask": mask})
+                attrs={"scores": mm1, "score": score, "chain": sig, "mask": mask, **({"computed": at} if at else {})})
+
+
+def _of_params(x: Node, memo: dict | None = None) -> bool:
+    """Whether `x` is computed from parameters and constants alone (no input of the task above it)."""
+    memo = {} if memo is None else memo
+    if id(x) not in memo:
+        memo[id(x)] = x.kind != "input" and all(_of_params(a, memo) for a in _flat(x.args) if isinstance(a, Node))
+    return memo[id(x)]
 
 
 def _tile_mask(kind: str, score: Node, from_s: set[int]) -> Node | None:
@@ -237,11 +252,12 @@ def render(g: OpGraph, p: AttnPlan, ring: bool = True) -> str:
     a = p.node
     mm1, score = a.attrs["scores"], a.attrs["score"]
     rest = [t for t in g.inputs + g.params if all(t is not f for f in (p.q, p.k, p.v))]
-    em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", lambda x: "s_val" if x is mm1 else None, prefix="f")
+    alias = {id(x): a.args[3 + i] for i, x in a.attrs.get("computed", [])}
+    em = Emitter(lambda t, i: f"to_f({t.name}[{i}])", lambda x: "s_val" if x is mm1 else None, prefix="f", alias=alias)
     val = em.value(score, "i")
     mask = a.attrs.get("mask")
     if mask is not None:
-        mem = Emitter(lambda t, i: f"to_f({t.name}[{i}])", prefix="m")
+        mem = Emitter(lambda t, i: f"to_f({t.name}[{i}])", prefix="m", alias=alias)
         mval = mem.value(mask, "i")
     side = "".join(f", const {CTYPE[t.dtype]}* __restrict__ {t.name}" for t in rest)
     side_args = "".join(f", {t.name}" for t in rest)
@@ -380,7 +396,7 @@ def render(g: OpGraph, p: AttnPlan, ring: bool = True) -> str:
         const float* s_kt = s_k;
         const float* s_vt = s_v;"""
         loop_end = "    }"
-    return f"""{PRELUDE}{TF32_PRELUDE}
+    src = f"""{PRELUDE}{TF32_PRELUDE}
 __device__ __forceinline__ float egg_score(float s_val, {ix} i{side}) {{
 {narrow(em.take("    "))}
     return {narrow(val)};
@@ -475,3 +491,7 @@ extern "C" __global__ void __launch_bounds__({THREADS}) egg_attention(float* __r
     }}
 }}
 """
+    # its helpers named by its own source: a program's two attention kernels (Swin V2's blocks with and without the
+    # shift mask) are compiled in one unit, where one name defined twice does not compile
+    tag = hashlib.sha1(src.encode()).hexdigest()[:10]
+    return re.sub(r"\b(egg_score|egg_masked|egg_next_tile)\(", lambda m: f"{m.group(1)}_{tag}(", src)
