@@ -8,7 +8,7 @@
 . benchmarks/probe_lib.sh
 if [ "${1:-}" != bench ]; then
 [ "${1:-}" = all ] && bash benchmarks/session27.sh tests
-gpu_tests tests/test_gpu_expert.py pad28.log 240 -k "conv_pad or weights_staged or graph_verifies or dropout_train"
+gpu_tests tests/test_gpu_expert.py pad28.log 240 -k "conv_pad or weights_staged or graph_verifies or dropout_train or cosine_attention"
 # the padded first design against the in-place gather it replaces (SqueezeNet's first conv is its tuned stage; level 1
 # task 50 is AlexNet's first conv alone)
 OLD='{"cpad": false, "layout": "nchw", "wgmma": false, "swz": false}'

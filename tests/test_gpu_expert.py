@@ -118,6 +118,24 @@ FIRST_CANDIDATE_TASKS = {  # a task of each new kernel at a size where the exper
                       "    def forward(self, x):\n        return torch.softmax(self.dropout(self.matmul(x)), dim=1)\n"
                       "def get_inputs():\n    return [torch.rand(128, 4096)]\ndef get_init_inputs():\n    return []\n",
                       "GEMM"),
+    # level 3 30's window attention (Swin V2), a stage's worth: cosine scores, the position-bias MLP's table an input
+    # of the fused kernel, the shift mask
+    "cosine_attention": ("import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nclass Model(nn.Module):\n"
+                         "    def __init__(self):\n        super().__init__()\n"
+                         "        self.logit_scale = nn.Parameter(torch.log(10 * torch.ones((3, 1, 1))))\n"
+                         "        self.cpb = nn.Sequential(nn.Linear(2, 512), nn.ReLU(inplace=True), nn.Linear(512, 3, bias=False))\n"
+                         "        self.register_buffer('table', torch.randn(1, 13, 13, 2))\n"
+                         "        self.register_buffer('index', torch.randint(0, 169, (49 * 49,)))\n"
+                         "        self.register_buffer('mask', torch.randn(64, 49, 49))\n"
+                         "    def forward(self, q, k, v):\n"
+                         "        attn = F.normalize(q, dim=-1) @ F.normalize(k, dim=-1).transpose(-2, -1)\n"
+                         "        attn = attn * torch.clamp(self.logit_scale, max=torch.log(torch.tensor(1. / 0.01))).exp()\n"
+                         "        bias = self.cpb(self.table).view(-1, 3)[self.index].view(49, 49, -1).permute(2, 0, 1).contiguous()\n"
+                         "        attn = attn + 16 * torch.sigmoid(bias).unsqueeze(0)\n"
+                         "        attn = (attn.view(10, 64, 3, 49, 49) + self.mask.unsqueeze(1).unsqueeze(0)).view(-1, 3, 49, 49)\n"
+                         "        return torch.softmax(attn, dim=-1) @ v\n"
+                         "def get_inputs():\n    return [torch.randn(640, 3, 49, 32) for _ in range(3)]\n"
+                         "def get_init_inputs():\n    return []\n", "fused attention"),
     # level 2 task 44's program (a strided transposed conv, scaled, averaged over its positions), reduced batch
     "box_sums": ("import torch\nimport torch.nn as nn\nclass Model(nn.Module):\n    def __init__(self):\n"
                  "        super().__init__()\n        self.conv = nn.ConvTranspose2d(64, 128, 3, 2, 1, 1)\n"
