@@ -324,6 +324,12 @@ def _without_kernel(src: str, name: str) -> str:
     return src[:a] + src[b:]
 
 
+def _staged_note(g, steps: list) -> str:
+    """What the description says of the launches that read weights alone (host.weight_launches)."""
+    n = len(host.weight_launches(g, steps))
+    return f"; {n} launch{'es' if n > 1 else ''} reading weights alone run once a weight version (egg.staged)" if n else ""
+
+
 def _staging_launches(plan, planes: bool = False) -> list:
     """A channels-last conv's staging kernels (conv.staging) as launches, each with the node it writes."""
     return [(host.Launch(name, grid, block, reads, 0), writes)
@@ -1134,9 +1140,10 @@ class ExpertAgent:
         if fam == "program":
             return self._emit_program(g, plan, params, profile)
         src, steps, desc = self.kernel(g, fam, plan, params, profile)
-        return ProposedKernel(cuda_source=src, host_code=host.module_source_program(g, [(ln, n or g.output) for ln, n in steps]),
+        steps = [(ln, n or g.output) for ln, n in steps]
+        return ProposedKernel(cuda_source=src, host_code=host.module_source_program(g, steps),
                               kernel_names=[ln.kernel for ln, _ in steps],
-                              params=params, description=desc, family=fam, guard_policy="strict",
+                              params=params, description=desc + _staged_note(g, steps), family=fam, guard_policy="strict",
                               compile_options=["-lineinfo"], algorithm_flops=rewrite_flops([(fam, plan)]))
 
     def _region_params(self, prog, i: int, params: dict, profile) -> dict:
@@ -1154,7 +1161,9 @@ class ExpertAgent:
         family's defaults or their region's knobs; shared preludes once, kernel names made unique."""
         srcs, steps, descs, names, _, views = self._program_parts(prog, params, profile)
         graph = params.get("graph", graph_default(g, len(prog.stages())))
-        desc = "; then ".join(descs) + (f"; its {len(steps)} launches replayed as one CUDA graph" if graph else "")
+        staged = len(host.weight_launches(g, steps))
+        desc = ("; then ".join(descs) + _staged_note(g, steps)
+                + (f"; its {len(steps) - staged} {'other ' if staged else ''}launches replayed as one CUDA graph" if graph else ""))
         return ProposedKernel(cuda_source=join_units(srcs), host_code=host.module_source_program(g, steps, graph, views),
                               kernel_names=names, params=params, description=desc,
                               family=prog.stages()[prog.tuned][1], guard_policy="strict", compile_options=["-lineinfo"],
