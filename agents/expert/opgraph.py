@@ -257,7 +257,7 @@ def _export_graph(task) -> OpGraph:
     if out_node.dtype == "bool":
         raise Unsupported("a boolean output (comparisons are lowered inside an expression only)")
     live = _reachable(out_node)  # e.g. the unused indices of max.dim
-    nodes = _pool_first(_merge_cell_twins([n for n in nodes if n.name in live or n.kind == "input"]))
+    nodes = _pool_first(_merge_cell_twins([n for n in nodes if n.name in live or n.kind == "input"]), out_node)
     # the draws, in the order the reference makes them (each kept, read or not: the replay hands them out in order),
     # after the user's inputs, at positions past every forward argument (the host code draws them itself)
     for i, n in enumerate(d for d in nodes if is_draw(d)):
@@ -291,7 +291,7 @@ def _merge_cell_twins(nodes: list[Node]) -> list[Node]:
     return nodes
 
 
-def _pool_first(nodes: list[Node]) -> list[Node]:
+def _pool_first(nodes: list[Node], out: Node) -> list[Node]:
     """An average pool of a 1x1 conv's output (DenseNet's transition: BatchNorm, ReLU, conv 1x1, 2x2 average pool)
     is the conv of the pooled input: both are linear, the pool the same map on every channel (without padding or a
     divisor override its weights sum to 1, so the bias passes through) and the conv the same mix at every pixel.
@@ -306,7 +306,7 @@ def _pool_first(nodes: list[Node]) -> list[Node]:
     for pool in nodes:
         a = pool.attrs
         cv = pool.args[0] if pool.kind == "pool" and a.get("kind") == "avg" else None
-        if (cv is None or cv.kind != "conv" or readers.get(id(cv)) != 1 or cv.attrs.get("transposed")
+        if (cv is None or cv.kind != "conv" or readers.get(id(cv)) != 1 or cv is out or cv.attrs.get("transposed")
                 or any(a["padding"]) or a["divisor"] or len(a["kernel"]) > len(cv.shape) - 2):
             continue
         x, w, b = cv.args
