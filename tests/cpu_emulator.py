@@ -446,6 +446,7 @@ def _ctype(t: torch.Tensor) -> str:
 
 
 SIXTEEN = {"__nv_bfloat16": torch.bfloat16, "__half": torch.float16}
+HOST_SIXTEEN = {str(t): c for c, t in SIXTEEN.items()}  # host code's "torch.bfloat16" -> its C type
 
 
 def available() -> bool:
@@ -647,12 +648,12 @@ def run_host(src: str, host_code: str, tensors: dict[str, torch.Tensor], workdir
             var, call = line.split(" = ", 1)
             args = ast.parse(call).body[0].value.args
             shapes[var] = ast.literal_eval(ast.unparse(args[0]))
-            types[var] = {"torch.bfloat16": "__nv_bfloat16", "torch.float16": "__half"}.get(ast.unparse(args[1]) if len(args) > 1 else "")
+            types[var] = HOST_SIXTEEN.get(ast.unparse(args[1]) if len(args) > 1 else "")
         elif line.startswith("self.register_buffer('s"):  # a buffer the module's weight launches write (stage_params)
             name, empty = ast.parse(line).body[0].value.args
             var = f"self.{ast.literal_eval(name)}"
             shapes[var] = ast.literal_eval(ast.unparse(empty.args[0]))
-            types[var] = {"torch.bfloat16": "__nv_bfloat16", "torch.float16": "__half"}.get(ast.unparse(empty.keywords[0].value))
+            types[var] = HOST_SIXTEEN.get(ast.unparse(empty.keywords[0].value))
         elif line.startswith("egg.launch("):
             call = ast.parse(line).body[0].value
             kernel, grid, block = (ast.literal_eval(a) for a in call.args[:3])

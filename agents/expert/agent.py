@@ -324,9 +324,8 @@ def _without_kernel(src: str, name: str) -> str:
     return src[:a] + src[b:]
 
 
-def _staged_note(g, steps: list) -> str:
-    """What the description says of the launches that read weights alone (host.weight_launches)."""
-    n = len(host.weight_launches(g, steps))
+def _staged_note(n: int) -> str:
+    """What the description says of the `n` launches that read weights alone (host.weight_launches)."""
     return f"; {n} launch{'es' if n > 1 else ''} reading weights alone run once a weight version (egg.staged)" if n else ""
 
 
@@ -1143,7 +1142,7 @@ class ExpertAgent:
         steps = [(ln, n or g.output) for ln, n in steps]
         return ProposedKernel(cuda_source=src, host_code=host.module_source_program(g, steps),
                               kernel_names=[ln.kernel for ln, _ in steps],
-                              params=params, description=desc + _staged_note(g, steps), family=fam, guard_policy="strict",
+                              params=params, description=desc + _staged_note(len(host.weight_launches(g, steps))), family=fam, guard_policy="strict",
                               compile_options=["-lineinfo"], algorithm_flops=rewrite_flops([(fam, plan)]))
 
     def _region_params(self, prog, i: int, params: dict, profile) -> dict:
@@ -1162,7 +1161,7 @@ class ExpertAgent:
         srcs, steps, descs, names, _, views = self._program_parts(prog, params, profile)
         graph = params.get("graph", graph_default(g, len(prog.stages())))
         staged = len(host.weight_launches(g, steps))
-        desc = ("; then ".join(descs) + _staged_note(g, steps)
+        desc = ("; then ".join(descs) + _staged_note(staged)
                 + (f"; its {len(steps) - staged} {'other ' if staged else ''}launches replayed as one CUDA graph" if graph else ""))
         return ProposedKernel(cuda_source=join_units(srcs), host_code=host.module_source_program(g, steps, graph, views),
                               kernel_names=names, params=params, description=desc,

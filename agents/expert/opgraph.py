@@ -67,12 +67,16 @@ class OpGraph:
         return [m for m in self.nodes if any(a is n for a in _flat(m.args))]
 
     def readers(self) -> dict[int, list[Node]]:
-        """Each node's readers (by the node's id), each listed once, in one pass over the nodes."""
-        out: dict[int, list[Node]] = {}
-        for n in self.nodes:
-            for a in {id(a): a for a in _flat(n.args) if isinstance(a, Node)}.values():
-                out.setdefault(id(a), []).append(n)
-        return out
+        return readers_of(self.nodes)
+
+
+def readers_of(nodes: list[Node]) -> dict[int, list[Node]]:
+    """Each node's readers (by the node's id), each listed once, in one pass over the nodes."""
+    out: dict[int, list[Node]] = {}
+    for n in nodes:
+        for a in {id(a): a for a in _flat(n.args) if isinstance(a, Node)}.values():
+            out.setdefault(id(a), []).append(n)
+    return out
 
 
 def _flat(args):
@@ -257,7 +261,7 @@ def _export_graph(task) -> OpGraph:
     if out_node.dtype == "bool":
         raise Unsupported("a boolean output (comparisons are lowered inside an expression only)")
     live = _reachable(out_node)  # e.g. the unused indices of max.dim
-    nodes = _pool_first(_merge_cell_twins([n for n in nodes if n.name in live or n.kind == "input"]), out_node)
+    nodes = _pool_first(_merge_cell_twins([n for n in nodes if n.name in live or n.kind == "input"]))
     # the draws, in the order the reference makes them (each kept, read or not: the replay hands them out in order),
     # after the user's inputs, at positions past every forward argument (the host code draws them itself)
     for i, n in enumerate(d for d in nodes if is_draw(d)):
@@ -291,7 +295,7 @@ def _merge_cell_twins(nodes: list[Node]) -> list[Node]:
     return nodes
 
 
-def _pool_first(nodes: list[Node], out: Node) -> list[Node]:
+def _pool_first(nodes: list[Node]) -> list[Node]:
     """An average pool of a 1x1 conv's output (DenseNet's transition: BatchNorm, ReLU, conv 1x1, 2x2 average pool)
     is the conv of the pooled input: both are linear, the pool the same map on every channel (without padding or a
     divisor override its weights sum to 1, so the bias passes through) and the conv the same mix at every pixel.
@@ -299,14 +303,11 @@ def _pool_first(nodes: list[Node], out: Node) -> list[Node]:
     more bytes (pooled pixels x input channels at most the pixels x output channels; level 3 task 13: 1.34 ms of
     conv and 0.93 of pool at 127783d). Each node keeps its identity (its readers hold it): the conv's becomes the
     pool of its input, the pool's the conv of that."""
-    readers: dict[int, int] = {}
-    for n in nodes:
-        for a in {id(a): a for a in _flat(n.args) if isinstance(a, Node)}.values():
-            readers[id(a)] = readers.get(id(a), 0) + 1
+    readers = readers_of(nodes)
     for pool in nodes:
         a = pool.attrs
         cv = pool.args[0] if pool.kind == "pool" and a.get("kind") == "avg" else None
-        if (cv is None or cv.kind != "conv" or readers.get(id(cv)) != 1 or cv is out or cv.attrs.get("transposed")
+        if (cv is None or cv.kind != "conv" or len(readers.get(id(cv), [])) != 1 or cv.attrs.get("transposed")
                 or any(a["padding"]) or a["divisor"] or len(a["kernel"]) > len(cv.shape) - 2):
             continue
         x, w, b = cv.args

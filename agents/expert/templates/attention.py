@@ -78,12 +78,12 @@ def _match(mm2: Node, readers: dict[int, list[Node]], pos: dict[int, int], outpu
         return None
     # the region between the first matmul and P: P's ancestors up to (not through) a matmul, or a tensor computed from
     # parameters alone (Swin V2's position-bias MLP on a buffer: an input of the kernel, computed by a stage before)
-    region, stack, mm1, computed = {}, [p], None, {}
+    region, stack, mm1, computed, of_params = {}, [p], None, {}, {}
     while stack:
         x = stack.pop()
         if not isinstance(x, Node) or id(x) in region or x.kind in ("input", "param"):
             continue
-        if x.kind != "pw" and _of_params(x):
+        if x.kind != "pw" and _of_params(x, of_params):
             computed[id(x)] = x
             continue
         if x.kind == "gemm":
@@ -149,9 +149,8 @@ def _match(mm2: Node, readers: dict[int, list[Node]], pos: dict[int, int], outpu
                 attrs={"scores": mm1, "score": score, "chain": sig, "mask": mask, **({"computed": at} if at else {})})
 
 
-def _of_params(x: Node, memo: dict | None = None) -> bool:
-    """Whether `x` is computed from parameters and constants alone (no input of the task above it)."""
-    memo = {} if memo is None else memo
+def _of_params(x: Node, memo: dict) -> bool:
+    """Whether `x` is computed from parameters and constants alone (no input of the task above it); `memo` by id."""
     if id(x) not in memo:
         memo[id(x)] = x.kind != "input" and all(_of_params(a, memo) for a in _flat(x.args) if isinstance(a, Node))
     return memo[id(x)]
